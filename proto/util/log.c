@@ -10,7 +10,7 @@ static int threshold(void)
     static const struct {
         const char *name;
         int level;
-    } levels[] = {{"err", SL_LOG_ERR},   {"error", SL_LOG_ERR}, {"warning", SL_LOG_WARNING},
+    } levels[] = {{"err", SL_LOG_ERR},      {"error", SL_LOG_ERR},     {"warning", SL_LOG_WARNING},
                   {"warn", SL_LOG_WARNING}, {"notice", SL_LOG_NOTICE}, {"info", SL_LOG_INFO},
                   {"debug", SL_LOG_DEBUG}};
     const char *v = getenv("SLUICE_LOG_LEVEL");
