@@ -1,0 +1,253 @@
+/* Encode, decode and validate the top-level wire messages (see sluice/wire.h). */
+#include <stdlib.h>
+
+#include "sluice/wire.h"
+
+static size_t lim_message(const struct sl_wire_limits *lim)
+{
+    return lim && lim->max_message && lim->max_message < SL_WIRE_MAX_MESSAGE ? lim->max_message
+                                                                             : SL_WIRE_MAX_MESSAGE;
+}
+
+static uint64_t lim_bulk(const struct sl_wire_limits *lim)
+{
+    return lim && lim->max_bulk && lim->max_bulk < SL_WIRE_MAX_BULK ? lim->max_bulk
+                                                                    : SL_WIRE_MAX_BULK;
+}
+
+static size_t lim_calls(const struct sl_wire_limits *lim)
+{
+    return lim && lim->max_calls && lim->max_calls < SL_WIRE_MAX_FRAME_CALLS
+               ? lim->max_calls
+               : SL_WIRE_MAX_FRAME_CALLS;
+}
+
+const struct sl_call_info *sl_call_lookup(uint32_t call_id)
+{
+    if (call_id == 0 || call_id > SL_CALL_ID_MAX || sl_call_table[call_id].id != call_id)
+        return NULL;
+    return &sl_call_table[call_id];
+}
+
+/* The oneof member number of a call is SL_ONEOF_BASE + its id; protobuf-c's case values are
+ * the member numbers. */
+static sl_code check_member(uint32_t call_id, uint32_t member_case, int required, const char *what,
+                            sl_error *e)
+{
+    if (member_case == 0) {
+        if (required)
+            return sl_fail(e, SL_ERR_PROTOCOL, "%s for call id %u carries no arguments", what,
+                           call_id);
+        return SL_OK;
+    }
+    if (member_case != SL_ONEOF_BASE + call_id) {
+        const struct sl_call_info *other =
+            member_case > SL_ONEOF_BASE ? sl_call_lookup(member_case - SL_ONEOF_BASE) : NULL;
+        return sl_fail(e, SL_ERR_PROTOCOL, "%s says call id %u (%s) but carries %s", what, call_id,
+                       sl_call_table[call_id].name, other ? other->name : "an unknown member");
+    }
+    return SL_OK;
+}
+
+sl_code sl_wire_check_call(const Sluice__Wire__Call *call, const struct sl_wire_limits *lim,
+                           sl_error *e)
+{
+    const struct sl_call_info *info = sl_call_lookup(call->call_id);
+    if (!info)
+        return sl_fail(e, SL_ERR_PROTOCOL, "call seq %llu has unknown call id %u",
+                       (unsigned long long)call->seq, call->call_id);
+    sl_code rc = check_member(call->call_id, (uint32_t)call->args_case, 1, "call", e);
+    if (rc != SL_OK)
+        return rc;
+    if (call->per_thread_stream && !(info->flags & (SL_CALL_PTDS | SL_CALL_PTSZ)))
+        return sl_fail(e, SL_ERR_PROTOCOL, "%s has no per-thread-stream variant", info->name);
+    if (call->bulk_length > lim_bulk(lim))
+        return sl_fail(e, SL_ERR_TOO_LARGE, "%s announces %llu bulk bytes, over the limit %llu",
+                       info->name, (unsigned long long)call->bulk_length,
+                       (unsigned long long)lim_bulk(lim));
+    return SL_OK;
+}
+
+sl_code sl_wire_check_reply(const Sluice__Wire__Reply *reply, const struct sl_wire_limits *lim,
+                            sl_error *e)
+{
+    if (!sl_call_lookup(reply->call_id))
+        return sl_fail(e, SL_ERR_PROTOCOL, "reply seq %llu has unknown call id %u",
+                       (unsigned long long)reply->seq, reply->call_id);
+    sl_code rc = check_member(reply->call_id, (uint32_t)reply->out_case, 0, "reply", e);
+    if (rc != SL_OK)
+        return rc;
+    if (reply->failed_seq >= reply->seq && reply->failed_seq != 0)
+        return sl_fail(e, SL_ERR_PROTOCOL, "reply seq %llu names a later failed call %llu",
+                       (unsigned long long)reply->seq, (unsigned long long)reply->failed_seq);
+    if (reply->bulk_length > lim_bulk(lim))
+        return sl_fail(e, SL_ERR_TOO_LARGE, "reply seq %llu announces %llu bulk bytes, over %llu",
+                       (unsigned long long)reply->seq, (unsigned long long)reply->bulk_length,
+                       (unsigned long long)lim_bulk(lim));
+    return SL_OK;
+}
+
+/* Frame-level rule shared by calls and replies: 1..max entries, seq > 0, strictly increasing. */
+static sl_code check_seq(uint64_t prev, uint64_t seq, size_t i, const char *what, sl_error *e)
+{
+    if (seq == 0)
+        return sl_fail(e, SL_ERR_PROTOCOL, "%s %zu of the frame has seq 0", what, i);
+    if (i > 0 && seq <= prev)
+        return sl_fail(e, SL_ERR_PROTOCOL,
+                       "%s %zu of the frame has seq %llu, not above the previous %llu", what, i,
+                       (unsigned long long)seq, (unsigned long long)prev);
+    return SL_OK;
+}
+
+static sl_code check_frame_size(size_t n, const struct sl_wire_limits *lim, const char *what,
+                                sl_error *e)
+{
+    if (n == 0)
+        return sl_fail(e, SL_ERR_PROTOCOL, "empty %s frame", what);
+    if (n > lim_calls(lim))
+        return sl_fail(e, SL_ERR_TOO_LARGE, "%s frame of %zu entries, over the limit %zu", what, n,
+                       lim_calls(lim));
+    return SL_OK;
+}
+
+sl_code sl_wire_check_client(const Sluice__Wire__ClientMessage *m, const struct sl_wire_limits *lim,
+                             sl_error *e)
+{
+    sl_code rc;
+    switch (m->kind_case) {
+    case SLUICE__WIRE__CLIENT_MESSAGE__KIND_OPEN:
+        return m->open ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionOpen without a body");
+    case SLUICE__WIRE__CLIENT_MESSAGE__KIND_CLOSE:
+        return m->close ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionClose without a body");
+    case SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS:
+        if (!m->calls)
+            return sl_fail(e, SL_ERR_PROTOCOL, "client message kind set without a body");
+        rc = check_frame_size(m->calls->n_calls, lim, "call", e);
+        for (size_t i = 0; rc == SL_OK && i < m->calls->n_calls; i++) {
+            const Sluice__Wire__Call *c = m->calls->calls[i];
+            rc = check_seq(i ? m->calls->calls[i - 1]->seq : 0, c->seq, i, "call", e);
+            if (rc == SL_OK)
+                rc = sl_wire_check_call(c, lim, e);
+        }
+        return rc;
+    default:
+        return sl_fail(e, SL_ERR_PROTOCOL, "client message of no known kind (%d)",
+                       (int)m->kind_case);
+    }
+}
+
+sl_code sl_wire_check_server(const Sluice__Wire__ServerMessage *m, const struct sl_wire_limits *lim,
+                             sl_error *e)
+{
+    sl_code rc;
+    switch (m->kind_case) {
+    case SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT:
+        return m->accept ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionAccept without a body");
+    case SLUICE__WIRE__SERVER_MESSAGE__KIND_CLOSE:
+        return m->close ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionClose without a body");
+    case SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES:
+        if (!m->replies)
+            return sl_fail(e, SL_ERR_PROTOCOL, "server message kind set without a body");
+        rc = check_frame_size(m->replies->n_replies, lim, "reply", e);
+        for (size_t i = 0; rc == SL_OK && i < m->replies->n_replies; i++) {
+            const Sluice__Wire__Reply *r = m->replies->replies[i];
+            rc = check_seq(i ? m->replies->replies[i - 1]->seq : 0, r->seq, i, "reply", e);
+            if (rc == SL_OK)
+                rc = sl_wire_check_reply(r, lim, e);
+        }
+        return rc;
+    default:
+        return sl_fail(e, SL_ERR_PROTOCOL, "server message of no known kind (%d)",
+                       (int)m->kind_case);
+    }
+}
+
+static sl_code pack(const ProtobufCMessage *m, const struct sl_wire_limits *lim, uint8_t **buf,
+                    size_t *len, sl_error *e)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    if (n > lim_message(lim))
+        return sl_fail(e, SL_ERR_TOO_LARGE, "%s of %zu bytes, over the limit %zu",
+                       m->descriptor->short_name, n, lim_message(lim));
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b)
+        return sl_fail(e, SL_ERR_NOMEM, "no memory for a %zu-byte %s", n,
+                       m->descriptor->short_name);
+    size_t done = protobuf_c_message_pack(m, b);
+    if (done != n) {
+        free(b);
+        return sl_fail(e, SL_ERR_INVALID, "%s packed to %zu bytes, expected %zu",
+                       m->descriptor->short_name, done, n);
+    }
+    *buf = b;
+    *len = n;
+    return SL_OK;
+}
+
+sl_code sl_wire_encode_client(const Sluice__Wire__ClientMessage *m,
+                              const struct sl_wire_limits *lim, uint8_t **buf, size_t *len,
+                              sl_error *e)
+{
+    sl_code rc = sl_wire_check_client(m, lim, e);
+    return rc != SL_OK ? rc : pack(&m->base, lim, buf, len, e);
+}
+
+sl_code sl_wire_encode_server(const Sluice__Wire__ServerMessage *m,
+                              const struct sl_wire_limits *lim, uint8_t **buf, size_t *len,
+                              sl_error *e)
+{
+    sl_code rc = sl_wire_check_server(m, lim, e);
+    return rc != SL_OK ? rc : pack(&m->base, lim, buf, len, e);
+}
+
+sl_code sl_wire_decode_client(const uint8_t *buf, size_t len, const struct sl_wire_limits *lim,
+                              Sluice__Wire__ClientMessage **out, sl_error *e)
+{
+    *out = NULL;
+    if (len > lim_message(lim))
+        return sl_fail(e, SL_ERR_TOO_LARGE, "client message of %zu bytes, over the limit %zu", len,
+                       lim_message(lim));
+    Sluice__Wire__ClientMessage *m = sluice__wire__client_message__unpack(NULL, len, buf);
+    if (!m)
+        return sl_fail(e, SL_ERR_PROTOCOL,
+                       "client message of %zu bytes is not a valid ClientMessage", len);
+    sl_code rc = sl_wire_check_client(m, lim, e);
+    if (rc != SL_OK) {
+        sl_wire_free_client(m);
+        return rc;
+    }
+    *out = m;
+    return SL_OK;
+}
+
+sl_code sl_wire_decode_server(const uint8_t *buf, size_t len, const struct sl_wire_limits *lim,
+                              Sluice__Wire__ServerMessage **out, sl_error *e)
+{
+    *out = NULL;
+    if (len > lim_message(lim))
+        return sl_fail(e, SL_ERR_TOO_LARGE, "server message of %zu bytes, over the limit %zu", len,
+                       lim_message(lim));
+    Sluice__Wire__ServerMessage *m = sluice__wire__server_message__unpack(NULL, len, buf);
+    if (!m)
+        return sl_fail(e, SL_ERR_PROTOCOL,
+                       "server message of %zu bytes is not a valid ServerMessage", len);
+    sl_code rc = sl_wire_check_server(m, lim, e);
+    if (rc != SL_OK) {
+        sl_wire_free_server(m);
+        return rc;
+    }
+    *out = m;
+    return SL_OK;
+}
+
+void sl_wire_free_client(Sluice__Wire__ClientMessage *m)
+{
+    if (m)
+        sluice__wire__client_message__free_unpacked(m, NULL);
+}
+
+void sl_wire_free_server(Sluice__Wire__ServerMessage *m)
+{
+    if (m)
+        sluice__wire__server_message__free_unpacked(m, NULL);
+}

@@ -1,0 +1,38 @@
+/* What the generated backend handlers (backend_dispatch.c) need from the backend session.
+ *
+ * Every handle, device ordinal and device pointer that arrives from the wire is translated or
+ * checked by these functions before it reaches the driver; objects the driver creates are
+ * registered through them before their ids go back on the wire. The backend implements them
+ * (a later issue); tests provide doubles. All return CUDA_SUCCESS or the CUresult to answer,
+ * typically CUDA_ERROR_INVALID_HANDLE / CUDA_ERROR_INVALID_VALUE / CUDA_ERROR_INVALID_DEVICE. */
+#ifndef SLUICE_BACKEND_HOOKS_H
+#define SLUICE_BACKEND_HOOKS_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "sluice/handle_kinds.h"
+
+typedef struct sl_be_session sl_be_session;
+
+/* id -> native object of that kind owned by this session. How id 0 is treated (NULL stream,
+ * current context...) is the session's decision per kind. */
+CUresult sl_be_handle_get(sl_be_session *s, enum sl_handle_kind kind, uint64_t id, void **native);
+/* A native object the driver just created -> a new id for the guest. Integer-valued handles
+ * (texture objects, generic allocation handles) travel through the same void *. */
+CUresult sl_be_handle_put(sl_be_session *s, enum sl_handle_kind kind, void *native, uint64_t *id);
+/* The call that destroyed the object behind id succeeded: forget it. */
+void sl_be_handle_drop(sl_be_session *s, enum sl_handle_kind kind, uint64_t id);
+
+/* Guest device ordinal <-> host CUdevice. */
+CUresult sl_be_device_get(sl_be_session *s, int32_t ordinal, CUdevice *dev);
+CUresult sl_be_device_put(sl_be_session *s, CUdevice dev, int32_t *ordinal);
+
+/* ptr (and len bytes after it, len 0 = unknown) must lie in memory this session may use. */
+CUresult sl_be_devptr_check(sl_be_session *s, uint64_t ptr, uint64_t len);
+/* The driver returned a new device address (call_id says which call; len 0 = unknown). */
+CUresult sl_be_devptr_add(sl_be_session *s, uint32_t call_id, uint64_t ptr, uint64_t len);
+/* The allocation at ptr was freed. */
+void sl_be_devptr_release(sl_be_session *s, uint64_t ptr);
+
+#endif

@@ -1,0 +1,26 @@
+/* The frontend runtime as the generated stubs (frontend_stubs.c) see it.
+ *
+ * The stubs build a Call on their stack and hand it to one of these hooks; the runtime assigns
+ * `seq`, serializes the call before returning (the stack memory dies with the stub), sends it
+ * and, for sl_fe_call, waits for the matching Reply. The real runtime lives in frontend/ (a
+ * later issue); tests provide their own. */
+#ifndef SLUICE_STUB_RUNTIME_H
+#define SLUICE_STUB_RUNTIME_H
+
+#include <cuda.h>
+
+#include "sluice_session.pb-c.h"
+
+/* A synchronous call. On return *reply is the server's Reply (result, outputs), or NULL when
+ * the call never got one (then the returned CUresult says why, e.g. the channel died). A
+ * non-NULL *reply is released with sl_fe_reply_free. Earlier deferred failures are reported
+ * by the runtime through the result, as CUDA does at synchronizing calls. */
+CUresult sl_fe_call(Sluice__Wire__Call *call, Sluice__Wire__Reply **reply);
+
+void sl_fe_reply_free(Sluice__Wire__Reply *reply);
+
+/* An async call: queued (and coalesced with the next ones) without waiting. Returns
+ * CUDA_SUCCESS, or an error the runtime already knows of (a failed earlier deferred call). */
+CUresult sl_fe_enqueue_async(Sluice__Wire__Call *call);
+
+#endif

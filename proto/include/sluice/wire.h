@@ -1,0 +1,86 @@
+/* The Sluice wire: limits, the call table and the envelope codec.
+ *
+ * The messages themselves are generated (proto/gen/sluicegen.py from proto/api/cuda_driver.api)
+ * into sluice_cuda.pb-c.h / sluice_session.pb-c.h. This header adds what hand code needs around
+ * them: the limits every decoder enforces, the call table (id -> name, flags), the list of all
+ * message descriptors, and encode/decode/validate of the top-level ClientMessage/ServerMessage.
+ * Every function reports failures through sl_error with a message naming what was wrong. */
+#ifndef SLUICE_WIRE_H
+#define SLUICE_WIRE_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/error.h"
+#include "sluice/wire_ids.h"
+#include "sluice_session.pb-c.h"
+
+/* Hard bounds on values from the wire (the limits struct below can only lower the first three). */
+#define SL_WIRE_MAX_MESSAGE     ((size_t)64 << 20)  /* one encoded ClientMessage/ServerMessage */
+#define SL_WIRE_MAX_BULK        ((uint64_t)1 << 40) /* bulk bytes announced by one call or reply */
+#define SL_WIRE_MAX_FRAME_CALLS 4096u               /* calls (or replies) in one frame */
+#define SL_WIRE_MAX_ARRAY       65536u              /* elements of one array parameter */
+#define SL_WIRE_MAX_STRING      65536u              /* bytes of one string out-parameter buffer */
+
+enum sl_call_flag {
+    SL_CALL_ASYNC = 1u << 0,       /* may be sent without waiting for the reply */
+    SL_CALL_HANDWRITTEN = 1u << 1, /* no generated stub/handler: hand code marshals it */
+    SL_CALL_PTDS = 1u << 2,        /* the driver also has <name>_ptds */
+    SL_CALL_PTSZ = 1u << 3,        /* the driver also has <name>_ptsz */
+};
+
+struct sl_call_info {
+    uint32_t id;      /* 0 for an unused slot */
+    const char *name; /* the real symbol, e.g. "cuMemAlloc_v2" */
+    uint32_t flags;   /* enum sl_call_flag */
+};
+
+/* Indexed by call id; slot 0 and unused ids are zero. Generated. */
+extern const struct sl_call_info sl_call_table[SL_CALL_ID_MAX + 1];
+/* Every message of sluice.cuda and sluice.wire. Generated. */
+extern const ProtobufCMessageDescriptor *const sl_wire_descriptors[];
+extern const size_t sl_wire_descriptor_count;
+
+/* The table entry of a call id, or NULL when the id is not a known call. */
+const struct sl_call_info *sl_call_lookup(uint32_t call_id);
+
+/* Per-session limits; zero fields mean the SL_WIRE_MAX_* defaults. */
+struct sl_wire_limits {
+    size_t max_message;
+    uint64_t max_bulk;
+    size_t max_calls;
+};
+
+/* Structural checks of one call/reply: known call id, oneof member matching it, per-thread
+ * flag only on calls that have a per-thread variant, bulk_length within the limit. */
+sl_code sl_wire_check_call(const Sluice__Wire__Call *call, const struct sl_wire_limits *lim,
+                           sl_error *e);
+sl_code sl_wire_check_reply(const Sluice__Wire__Reply *reply, const struct sl_wire_limits *lim,
+                            sl_error *e);
+
+/* Whole-message checks: a kind is set; frames are non-empty, within max_calls, and their seq
+ * numbers are non-zero and strictly increasing; every call/reply passes the checks above. */
+sl_code sl_wire_check_client(const Sluice__Wire__ClientMessage *m, const struct sl_wire_limits *lim,
+                             sl_error *e);
+sl_code sl_wire_check_server(const Sluice__Wire__ServerMessage *m, const struct sl_wire_limits *lim,
+                             sl_error *e);
+
+/* Validates m, then packs it into a new malloc'd buffer (*buf, *len); free() it. */
+sl_code sl_wire_encode_client(const Sluice__Wire__ClientMessage *m,
+                              const struct sl_wire_limits *lim, uint8_t **buf, size_t *len,
+                              sl_error *e);
+sl_code sl_wire_encode_server(const Sluice__Wire__ServerMessage *m,
+                              const struct sl_wire_limits *lim, uint8_t **buf, size_t *len,
+                              sl_error *e);
+
+/* Unpacks and validates; on success *out must be freed with sl_wire_free_client/server. */
+sl_code sl_wire_decode_client(const uint8_t *buf, size_t len, const struct sl_wire_limits *lim,
+                              Sluice__Wire__ClientMessage **out, sl_error *e);
+sl_code sl_wire_decode_server(const uint8_t *buf, size_t len, const struct sl_wire_limits *lim,
+                              Sluice__Wire__ServerMessage **out, sl_error *e);
+
+void sl_wire_free_client(Sluice__Wire__ClientMessage *m);
+void sl_wire_free_server(Sluice__Wire__ServerMessage *m);
+
+#endif

@@ -1,0 +1,371 @@
+/* wire.loopback: generated frontend stubs -> envelope encode/decode -> generated dispatch ->
+ * a FAKE driver, and back, all in one process.
+ *
+ * Test doubles defined here (nothing of this is a GPU result):
+ *   - fake_* functions: a fake driver (struct sl_driver_api) with one device, host-side
+ *     "allocations" and heap-allocated "streams";
+ *   - the sl_be_* hooks: a fake session handle table (ids 1..N, per kind);
+ *   - the sl_fe_* hooks: a fake frontend runtime that loops every call through the codec. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/backend_dispatch.h"
+#include "sluice/driver_api.h"
+#include "sluice/stub_runtime.h"
+#include "sluice/wire.h"
+
+/* ---------------------------------------------------------------- fake driver */
+
+static int fake_driver_calls;
+static unsigned char fake_memset_value;
+static int fake_memset_per_thread;
+
+static CUresult fake_cuDeviceGet(CUdevice *device, int ordinal)
+{
+    fake_driver_calls++;
+    if (ordinal != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    fake_driver_calls++;
+    *pi = (int)attrib * 100 + dev;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuCtxGetDevice(CUdevice *device)
+{
+    fake_driver_calls++;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    fake_driver_calls++;
+    *dptr = (CUdeviceptr)(uintptr_t)malloc(bytesize);
+    return *dptr ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult fake_cuMemFree_v2(CUdeviceptr dptr)
+{
+    fake_driver_calls++;
+    free((void *)(uintptr_t)dptr);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    fake_driver_calls++;
+    (void)Flags;
+    *phStream = (CUstream)malloc(16);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuStreamDestroy_v2(CUstream hStream)
+{
+    fake_driver_calls++;
+    free(hStream);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_memsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s, int pts)
+{
+    fake_driver_calls++;
+    (void)s;
+    memset((void *)(uintptr_t)dst, uc, n);
+    fake_memset_value = uc;
+    fake_memset_per_thread = pts;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuMemsetD8Async(CUdeviceptr d, unsigned char uc, size_t n, CUstream s)
+{
+    return fake_memsetD8Async(d, uc, n, s, 0);
+}
+
+static CUresult fake_cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char uc, size_t n, CUstream s)
+{
+    return fake_memsetD8Async(d, uc, n, s, 1);
+}
+
+static struct sl_driver_api fake_api;
+
+/* ---------------------------------------------------------------- fake session hooks */
+
+#define FAKE_HANDLES 64
+static struct {
+    enum sl_handle_kind kind;
+    void *native;
+    int live;
+} fake_handles[FAKE_HANDLES];
+static uint64_t fake_devptrs[FAKE_HANDLES];
+
+CUresult sl_be_handle_get(sl_be_session *s, enum sl_handle_kind kind, uint64_t id, void **native)
+{
+    (void)s;
+    if (id == 0 && kind == SL_H_STREAM) {
+        *native = NULL; /* the legacy default stream */
+        return CUDA_SUCCESS;
+    }
+    if (id == 0 || id > FAKE_HANDLES || !fake_handles[id - 1].live ||
+        fake_handles[id - 1].kind != kind)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *native = fake_handles[id - 1].native;
+    return CUDA_SUCCESS;
+}
+
+CUresult sl_be_handle_put(sl_be_session *s, enum sl_handle_kind kind, void *native, uint64_t *id)
+{
+    (void)s;
+    for (uint64_t i = 0; i < FAKE_HANDLES; i++) {
+        if (!fake_handles[i].live) {
+            fake_handles[i].kind = kind;
+            fake_handles[i].native = native;
+            fake_handles[i].live = 1;
+            *id = i + 1;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void sl_be_handle_drop(sl_be_session *s, enum sl_handle_kind kind, uint64_t id)
+{
+    (void)s;
+    (void)kind;
+    if (id >= 1 && id <= FAKE_HANDLES)
+        fake_handles[id - 1].live = 0;
+}
+
+CUresult sl_be_device_get(sl_be_session *s, int32_t ordinal, CUdevice *dev)
+{
+    (void)s;
+    if (ordinal != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *dev = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult sl_be_device_put(sl_be_session *s, CUdevice dev, int32_t *ordinal)
+{
+    (void)s;
+    *ordinal = dev;
+    return CUDA_SUCCESS;
+}
+
+CUresult sl_be_devptr_check(sl_be_session *s, uint64_t ptr, uint64_t len)
+{
+    (void)s;
+    (void)len;
+    for (int i = 0; i < FAKE_HANDLES; i++)
+        if (fake_devptrs[i] == ptr && ptr)
+            return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult sl_be_devptr_add(sl_be_session *s, uint32_t call_id, uint64_t ptr, uint64_t len)
+{
+    (void)s;
+    (void)call_id;
+    (void)len;
+    for (int i = 0; i < FAKE_HANDLES; i++) {
+        if (!fake_devptrs[i]) {
+            fake_devptrs[i] = ptr;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void sl_be_devptr_release(sl_be_session *s, uint64_t ptr)
+{
+    (void)s;
+    for (int i = 0; i < FAKE_HANDLES; i++)
+        if (fake_devptrs[i] == ptr)
+            fake_devptrs[i] = 0;
+}
+
+/* ---------------------------------------------------------------- fake frontend runtime */
+
+static struct sl_be_dispatch_entry fake_table[SL_CALL_ID_MAX + 1];
+static uint64_t fake_seq;
+static Sluice__Wire__ServerMessage *fake_last_server_msg;
+static CUresult fake_deferred;
+
+/* Encodes the call as the frontend would, decodes it as the backend would, dispatches it,
+ * and brings the reply back through the server codec. Returns the decoded ServerMessage. */
+static Sluice__Wire__ServerMessage *fake_round_trip(Sluice__Wire__Call *call)
+{
+    sl_error e;
+    Sluice__Wire__Call *calls[1] = {call};
+    Sluice__Wire__CallFrame frame = SLUICE__WIRE__CALL_FRAME__INIT;
+    Sluice__Wire__ClientMessage cm = SLUICE__WIRE__CLIENT_MESSAGE__INIT;
+    call->seq = ++fake_seq;
+    frame.n_calls = 1;
+    frame.calls = calls;
+    cm.kind_case = SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS;
+    cm.calls = &frame;
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(sl_wire_encode_client(&cm, NULL, &buf, &len, &e), SL_OK);
+
+    Sluice__Wire__ClientMessage *in = NULL;
+    assert_int_equal(sl_wire_decode_client(buf, len, NULL, &in, &e), SL_OK);
+    free(buf);
+    Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
+    Sluice__Wire__Reply *replies[1] = {&reply};
+    Sluice__Wire__ReplyFrame rf = SLUICE__WIRE__REPLY_FRAME__INIT;
+    Sluice__Wire__ServerMessage sm = SLUICE__WIRE__SERVER_MESSAGE__INIT;
+    sl_be_dispatch(NULL, &fake_api, fake_table, in->calls->calls[0], &reply);
+    rf.n_replies = 1;
+    rf.replies = replies;
+    sm.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES;
+    sm.replies = &rf;
+    assert_int_equal(sl_wire_encode_server(&sm, NULL, &buf, &len, &e), SL_OK);
+    sl_be_reply_clear(&reply);
+    sl_wire_free_client(in);
+
+    Sluice__Wire__ServerMessage *out = NULL;
+    assert_int_equal(sl_wire_decode_server(buf, len, NULL, &out, &e), SL_OK);
+    free(buf);
+    return out;
+}
+
+CUresult sl_fe_call(Sluice__Wire__Call *call, Sluice__Wire__Reply **reply)
+{
+    assert_null(fake_last_server_msg);
+    fake_last_server_msg = fake_round_trip(call);
+    *reply = fake_last_server_msg->replies->replies[0];
+    return CUDA_SUCCESS;
+}
+
+void sl_fe_reply_free(Sluice__Wire__Reply *reply)
+{
+    assert_ptr_equal(reply, fake_last_server_msg->replies->replies[0]);
+    sl_wire_free_server(fake_last_server_msg);
+    fake_last_server_msg = NULL;
+}
+
+CUresult sl_fe_enqueue_async(Sluice__Wire__Call *call)
+{
+    CUresult earlier = fake_deferred;
+    Sluice__Wire__ServerMessage *m = fake_round_trip(call);
+    fake_deferred = (CUresult)m->replies->replies[0]->result;
+    sl_wire_free_server(m);
+    return earlier;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&fake_api, 0, sizeof fake_api);
+    fake_api.cuDeviceGet = fake_cuDeviceGet;
+    fake_api.cuDeviceGetAttribute = fake_cuDeviceGetAttribute;
+    fake_api.cuCtxGetDevice = fake_cuCtxGetDevice;
+    fake_api.cuMemAlloc_v2 = fake_cuMemAlloc_v2;
+    fake_api.cuMemFree_v2 = fake_cuMemFree_v2;
+    fake_api.cuStreamCreate = fake_cuStreamCreate;
+    fake_api.cuStreamDestroy_v2 = fake_cuStreamDestroy_v2;
+    fake_api.cuMemsetD8Async = fake_cuMemsetD8Async;
+    fake_api.cuMemsetD8Async_ptsz = fake_cuMemsetD8Async_ptsz;
+    sl_be_dispatch_init(fake_table);
+    fake_driver_calls = 0;
+    return 0;
+}
+
+static void device_queries(void **state)
+{
+    (void)state;
+    CUdevice dev = -1;
+    assert_int_equal(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    assert_int_equal(dev, 0);
+    assert_int_equal(cuDeviceGet(&dev, 3), CUDA_ERROR_INVALID_DEVICE);
+    int v = 0;
+    assert_int_equal(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                     CUDA_SUCCESS);
+    assert_int_equal(v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT * 100);
+    dev = -1;
+    assert_int_equal(cuCtxGetDevice(&dev), CUDA_SUCCESS);
+    assert_int_equal(dev, 0);
+}
+
+static void memory_and_async_memset(void **state)
+{
+    (void)state;
+    CUdeviceptr p = 0;
+    assert_int_equal(cuMemAlloc_v2(&p, 64), CUDA_SUCCESS);
+    assert_true(p != 0);
+    assert_int_equal(cuMemsetD8Async(p, 0x5a, 64, NULL), CUDA_SUCCESS);
+    assert_int_equal(fake_memset_value, 0x5a);
+    assert_int_equal(fake_memset_per_thread, 0);
+    assert_int_equal(((unsigned char *)(uintptr_t)p)[63], 0x5a);
+    assert_int_equal(cuMemsetD8Async_ptsz(p, 0x33, 64, NULL), CUDA_SUCCESS);
+    assert_int_equal(fake_memset_per_thread, 1);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    /* freed: the hook refuses it now, the driver is not reached */
+    int before = fake_driver_calls;
+    assert_int_equal(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(fake_driver_calls, before);
+}
+
+static void streams_and_bad_handles(void **state)
+{
+    (void)state;
+    CUstream s = NULL;
+    assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    assert_true((uintptr_t)s >= 1 && (uintptr_t)s <= FAKE_HANDLES); /* the guest sees wire ids */
+    assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+    int before = fake_driver_calls;
+    assert_int_equal(cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE); /* already destroyed */
+    assert_int_equal(cuStreamDestroy_v2((CUstream)(uintptr_t)999), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(fake_driver_calls, before);
+}
+
+static void unimplemented_calls_answer_not_supported(void **state)
+{
+    (void)state;
+    int version = 0;
+    /* generated but the fake driver lacks it */
+    assert_int_equal(cuDriverGetVersion(&version), CUDA_ERROR_NOT_SUPPORTED);
+    /* a handwritten call has no generated handler */
+    Sluice__Cuda__CuGetProcAddressV2Request req =
+        SLUICE__CUDA__CU_GET_PROC_ADDRESS_V2_REQUEST__INIT;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuGetProcAddress_v2;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GET_PROC_ADDRESS_V2;
+    call.cu_get_proc_address_v2 = &req;
+    Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
+    assert_int_equal(sl_be_dispatch(NULL, &fake_api, fake_table, &call, &reply),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    /* an unknown id, and a oneof that does not match the id */
+    call.call_id = SL_CALL_ID_MAX + 1;
+    assert_int_equal(sl_be_dispatch(NULL, &fake_api, fake_table, &call, &reply),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    call.call_id = SL_CALL_cuInit;
+    assert_int_equal(sl_be_dispatch(NULL, &fake_api, fake_table, &call, &reply),
+                     CUDA_ERROR_INVALID_VALUE);
+    sl_be_reply_clear(&reply);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(device_queries, setup),
+        cmocka_unit_test_setup(memory_and_async_memset, setup),
+        cmocka_unit_test_setup(streams_and_bad_handles, setup),
+        cmocka_unit_test_setup(unimplemented_calls_answer_not_supported, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
