@@ -1,0 +1,56 @@
+/* Test harness: a server on its own thread that echoes MESSAGE+bulk, a relay that can tamper
+ * with frames, and raw ZeroMQ peers. */
+#ifndef SLUICE_TEST_HARNESS_H
+#define SLUICE_TEST_HARNESS_H
+
+#include "pki.h"
+#include "sluice/channel.h"
+
+#include <pthread.h>
+
+typedef struct test_pki {
+    pki_ca ca, ca2;
+    pki_cred server, client, expired, foreign, server2;
+} test_pki;
+
+extern test_pki T; /* built once per process by pki_setup */
+int pki_setup(void **state);
+int pki_teardown(void **state);
+
+sl_tls_config cfg_server(sl_tls_mode mode);
+sl_tls_config cfg_client(const pki_cred *cred, const char *ca_pem);
+sl_channel_opts fast_opts(void);
+
+typedef struct echo_srv {
+    sl_server *srv;
+    pthread_t th;
+    pthread_mutex_t mu;
+    volatile int stop;
+    int refuse;
+    int accepted, closed;
+    sl_code last_closed;
+    char last_closed_msg[SL_ERROR_MSG_MAX];
+    sl_peer_identity last_id;
+} echo_srv;
+
+void echo_start(echo_srv *e, sl_tls_mode mode, const sl_channel_opts *o);
+void echo_stop(echo_srv *e);
+/* Waits up to ms until the server saw `n` closed sessions; returns the last code. */
+sl_code echo_wait_closed(echo_srv *e, int n, int ms);
+/* A good client does a round trip (proves the server still serves). */
+void assert_good_client(echo_srv *e);
+/* Sends msg + bulk and checks the echo. */
+void roundtrip(sl_client *c, size_t msg_len, const struct iovec *iov, size_t n, size_t bulk_reads);
+
+enum relay_mode { RELAY_PASS, RELAY_FLIP, RELAY_DUP, RELAY_DROP };
+typedef struct relay {
+    void *zctx, *front, *back;
+    pthread_t th;
+    volatile int stop, armed;
+    enum relay_mode mode;
+    char endpoint[128];
+} relay;
+void relay_start(relay *r, const char *target, enum relay_mode mode);
+void relay_stop(relay *r);
+
+#endif

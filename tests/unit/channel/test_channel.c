@@ -1,0 +1,407 @@
+/* Channel tests: handshakes, identity, round trips, refusals, tampering, bad peers. */
+#include "harness.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <cmocka.h>
+
+static sl_code try_connect(echo_srv *e, const sl_tls_config *cfg, sl_error *err)
+{
+    sl_channel_opts o = fast_opts();
+    sl_client *c = NULL;
+    sl_code rc = sl_client_connect(sl_server_endpoint(e->srv), cfg, &o, &c, err);
+    sl_client_close(c);
+    return rc;
+}
+
+static void test_mutual_identity(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
+    assert_string_equal(sl_client_cipher(c), "TLS_AES_128_GCM_SHA256");
+    uint8_t b[10];
+    struct iovec iov = {b, sizeof b};
+    roundtrip(c, 100, &iov, 1, 1);
+    pthread_mutex_lock(&e.mu);
+    sl_peer_identity id = e.last_id;
+    pthread_mutex_unlock(&e.mu);
+    assert_int_equal(id.authenticated, 1);
+    assert_string_equal(id.instance_id, "6f1e0c2a-1b7d-4c55-9a0e-3f2b8d7c1e42");
+    assert_string_equal(id.project_id, "3c9d2f7e8a1b4c6d9e0f1a2b3c4d5e6f");
+    assert_int_equal(strlen(id.fingerprint), 64);
+    assert_true(strlen(id.serial) >= 16);
+    int64_t now = (int64_t)time(NULL);
+    assert_true(id.not_after > now + 86000 && id.not_after < now + 86500);
+    sl_client_close(c);
+    assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_CLOSED);
+    echo_stop(&e);
+}
+
+static void test_server_only(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_SERVER_ONLY, NULL);
+    sl_tls_config cfg = cfg_client(NULL, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
+    uint8_t b[4096];
+    struct iovec iov = {b, sizeof b};
+    roundtrip(c, 64, &iov, 1, 1);
+    pthread_mutex_lock(&e.mu);
+    assert_int_equal(e.last_id.authenticated, 0);
+    assert_string_equal(e.last_id.instance_id, "");
+    pthread_mutex_unlock(&e.mu);
+    sl_client_close(c);
+    /* a server-only client against a server of another CA fails */
+    echo_stop(&e);
+}
+
+static void test_roundtrips(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    o.chunk_size = 64 << 10; /* many chunks per bulk */
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
+    static const size_t sizes[] = {0, 1, 64 << 10, 8 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        uint8_t *b = malloc(sizes[i] + 1);
+        struct iovec iov = {b, sizes[i]};
+        roundtrip(c, 80, &iov, 1, i == 3 ? 5 : 1);
+        free(b);
+    }
+    /* a large MESSAGE (split over frames) and a bulk of odd segments over many chunks */
+    size_t seg[] = {1, 100000, 0, 65536, 777777, 3};
+    struct iovec iov[6];
+    for (int i = 0; i < 6; i++)
+        iov[i] = (struct iovec){malloc(seg[i] + 1), seg[i]};
+    roundtrip(c, 3 << 20, iov, 6, 3);
+    for (int i = 0; i < 6; i++)
+        free(iov[i].iov_base);
+    sl_channel_stats st;
+    sl_client_stats(c, &st);
+    assert_int_equal(st.buffer_grows, 0);
+    assert_true(st.frames_out > 150);
+    /* local misuse: no empty message, bulk not consumed before the next recv */
+    assert_int_equal(sl_client_send(c, "x", 0, NULL, 0, &err), SL_ERR_INVALID);
+    uint8_t big[1000];
+    struct iovec bi = {big, sizeof big};
+    assert_int_equal(sl_client_send(c, "x", 1, &bi, 1, &err), SL_OK);
+    const void *m;
+    size_t l;
+    uint64_t bl;
+    assert_int_equal(sl_client_recv(c, &m, &l, &bl, 5000, &err), SL_OK);
+    assert_int_equal(bl, 1000);
+    assert_int_equal(sl_client_recv_bulk(c, big, 1001, &err), SL_ERR_INVALID);
+    assert_int_equal(sl_client_recv(c, &m, &l, &bl, 100, &err), SL_ERR_PROTOCOL);
+    sl_client_close(c);
+    echo_stop(&e);
+}
+
+static void test_wrong_ca_client(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.foreign, T.ca.pem);
+    sl_error err;
+    assert_int_equal(try_connect(&e, &cfg, &err), SL_ERR_UNKNOWN_CA);
+    assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_UNKNOWN_CA);
+    assert_non_null(strstr(e.last_closed_msg, "CA"));
+    assert_good_client(&e);
+    echo_stop(&e);
+}
+
+static void test_wrong_ca_server(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca2.pem); /* trusts another CA */
+    sl_error err;
+    assert_int_equal(try_connect(&e, &cfg, &err), SL_ERR_UNKNOWN_CA);
+    assert_non_null(strstr(err.msg, "CA"));
+    assert_int_not_equal(echo_wait_closed(&e, 1, 3000), SL_OK);
+    assert_good_client(&e);
+    echo_stop(&e);
+}
+
+static void test_expired_client(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.expired, T.ca.pem);
+    sl_error err;
+    assert_int_equal(try_connect(&e, &cfg, &err), SL_ERR_CERT_EXPIRED);
+    assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_CERT_EXPIRED);
+    assert_non_null(strstr(e.last_closed_msg, "expired at"));
+    assert_good_client(&e);
+    echo_stop(&e);
+}
+
+static void test_no_client_cert(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(NULL, T.ca.pem);
+    sl_error err;
+    assert_int_equal(try_connect(&e, &cfg, &err), SL_ERR_NO_PEER_CERT);
+    assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_NO_PEER_CERT);
+    assert_good_client(&e);
+    echo_stop(&e);
+}
+
+static void test_accept_refused(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    e.refuse = 1;
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_error err;
+    assert_int_equal(try_connect(&e, &cfg, &err), SL_ERR_REFUSED);
+    assert_non_null(strstr(err.msg, "has no grant"));
+    assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_REFUSED);
+    e.refuse = 0;
+    assert_good_client(&e);
+    echo_stop(&e);
+}
+
+static void test_revoked(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
+    assert_int_equal(sl_client_send(c, "revoke", 6, NULL, 0, &err), SL_OK);
+    const void *m;
+    size_t l;
+    assert_int_equal(sl_client_recv(c, &m, &l, NULL, 5000, &err), SL_ERR_REVOKED);
+    assert_non_null(strstr(err.msg, "instance stopped"));
+    assert_int_equal(sl_client_send(c, "x", 1, NULL, 0, &err), SL_ERR_REVOKED);
+    assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_REVOKED);
+    sl_client_close(c);
+    assert_good_client(&e);
+    echo_stop(&e);
+}
+
+static void tamper(enum relay_mode mode)
+{
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    relay r;
+    relay_start(&r, sl_server_endpoint(e.srv), mode);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(r.endpoint, &cfg, &o, &c, &err), SL_OK);
+    r.armed = 1;
+    uint8_t b[5000] = {0};
+    struct iovec iov = {b, sizeof b};
+    const void *m;
+    size_t l;
+    sl_code rc = SL_OK;
+    for (int i = 0; i < 3 && rc == SL_OK; i++) {
+        rc = sl_client_send(c, "hello", 5, &iov, 1, &err);
+        if (rc == SL_OK)
+            rc = sl_client_recv(c, &m, &l, NULL, mode == RELAY_DROP ? 300 : 3000, &err);
+        if (rc == SL_OK)
+            rc = sl_client_recv_bulk(c, b, sizeof b, &err);
+        if (rc == SL_ERR_TIMEOUT)
+            rc = SL_OK; /* the dropped one: nothing comes back */
+    }
+    assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_TAMPERED);
+    assert_non_null(strstr(e.last_closed_msg, "failed authentication"));
+    assert_int_not_equal(rc, SL_OK); /* the client learned (the server's alert) */
+    sl_client_close(c);
+    relay_stop(&r);
+    assert_good_client(&e);
+    echo_stop(&e);
+}
+
+static void test_tampered_flip(void **state)
+{
+    (void)state;
+    tamper(RELAY_FLIP);
+}
+
+static void test_tampered_dup(void **state)
+{
+    (void)state;
+    tamper(RELAY_DUP);
+}
+
+static void test_tampered_drop(void **state)
+{
+    (void)state;
+    tamper(RELAY_DROP);
+}
+
+/* A raw DEALER sends one frame, then the server must close that session with want. */
+static void raw_peer(size_t len, const char *text, sl_code want, const sl_channel_opts *so)
+{
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, so);
+    void *z = zmq_ctx_new(), *d = zmq_socket(z, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_connect(d, sl_server_endpoint(e.srv)), 0);
+    uint8_t *buf = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        buf[i] = text ? (uint8_t)text[i % strlen(text)] : (uint8_t)(i * 7 + 0x41);
+    zmq_send(d, buf, len, 0);
+    free(buf);
+    assert_int_equal(echo_wait_closed(&e, 1, 5000), want);
+    assert_good_client(&e);
+    zmq_close(d);
+    zmq_ctx_term(z);
+    echo_stop(&e);
+}
+
+static void test_plaintext_peer(void **state)
+{
+    (void)state;
+    raw_peer(60, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", SL_ERR_PROTOCOL, NULL);
+}
+
+static void test_garbage_frame(void **state)
+{
+    (void)state;
+    raw_peer(1000, NULL, SL_ERR_PROTOCOL, NULL);
+}
+
+static void test_oversized_frame(void **state)
+{
+    (void)state;
+    sl_channel_opts o = fast_opts();
+    o.max_frame = 1 << 20;
+    o.chunk_size = 256 << 10;
+    raw_peer((1 << 20) + 1, "\x16\x03\x01", SL_ERR_TOO_LARGE, &o);
+}
+
+static void test_handshake_timeout(void **state)
+{
+    (void)state;
+    sl_channel_opts o = fast_opts();
+    o.handshake_timeout_ms = 300;
+    raw_peer(5, "\x16\x03\x01\x02\x00", SL_ERR_TIMEOUT, &o); /* a ClientHello that never ends */
+}
+
+static void test_dead_client_reaped(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    void *z = zmq_ctx_new(), *d = zmq_socket(z, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_connect(d, sl_server_endpoint(e.srv)), 0);
+    zmq_send(d, "\x16\x03\x01\x02\x00", 5, 0);
+    usleep(100000);
+    zmq_close(d); /* vanishes mid-handshake */
+    zmq_ctx_term(z);
+    assert_int_equal(echo_wait_closed(&e, 1, 2000), SL_ERR_PEER_LOST);
+    assert_int_equal(sl_server_peer_count(e.srv), 0);
+    echo_stop(&e);
+}
+
+static void test_dead_server_detected(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
+    /* the server vanishes without a word: stop its loop, drop its socket with no CLOSE */
+    e.stop = 1;
+    pthread_join(e.th, NULL);
+    sl_server_close(e.srv); /* sends CLOSE: the client must report a closed/lost session */
+    const void *m;
+    size_t l;
+    sl_code rc = sl_client_recv(c, &m, &l, NULL, 3000, &err);
+    assert_true(rc == SL_ERR_CLOSED || rc == SL_ERR_PEER_LOST);
+    sl_client_close(c);
+    pthread_mutex_destroy(&e.mu);
+}
+
+static void test_connect_nowhere(void **state)
+{
+    (void)state;
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    o.handshake_timeout_ms = 200;
+    o.connect_attempts = 2;
+    o.connect_backoff_ms = 50;
+    sl_client *c = NULL;
+    sl_error err;
+    int64_t t0 = (int64_t)time(NULL);
+    assert_int_equal(sl_client_connect("tcp://127.0.0.1:1", &cfg, &o, &c, &err), SL_ERR_TIMEOUT);
+    assert_non_null(strstr(err.msg, "after 2 attempts"));
+    assert_null(c);
+    assert_true((int64_t)time(NULL) - t0 < 5);
+    /* bad configuration is reported, not crashed on */
+    sl_tls_config bad = {.mode = SL_TLS_MUTUAL,
+                         .ca_file = "/nonexistent/ca.pem",
+                         .cert_file = "/x",
+                         .key_file = "/y"};
+    assert_int_equal(sl_client_connect("tcp://127.0.0.1:1", &bad, &o, &c, &err), SL_ERR_CONFIG);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mutual_identity),
+        cmocka_unit_test(test_server_only),
+        cmocka_unit_test(test_roundtrips),
+        cmocka_unit_test(test_wrong_ca_client),
+        cmocka_unit_test(test_wrong_ca_server),
+        cmocka_unit_test(test_expired_client),
+        cmocka_unit_test(test_no_client_cert),
+        cmocka_unit_test(test_accept_refused),
+        cmocka_unit_test(test_revoked),
+        cmocka_unit_test(test_tampered_flip),
+        cmocka_unit_test(test_tampered_dup),
+        cmocka_unit_test(test_tampered_drop),
+        cmocka_unit_test(test_plaintext_peer),
+        cmocka_unit_test(test_garbage_frame),
+        cmocka_unit_test(test_oversized_frame),
+        cmocka_unit_test(test_handshake_timeout),
+        cmocka_unit_test(test_dead_client_reaped),
+        cmocka_unit_test(test_dead_server_detected),
+        cmocka_unit_test(test_connect_nowhere),
+    };
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    return cmocka_run_group_tests(tests, pki_setup, pki_teardown);
+}
