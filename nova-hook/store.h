@@ -1,0 +1,83 @@
+/* The registry's persistent store: SQLite in WAL mode, schema versioned, prepared statements
+ * only. Tables: agents, placements, usage (see store.c). One nh_store may be shared by threads:
+ * every call takes the store's mutex. */
+#ifndef NH_STORE_H
+#define NH_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/error.h"
+#include "sluice_control.pb-c.h"
+
+#define NH_STORE_SCHEMA_VERSION 1
+
+typedef struct nh_store nh_store;
+
+/* Opens (and creates, migrates) the database. readonly: for the CLI; the schema must exist. */
+sl_code nh_store_open(const char *path, int readonly, nh_store **out, sl_error *e);
+void nh_store_close(nh_store *s);
+
+/* ---- agents */
+typedef struct nh_agent_in {
+    const char *host;
+    const char *endpoint;
+    int64_t slots;
+    const char *gpus_json; /* a JSON array */
+    const char *version;
+    const char *ca_pem; /* NULL or "" when none */
+} nh_agent_in;
+
+/* Inserts or replaces an agent (placements on it are kept); last_seen = now. */
+sl_code nh_store_register(nh_store *s, const nh_agent_in *a, int64_t now, sl_error *e);
+/* Deletes an agent and its placements. *existed tells whether it was there. */
+sl_code nh_store_unregister(nh_store *s, const char *host, int *existed, sl_error *e);
+/* last_seen = now. *known tells whether the host is registered. */
+sl_code nh_store_touch(nh_store *s, const char *host, int64_t now, int *known, sl_error *e);
+
+/* ---- placements */
+/* Inserts or moves the instance to host (which must be registered: else SL_ERR_REFUSED). */
+sl_code nh_store_place(nh_store *s, const char *instance, const char *project, const char *flavor,
+                       const char *host, int64_t since, sl_error *e);
+/* Removes the instance if it is placed on host. *removed: 1 if a row went. */
+sl_code nh_store_unplace(nh_store *s, const char *instance, const char *host, int *removed,
+                         sl_error *e);
+
+/* What the vendordata service needs about a placed instance. */
+typedef struct nh_target {
+    char host[256];
+    char project[128];
+    char endpoint[256];
+    char *ca_pem; /* malloc'd, NULL when the agent registered none; free() */
+} nh_target;
+
+/* *found = 1 and *t filled when the instance is placed on a registered agent. */
+sl_code nh_store_lookup(nh_store *s, const char *instance, nh_target *t, int *found, sl_error *e);
+
+/* ---- usage */
+/* Stores the records in one transaction (INSERT OR IGNORE by record_id; synchronous=FULL), so
+ * SL_OK means every record is durably stored, now or before. *inserted counts the new ones. */
+sl_code nh_store_usage_insert(nh_store *s, const char *host,
+                              Sluice__Control__UsageRecord *const *records, size_t n, int64_t now,
+                              size_t *inserted, sl_error *e);
+sl_code nh_store_usage_count(nh_store *s, int64_t *count, sl_error *e);
+
+/* ---- queries (the CLI); rows are valid during the callback only; a non-zero return stops */
+typedef struct nh_host_row {
+    const char *host, *endpoint, *gpus_json, *version;
+    int64_t slots, used, registered, last_seen;
+} nh_host_row;
+typedef int (*nh_host_cb)(const nh_host_row *row, void *ud);
+/* Every host; seen_before > 0: only those whose last_seen < seen_before (stale ones). */
+sl_code nh_store_hosts(nh_store *s, int64_t seen_before, nh_host_cb cb, void *ud, sl_error *e);
+
+typedef struct nh_instance_row {
+    const char *instance, *project, *flavor, *host;
+    int64_t since;
+} nh_instance_row;
+typedef int (*nh_instance_cb)(const nh_instance_row *row, void *ud);
+/* host / project: NULL for any. */
+sl_code nh_store_instances(nh_store *s, const char *host, const char *project, nh_instance_cb cb,
+                           void *ud, sl_error *e);
+
+#endif

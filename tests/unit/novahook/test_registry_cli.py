@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The registry on disk and sluice-registry: several agents and placements seeded through the
+registry handler; hosts / instances / stale as tables and JSON; a writer killed with SIGKILL
+mid-stream loses no acknowledged usage record, and a restart finds everything.
+usage: test_registry_cli.py SLUICE_REGISTRY NH_SEED"""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+FAILS = []
+P1, P2 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILS.append(what)
+
+
+def inst(n):
+    return f"11111111-0000-4000-8000-{n:012d}"
+
+
+def main():
+    cli, seed = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory(prefix="nh-cli-") as d:
+        db = f"{d}/registry.db"
+
+        def s(*a):
+            subprocess.run([seed, db, *a], check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+
+        def run(*a):
+            r = subprocess.run([cli, "--db", db, *a], capture_output=True, text=True)
+            return r.returncode, r.stdout, r.stderr
+
+        now = int(time.time())
+        s("register", "gpu-a", "tcp://192.0.2.1:7400", "8")
+        s("register", "gpu-b", "tcp://192.0.2.2:7400", "4")
+        s("register", "gpu-old", "tcp://192.0.2.9:7400", "2", str(now - 3600))
+        s("place", "gpu-a", inst(1), P1, "g1.small")
+        s("place", "gpu-a", inst(2), P2, "g1.large")
+        s("place", "gpu-b", inst(3), P1, "g1.small")
+
+        rc, out, _ = run("hosts")
+        print(out)
+        lines = out.splitlines()
+        check(rc == 0 and len(lines) == 4, "hosts: header + 3 rows")
+        check(lines[0].split()[:6] == ["HOST", "ENDPOINT", "SLOTS", "USED", "FREE", "GPUS"],
+              "hosts header")
+        check(lines[1].split()[:6] == ["gpu-a", "tcp://192.0.2.1:7400", "8", "2", "6", "1"],
+              "gpu-a: 8 slots, 2 used, 6 free, 1 GPU")
+        check(len({line.index("ENDPOINT") if i == 0 else line.index("tcp://")
+                   for i, line in enumerate(lines)}) == 1, "columns aligned")
+
+        rc, out, _ = run("--json", "hosts")
+        hosts = json.loads(out)
+        check([h["host"] for h in hosts] == ["gpu-a", "gpu-b", "gpu-old"], "hosts --json")
+        check(hosts[1]["used"] == 1 and hosts[1]["gpus"][0]["name"] == "NVIDIA H200",
+              "hosts --json: used and GPUs")
+
+        rc, out, _ = run("instances", "--project", P1)
+        print(out)
+        rows = out.splitlines()[1:]
+        check(rc == 0 and sorted(r.split()[0] for r in rows) == [inst(1), inst(3)],
+              "instances --project")
+        rc, out, _ = run("--json", "instances", "--host", "gpu-a")
+        check({i["instance"] for i in json.loads(out)} == {inst(1), inst(2)},
+              "instances --host --json")
+
+        rc, out, _ = run("stale", "--older-than", "600")
+        print(out)
+        check(rc == 0 and [r.split()[0] for r in out.splitlines()[1:]] == ["gpu-old"],
+              "stale --older-than 600: gpu-old only")
+        rc, out, _ = run("--json", "stale")
+        check([h["host"] for h in json.loads(out)] == ["gpu-old"], "stale --json")
+
+        for args, what in [(["bogus"], "unknown command"), (["stale", "--older-than", "x"],
+                           "bad --older-than"), (["instances", "--project", "x y"],
+                           "bad --project"), (["hosts", "--host", "gpu-a"], "--host on hosts")]:
+            rc, _, err = run(*args)
+            check(rc == 2 and err, f"{what}: exit 2 with a message")
+        r = subprocess.run([cli, "--db", f"{d}/missing.db", "hosts"], capture_output=True,
+                           text=True)
+        check(r.returncode == 1 and "registry store" in r.stderr, "missing database: exit 1")
+
+        # --- SIGKILL while storing usage: every acknowledged record survives
+        p = subprocess.Popen([seed, db, "usage-loop", "gpu-a", "rec", "100000"],
+                             stdout=subprocess.PIPE, text=True)
+        acked = []
+        for line in p.stdout:
+            acked.append(line.split()[1])
+            if len(acked) == 200:
+                p.send_signal(signal.SIGKILL)
+                break
+        for line in p.stdout:  # acks already written before the kill
+            acked.append(line.split()[1])
+        p.wait()
+        con = sqlite3.connect(db)
+        stored = {r[0] for r in con.execute("SELECT record_id FROM usage")}
+        jm = con.execute("PRAGMA journal_mode").fetchone()[0]
+        con.close()
+        check(jm == "wal", "database in WAL mode")
+        check(set(acked) <= stored, f"killed writer: all {len(acked)} acked records stored "
+                                    f"({len(stored)} in the table)")
+        # redelivery after the restart stores nothing twice
+        s("usage-loop", "gpu-a", "rec", "50")
+        con = sqlite3.connect(db)
+        n = con.execute("SELECT count(*) FROM usage").fetchone()[0]
+        con.close()
+        check(n == len(stored | {f"rec-{i:06d}" for i in range(50)}),
+              "redelivered records stored once")
+        rc, out, _ = run("--json", "instances")
+        check(len(json.loads(out)) == 3, "placements intact after the kill")
+    if FAILS:
+        print(f"{len(FAILS)} check(s) failed")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
