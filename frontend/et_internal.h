@@ -1,0 +1,43 @@
+/* Shared by the export table files. Internal. */
+#ifndef SLUICE_FRONTEND_ET_INTERNAL_H
+#define SLUICE_FRONTEND_ET_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+/* Each table is an array of pointer-sized slots; slot 0 holds the byte size of the table
+ * (except CONTEXT_LOCAL_STORAGE). */
+typedef const void *sl_fe_slot;
+#define SL_FE_ET_SIZE(n_slots) ((sl_fe_slot)(uintptr_t)((n_slots) * sizeof(void *)))
+#define SL_FE_ET_FN(fn)        ((sl_fe_slot)(fn))
+
+const sl_fe_slot *sl_fe_et_cudart_interface(void);
+const sl_fe_slot *sl_fe_et_tools_hooks(void);
+const sl_fe_slot *sl_fe_et_tools_tls(void);
+const sl_fe_slot *sl_fe_et_context_local_storage(void);
+const sl_fe_slot *sl_fe_et_context_checks(void);
+const sl_fe_slot *sl_fe_et_integrity_check(void);
+const sl_fe_slot *sl_fe_et_context_id(void);
+
+/* Stubs for slots whose signature is unknown. The caller may pass any integer or pointer
+ * arguments; a function taking none ignores them under the x86-64 and AArch64 C ABIs. The
+ * first call of each (table, slot) is logged. */
+#define SL_FE_ET_MAX_SLOTS 128
+struct sl_fe_et_site {
+    const char *table;
+    atomic_uchar seen[SL_FE_ET_MAX_SLOTS];
+};
+
+CUresult sl_fe_et_stub_called(struct sl_fe_et_site *site, unsigned slot, CUresult rc);
+
+#define SL_FE_ET_STUB_RC(site, id, slot, rc)                                                       \
+    __attribute__((unused)) static CUresult site##_stub_##id(void)                                 \
+    {                                                                                              \
+        return sl_fe_et_stub_called(&site, (slot), (rc));                                          \
+    }
+#define SL_FE_ET_STUB(site, id, slot) SL_FE_ET_STUB_RC(site, id, slot, CUDA_ERROR_NOT_SUPPORTED)
+#define SL_FE_ET_STUB_REF(site, id)   SL_FE_ET_FN(site##_stub_##id)
+
+#endif

@@ -1,0 +1,31 @@
+/* cuGetExportTable: the private tables NVIDIA's cudart and libraries ask the driver for
+ * (export-tables.md sections 1 and 5.A.3). Served locally, usable before cuInit. */
+#ifndef SLUICE_FRONTEND_EXPORT_TABLES_H
+#define SLUICE_FRONTEND_EXPORT_TABLES_H
+
+#include <cuda.h>
+
+#include <stdint.h>
+
+/* The ids we serve, byte for byte (CUuuid.bytes). */
+extern const uint8_t SL_FE_ET_ID_CUDART_INTERFACE[16];
+extern const uint8_t SL_FE_ET_ID_TOOLS_RUNTIME_CALLBACK_HOOKS[16];
+extern const uint8_t SL_FE_ET_ID_TOOLS_TLS[16];
+extern const uint8_t SL_FE_ET_ID_CONTEXT_LOCAL_STORAGE[16];
+extern const uint8_t SL_FE_ET_ID_CONTEXT_CHECKS[16];
+extern const uint8_t SL_FE_ET_ID_INTEGRITY_CHECK[16];
+extern const uint8_t SL_FE_ET_ID_CONTEXT_ID[16];
+
+/* NULL ppExportTable or pExportTableId: CUDA_ERROR_INVALID_VALUE, nothing written. An id we
+ * do not serve (f8cff951... included): CUDA_ERROR_INVALID_VALUE and *ppExportTable = NULL. */
+CUresult sl_fe_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId);
+
+/* CONTEXT_LOCAL_STORAGE lifecycle, called by the context layer:
+ * on cuCtxDestroy: every entry of ctx is removed and its dtor(ctx, key, value) called (outside
+ * any lock); on cuDevicePrimaryCtxReset: the entries of ctx are dropped without dtor calls. */
+void sl_fe_cls_on_ctx_destroy(CUcontext ctx);
+void sl_fe_cls_on_ctx_reset(CUcontext ctx);
+/* Drops every entry without dtor calls and frees the storage (tests, library unload). */
+void sl_fe_cls_clear_all(void);
+
+#endif

@@ -1,0 +1,50 @@
+#include "exports.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hooks.h"
+#include "sluice/log.h"
+
+static pthread_once_t g_check_once = PTHREAD_ONCE_INIT;
+static int g_sorted;
+
+static void check_sorted(void)
+{
+    size_t n = 0;
+    const struct sl_fe_export *t = sl_fe_export_table(&n);
+    g_sorted = 1;
+    for (size_t i = 1; t && i < n; i++) {
+        if (!t[i - 1].name || !t[i].name || strcmp(t[i - 1].name, t[i].name) >= 0) {
+            sl_log(SL_LOG_ERR, "frontend", "export table not sorted at %zu; searching linearly", i);
+            g_sorted = 0;
+            return;
+        }
+    }
+}
+
+static int cmp_export(const void *key, const void *elem)
+{
+    return strcmp((const char *)key, ((const struct sl_fe_export *)elem)->name);
+}
+
+const void *sl_fe_export_address(const char *name)
+{
+    if (!name)
+        return NULL;
+    pthread_once(&g_check_once, check_sorted);
+    size_t n = 0;
+    const struct sl_fe_export *t = sl_fe_export_table(&n);
+    if (!t || n == 0)
+        return NULL;
+    if (g_sorted) {
+        const struct sl_fe_export *e = bsearch(name, t, n, sizeof *t, cmp_export);
+        return e ? e->fn : NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].name && strcmp(t[i].name, name) == 0)
+            return t[i].fn;
+    }
+    return NULL;
+}
