@@ -84,6 +84,35 @@ sl_code sl_wire_check_reply(const Sluice__Wire__Reply *reply, const struct sl_wi
         return sl_fail(e, SL_ERR_TOO_LARGE, "reply seq %llu announces %llu bulk bytes, over %llu",
                        (unsigned long long)reply->seq, (unsigned long long)reply->bulk_length,
                        (unsigned long long)lim_bulk(lim));
+    if (reply->stdout_data.len > SL_WIRE_MAX_STDOUT)
+        return sl_fail(e, SL_ERR_TOO_LARGE, "reply seq %llu carries %zu bytes of stdout, over %zu",
+                       (unsigned long long)reply->seq, reply->stdout_data.len, SL_WIRE_MAX_STDOUT);
+    return SL_OK;
+}
+
+/* SessionAccept: at most SL_WIRE_MAX_DEVICES devices, each with a 16-byte uuid (or none), an
+ * 8-byte LUID (or none) and at most SL_WIRE_MAX_DEVICE_ATTRIBUTES attributes. */
+static sl_code check_accept(const Sluice__Wire__SessionAccept *a, sl_error *e)
+{
+    if (!a)
+        return sl_fail(e, SL_ERR_PROTOCOL, "SessionAccept without a body");
+    if (a->n_devices > SL_WIRE_MAX_DEVICES)
+        return sl_fail(e, SL_ERR_TOO_LARGE, "SessionAccept lists %zu devices, over the limit %u",
+                       a->n_devices, SL_WIRE_MAX_DEVICES);
+    for (size_t i = 0; i < a->n_devices; i++) {
+        const Sluice__Wire__DeviceInfo *d = a->devices[i];
+        if (!d)
+            return sl_fail(e, SL_ERR_PROTOCOL, "SessionAccept device %zu is empty", i);
+        if (d->uuid.len != 0 && d->uuid.len != 16)
+            return sl_fail(e, SL_ERR_PROTOCOL, "device %zu has a %zu-byte uuid (not 16)", i,
+                           d->uuid.len);
+        if (d->luid.len != 0 && d->luid.len != 8)
+            return sl_fail(e, SL_ERR_PROTOCOL, "device %zu has a %zu-byte luid (not 8)", i,
+                           d->luid.len);
+        if (d->n_attributes > SL_WIRE_MAX_DEVICE_ATTRIBUTES)
+            return sl_fail(e, SL_ERR_TOO_LARGE, "device %zu has %zu attributes, over the limit %u",
+                           i, d->n_attributes, SL_WIRE_MAX_DEVICE_ATTRIBUTES);
+    }
     return SL_OK;
 }
 
@@ -119,6 +148,11 @@ sl_code sl_wire_check_client(const Sluice__Wire__ClientMessage *m, const struct 
         return m->open ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionOpen without a body");
     case SLUICE__WIRE__CLIENT_MESSAGE__KIND_CLOSE:
         return m->close ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionClose without a body");
+    case SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLBACK_DONE:
+        if (!m->callback_done)
+            return sl_fail(e, SL_ERR_PROTOCOL, "CallbackDone without a body");
+        return m->callback_done->id ? SL_OK
+                                    : sl_fail(e, SL_ERR_PROTOCOL, "CallbackDone for callback id 0");
     case SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS:
         if (!m->calls)
             return sl_fail(e, SL_ERR_PROTOCOL, "client message kind set without a body");
@@ -142,9 +176,17 @@ sl_code sl_wire_check_server(const Sluice__Wire__ServerMessage *m, const struct 
     sl_code rc;
     switch (m->kind_case) {
     case SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT:
-        return m->accept ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionAccept without a body");
+        return check_accept(m->accept, e);
     case SLUICE__WIRE__SERVER_MESSAGE__KIND_CLOSE:
         return m->close ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionClose without a body");
+    case SLUICE__WIRE__SERVER_MESSAGE__KIND_CALLBACK:
+        if (!m->callback)
+            return sl_fail(e, SL_ERR_PROTOCOL, "HostCallback without a body");
+        if (!m->callback->id || !m->callback->fn)
+            return sl_fail(e, SL_ERR_PROTOCOL, "HostCallback with id %llu, function %#llx",
+                           (unsigned long long)m->callback->id,
+                           (unsigned long long)m->callback->fn);
+        return SL_OK;
     case SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES:
         if (!m->replies)
             return sl_fail(e, SL_ERR_PROTOCOL, "server message kind set without a body");

@@ -12,9 +12,10 @@ HANDLE_KINDS = [
     "mipmappedarray", "linker", "greenctx", "devresource", "memhandle", "extmem", "extsem",
     "graphicsresource", "userobject", "callbackhandle", "condhandle",
 ]
-OTHER_KINDS = {"device", "devptr", "pod", "cstr", "hostptr", "callback"}
-FLAGS = {"async", "handwritten", "ptds", "ptsz"}
-MODIFIERS = {"len", "span", "release"}
+OTHER_KINDS = {"device", "devptr", "pod", "cstr", "hostptr", "callback", "bytes"}
+FLAGS = {"async", "handwritten", "ptds", "ptsz", "internal"}
+MODIFIERS = {"len", "span", "release", "repeated"}
+INTERNAL_BASE = 10000   # internal (Sluice-only) calls have ids >= INTERNAL_BASE, all others below
 C_KEYWORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
     "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
@@ -38,6 +39,7 @@ class Param:
     length: str = ""    # name of the parameter holding the element count (arrays)
     span: str = ""      # name of the parameter holding the byte length (devptr)
     release: bool = False
+    repeated: bool = False  # internal calls only: a repeated field with no C buffer behind it
     span_field: str = ""  # proto field of the span parameter (set by check())
 
     @property
@@ -53,6 +55,11 @@ class Param:
     @property
     def is_array(self):
         return bool(self.length)
+
+    @property
+    def is_repeated(self):
+        """A repeated field on the wire (an array with len=, or @repeated of an internal call)."""
+        return (self.is_array or self.repeated) and self.kind != "cstr"
 
     @property
     def value_type(self):
@@ -77,6 +84,19 @@ class Call:
 
     def has(self, flag):
         return flag in self.flags
+
+    @property
+    def generated(self):
+        """The generator writes its stub and handler (neither handwritten nor internal)."""
+        return not self.has("handwritten") and not self.has("internal")
+
+    @property
+    def exported(self):
+        """The symbols libcuda exports for this call: the name and its _ptds/_ptsz twins.
+        Internal calls are not cuda.h functions and export nothing."""
+        if self.has("internal"):
+            return []
+        return [self.name] + [f"{self.name}_{v}" for v in ("ptds", "ptsz") if self.has(v)]
 
     @property
     def message(self):
@@ -119,12 +139,23 @@ def parse(path):
 
 def _parse_call(line, where):
     words = line.split()
-    if len(words) < 3 or not words[1].isdigit() or not re.fullmatch(r"cu\w+", words[2]):
+    if len(words) < 3 or not words[1].isdigit() or not re.fullmatch(r"(cu|sl)\w+", words[2]):
         raise TableError(f"{where}: malformed call line: {line!r}")
     flags = set(words[3:])
     bad = flags - FLAGS
     if bad:
         raise TableError(f"{where}: unknown flag(s) {sorted(bad)}")
+    if "internal" in flags:
+        # internal calls are always hand code: messages generated, no stub, no handler
+        if flags & {"ptds", "ptsz", "async"}:
+            raise TableError(f"{where}: an internal call takes no other flag than handwritten")
+        if not words[2].startswith("sl") or int(words[1]) < INTERNAL_BASE:
+            raise TableError(f"{where}: internal calls are named sl* and have ids >= "
+                             f"{INTERNAL_BASE}")
+        flags.add("handwritten")
+    elif not words[2].startswith("cu") or int(words[1]) >= INTERNAL_BASE:
+        raise TableError(f"{where}: a cuda.h call is named cu* and has an id below "
+                         f"{INTERNAL_BASE} (ids from {INTERNAL_BASE} up are internal calls)")
     return Call(int(words[1]), words[2], flags)
 
 
@@ -155,6 +186,8 @@ def _parse_param(text, pos, where):
             p.span = val
         elif key == "release" and not val:
             p.release = True
+        elif key == "repeated" and not val:
+            p.repeated = True
         else:
             raise TableError(f"{where}: unknown annotation {a!r}")
     return p
@@ -174,6 +207,11 @@ def check(calls, path):
             raise TableError(f"{where}: call ids start at 1")
         fields = set()
         for p in c.params:
+            if (p.kind == "bytes" or p.repeated) and not c.has("internal"):
+                raise TableError(f"{where}: {p.name}: @bytes and @repeated are for internal calls")
+            if p.repeated and (p.kind not in SCALAR_KINDS and p.kind != "handle" or p.length):
+                raise TableError(f"{where}: {p.name}: @repeated needs a scalar or handle kind "
+                                 "and no len=")
             if p.field in fields:
                 raise TableError(f"{where}: two parameters map to field {p.field!r}")
             fields.add(p.field)

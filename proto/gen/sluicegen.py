@@ -9,6 +9,8 @@ Outputs (into --out-dir, by the build):
   backend_dispatch.c       the call-id-indexed dispatch table and its handlers
   driver_api.c / .h        struct sl_driver_api (one function pointer per call) and its loader
   wire_tables.c            call names and flags, the list of every message descriptor
+  frontend_unsupported.c   weak cu* definitions of the handwritten calls (sl_fe_unsupported)
+  frontend_exports.c       sl_fe_export_table(): the sorted {name, address} of every export
 
 Maintenance modes:
   --write-schema           also copy the two .proto files to proto/schema/ (commit them)
@@ -70,7 +72,7 @@ def c_lower(pkg, msg):
 def proto_type(p):
     if p.kind in SCALAR_KINDS:
         return PROTO_SCALAR[p.kind]
-    if p.kind == "pod":
+    if p.kind in ("pod", "bytes"):
         return "bytes"
     if p.kind == "cstr":
         return "string"
@@ -80,7 +82,7 @@ def proto_type(p):
 
 
 def proto_field(p):
-    rep = "repeated " if p.is_array and p.kind != "cstr" else ""
+    rep = "repeated " if p.is_repeated else ""
     note = {"hostptr": "  // byte length; the data travels as bulk",
             "callback": "  // guest-side callback id"}.get(p.kind, "")
     return f"  {rep}{proto_type(p)} {p.field} = {p.pos};{note}"
@@ -116,7 +118,8 @@ message Call {{
   uint32 call_id = 2;            // the id from proto/api/cuda_driver.api
   uint64 bulk_length = 3;
   bool per_thread_stream = 4;    // the _ptds/_ptsz variant was called
-  reserved 5 to 99;
+  uint64 context = 5;            // the calling guest thread's current context id, 0 = none
+  reserved 6 to 99;
   oneof args {{
 {args}
   }}
@@ -134,7 +137,9 @@ message Reply {{
   uint64 failed_seq = 4;         // an earlier deferred (async) call that failed, 0 = none
   uint64 bulk_length = 5;
   string detail = 6;             // human-readable reason for a Sluice-side refusal
-  reserved 7 to 99;
+  bytes stdout_data = 7;         // device printf output produced up to this reply (<= 1 MiB);
+                                 // the frontend writes it to its stdout
+  reserved 8 to 99;
   oneof out {{
 {outs}
   }}
@@ -148,6 +153,8 @@ message SessionOpen {{
   uint32 protocol_version = 1;   // {PROTOCOL_VERSION} for this schema
   uint32 cuda_version = 2;       // CUDA_VERSION the frontend was built against
   string client = 3;             // free text: process name, pid, frontend version
+  uint32 pid = 4;                // the guest process id
+  string hostname = 5;           // the guest's host name
 }}
 
 message SessionAccept {{
@@ -156,6 +163,19 @@ message SessionAccept {{
   uint64 session_id = 3;
   uint64 max_message_bytes = 4;
   uint64 max_bulk_bytes = 5;
+  repeated DeviceInfo devices = 6;  // the devices the session sees (<= 64), by ordinal
+}}
+
+// One device as the guest sees it; lets the frontend answer device queries locally.
+message DeviceInfo {{
+  int32 ordinal = 1;
+  string name = 2;
+  bytes uuid = 3;                // 16 bytes (CUuuid), or empty
+  uint64 total_mem = 4;
+  repeated int32 attributes = 5; // index = CUdevice_attribute value, 0..CU_DEVICE_ATTRIBUTE_MAX-1
+  bytes luid = 6;                // 8 bytes, or empty (no LUID)
+  uint32 luid_device_node_mask = 7;
+  uint64 primary_context = 8;    // the context id the guest uses as this device's primary context
 }}
 
 message SessionClose {{
@@ -168,6 +188,7 @@ message ClientMessage {{
     SessionOpen open = 1;
     CallFrame calls = 2;
     SessionClose close = 3;
+    CallbackDone callback_done = 4;
   }}
 }}
 
@@ -176,7 +197,20 @@ message ServerMessage {{
     SessionAccept accept = 1;
     ReplyFrame replies = 2;
     SessionClose close = 3;
+    HostCallback callback = 4;
   }}
+}}
+
+// The backend asks the guest to run a host function registered with cuLaunchHostFunc or
+// cuStreamAddCallback; the stream waits until the guest answers with CallbackDone.
+message HostCallback {{
+  uint64 id = 1;                 // non-zero, echoed by CallbackDone
+  uint64 fn = 2;                 // the guest function pointer
+  uint64 user_data = 3;          // the guest's userData pointer
+}}
+
+message CallbackDone {{
+  uint64 id = 1;                 // the HostCallback.id that finished
 }}
 """
 
@@ -252,10 +286,8 @@ def handle_enum(h):
 def driver_api_h(calls):
     members = []
     for c in calls:
-        members.append(f"    CUresult (*{c.name})({c_params(c)});")
-        for v in ("ptds", "ptsz"):
-            if c.has(v):
-                members.append(f"    CUresult (*{c.name}_{v})({c_params(c)});")
+        for n in c.exported:   # internal calls have no driver symbol
+            members.append(f"    CUresult (*{n})({c_params(c)});")
     return f"""/* {HEADER} */
 #ifndef SLUICE_DRIVER_API_H
 #define SLUICE_DRIVER_API_H
@@ -284,7 +316,7 @@ int sl_driver_api_load(struct sl_driver_api *api, void *dl_handle);
 def driver_api_c(calls):
     rows = []
     for c in calls:
-        for n in [c.name] + [f"{c.name}_{v}" for v in ("ptds", "ptsz") if c.has(v)]:
+        for n in c.exported:
             rows.append(f'    {{"{n}", offsetof(struct sl_driver_api, {n})}},')
     return f"""/* {HEADER} */
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -326,7 +358,8 @@ def wire_tables_c(calls):
         for s in ("Request", "Reply"):
             descs.append(f"    &{c_lower('sluice.cuda', c.message + s)}__descriptor,")
     for m in ("Call", "CallFrame", "Reply", "ReplyFrame", "SessionOpen", "SessionAccept",
-              "SessionClose", "ClientMessage", "ServerMessage"):
+              "SessionClose", "ClientMessage", "ServerMessage", "DeviceInfo", "HostCallback",
+              "CallbackDone"):
         descs.append(f"    &{c_lower('sluice.wire', m)}__descriptor,")
     max_id = max(c.id for c in calls)
     return f"""/* {HEADER} */
@@ -358,6 +391,9 @@ def wire_ids_h(calls):
 #define SL_CALL_COUNT {len(calls)}
 #define SL_PROTOCOL_VERSION {PROTOCOL_VERSION}
 #define SL_ONEOF_BASE {ONEOF_BASE}
+#define SL_CALL_INTERNAL_BASE {apitable.INTERNAL_BASE} /* ids from here up: Sluice-only calls */
+/* Entries of sl_fe_export_table(): every exported name (cuda.h calls and _ptds/_ptsz twins) */
+#define SL_FE_EXPORT_COUNT {sum(len(c.exported) for c in calls)}
 
 {ids}
 
@@ -515,9 +551,60 @@ def frontend_stubs_c(calls):
 #pragma GCC diagnostic ignored "-Wunused-label"
 """]
     for c in calls:
-        if not c.has("handwritten"):
+        if c.generated:
             parts.append(stub_function(c))
     return "\n\n".join(parts) + "\n"
+
+
+def frontend_unsupported_c(calls):
+    parts = [f"""/* {HEADER}
+ * Weak definitions of every handwritten cuda.h call (and its _ptds/_ptsz twins): each answers
+ * sl_fe_unsupported("<name>") (CUDA_ERROR_NOT_SUPPORTED, logged once). The frontend's
+ * hand-written strong definition of a call overrides its weak one at link time; this works
+ * predictably only when both are linked as objects (not pulled from static archives). */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include "sluice/stub_runtime.h\""""]
+    for c in calls:
+        if c.has("internal") or not c.has("handwritten"):
+            continue
+        voids = "".join(f"    (void){p.name};\n" for p in c.params)
+        for sym in c.exported:
+            parts.append(f"__attribute__((weak)) CUresult {sym}({c_params(c)})\n{{\n{voids}"
+                         f"    return sl_fe_unsupported(\"{sym}\");\n}}")
+    return "\n\n".join(parts) + "\n"
+
+
+def frontend_exports_c(calls):
+    names = sorted(n for c in calls for n in c.exported)   # str order = strcmp order (ASCII)
+    rows = "\n".join(f'    {{"{n}", (const void *)(uintptr_t)&{n}}},' for n in names)
+    return f"""/* {HEADER}
+ * The export table of libcuda.so.1 (frontend/hooks.h): every cuda.h call and every _ptds/_ptsz
+ * twin, sorted by strcmp() of the name; internal (Sluice-only) calls are not exported. Each
+ * address resolves at link time to the generated stub, the hand-written definition or the weak
+ * sl_fe_unsupported one (frontend_unsupported.c). */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hooks.h"
+#include "sluice/wire_ids.h"
+
+static const struct sl_fe_export sl_fe_exports[] = {{
+{rows}
+}};
+
+_Static_assert(sizeof sl_fe_exports / sizeof sl_fe_exports[0] == SL_FE_EXPORT_COUNT,
+               "regenerate sluice/wire_ids.h");
+
+const struct sl_fe_export *sl_fe_export_table(size_t *count)
+{{
+    *count = sizeof sl_fe_exports / sizeof sl_fe_exports[0];
+    return sl_fe_exports;
+}}
+"""
 
 
 # ---------------------------------------------------------------- backend dispatch
@@ -723,12 +810,12 @@ def backend_dispatch_c(calls):
 #include "sluice_session.pb-c.h"
 """]
     for c in calls:
-        if not c.has("handwritten"):
+        if c.generated:
             parts.append(handler_function(c))
     rows = []
     for c in calls:
         fl = " | ".join(f"SL_CALL_{f.upper()}" for f in sorted(c.flags)) or "0"
-        h = "NULL" if c.has("handwritten") else f"h_{c.name}"
+        h = f"h_{c.name}" if c.generated else "NULL"
         rows.append(f'    [{c.id}] = {{{c.id}, "{c.name}", {fl}, {h}}},')
     parts.append("const struct sl_be_dispatch_entry sl_be_generated_table[SL_CALL_ID_MAX + 1] = {\n"
                  + "\n".join(rows) + "\n};")
@@ -762,6 +849,8 @@ def generate(calls):
         "backend_dispatch.c": backend_dispatch_c(calls),
         "driver_api.c": driver_api_c(calls),
         "wire_tables.c": wire_tables_c(calls),
+        "frontend_unsupported.c": frontend_unsupported_c(calls),
+        "frontend_exports.c": frontend_exports_c(calls),
         "sluice/driver_api.h": driver_api_h(calls),
         "sluice/wire_ids.h": wire_ids_h(calls),
         "sluice/handle_kinds.h": handle_kinds_h(),

@@ -52,6 +52,17 @@ SEEDS = {
     "accept": lfield(1, vfield(1, 1) + vfield(2, 13000) + vfield(3, 42)),
     "replies": lfield(2, lfield(1, reply(1, "cuDriverGetVersion", vfield(1, 13000)))
                       + lfield(1, reply(2, "cuMemAlloc_v2", vfield(1, 0x7000)))),
+    # SessionOpen with pid and hostname; SessionAccept with one DeviceInfo
+    "open_pid": lfield(1, vfield(1, 1) + vfield(2, 13000) + vfield(4, 4242) + lfield(5, b"guest")),
+    "accept_devices": lfield(1, vfield(1, 1) + vfield(2, 13000) + vfield(3, 42) + lfield(
+        6, vfield(1, 0) + lfield(2, b"GPU") + lfield(3, bytes(16)) + vfield(4, 1 << 34)
+        + lfield(5, varint(1024) + varint(16)) + lfield(6, bytes(8)) + vfield(8, 0x1000))),
+    # HostCallback (server kind 4) and CallbackDone (client kind 4)
+    "callback": lfield(4, vfield(1, 1) + vfield(2, 0x401000) + vfield(3, 0xdead)),
+    "callback_done": lfield(4, vfield(1, 1)),
+    # internal calls: slFence with a context, and its reply carrying printf output
+    "fence": lfield(2, lfield(1, call(1, "slFence", b"") + vfield(5, 0x42))),
+    "fence_reply": lfield(2, lfield(1, reply(1, "slFence", b"") + lfield(7, b"hello\n"))),
 }
 
 out_dir = os.path.join(ROOT, "tests/fuzz/corpus/fuzz_envelope")

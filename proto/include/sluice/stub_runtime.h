@@ -23,4 +23,10 @@ void sl_fe_reply_free(Sluice__Wire__Reply *reply);
  * CUDA_SUCCESS, or an error the runtime already knows of (a failed earlier deferred call). */
 CUresult sl_fe_enqueue_async(Sluice__Wire__Call *call);
 
+/* A call Sluice does not forward: returns CUDA_ERROR_NOT_SUPPORTED and logs one line naming
+ * the call, once per name. The generated weak definitions of the handwritten calls
+ * (frontend_unsupported.c) answer with it until a hand-written definition overrides them.
+ * Implemented by the frontend runtime; tests provide one. */
+CUresult sl_fe_unsupported(const char *name);
+
 #endif

@@ -17,17 +17,22 @@
 #include "sluice_session.pb-c.h"
 
 /* Hard bounds on values from the wire (the limits struct below can only lower the first three). */
-#define SL_WIRE_MAX_MESSAGE     ((size_t)64 << 20)  /* one encoded ClientMessage/ServerMessage */
-#define SL_WIRE_MAX_BULK        ((uint64_t)1 << 40) /* bulk bytes announced by one call or reply */
-#define SL_WIRE_MAX_FRAME_CALLS 4096u               /* calls (or replies) in one frame */
-#define SL_WIRE_MAX_ARRAY       65536u              /* elements of one array parameter */
-#define SL_WIRE_MAX_STRING      65536u              /* bytes of one string out-parameter buffer */
+#define SL_WIRE_MAX_MESSAGE           ((size_t)64 << 20) /* one encoded ClientMessage/ServerMessage */
+#define SL_WIRE_MAX_BULK              ((uint64_t)1 << 40) /* bulk bytes announced by one call or reply */
+#define SL_WIRE_MAX_FRAME_CALLS       4096u               /* calls (or replies) in one frame */
+#define SL_WIRE_MAX_ARRAY             65536u              /* elements of one array parameter */
+#define SL_WIRE_MAX_STRING            65536u /* bytes of one string out-parameter buffer */
+#define SL_WIRE_MAX_STDOUT            ((size_t)1 << 20) /* Reply.stdout_data bytes */
+#define SL_WIRE_MAX_DEVICES           64u               /* SessionAccept.devices */
+#define SL_WIRE_MAX_DEVICE_ATTRIBUTES 1024u             /* DeviceInfo.attributes */
 
 enum sl_call_flag {
     SL_CALL_ASYNC = 1u << 0,       /* may be sent without waiting for the reply */
     SL_CALL_HANDWRITTEN = 1u << 1, /* no generated stub/handler: hand code marshals it */
     SL_CALL_PTDS = 1u << 2,        /* the driver also has <name>_ptds */
     SL_CALL_PTSZ = 1u << 3,        /* the driver also has <name>_ptsz */
+    SL_CALL_INTERNAL = 1u << 4, /* Sluice-only call (ids >= SL_CALL_INTERNAL_BASE), not in cuda.h;
+                                 * always also SL_CALL_HANDWRITTEN */
 };
 
 struct sl_call_info {
@@ -36,7 +41,8 @@ struct sl_call_info {
     uint32_t flags;   /* enum sl_call_flag */
 };
 
-/* Indexed by call id; slot 0 and unused ids are zero. Generated. */
+/* Indexed by call id; slot 0 and unused ids are zero (the internal calls at
+ * SL_CALL_INTERNAL_BASE and up make it sparse). Generated. */
 extern const struct sl_call_info sl_call_table[SL_CALL_ID_MAX + 1];
 /* Every message of sluice.cuda and sluice.wire. Generated. */
 extern const ProtobufCMessageDescriptor *const sl_wire_descriptors[];

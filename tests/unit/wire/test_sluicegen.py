@@ -68,4 +68,35 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(r.returncode != 0 and "handwritten" in r.stderr,
            "a generated call with a host pointer is refused")
 
+    r = run(text + "\ncall 10003 cuSluiceTestOnly\n", base, tmp)
+    expect(r.returncode != 0 and "internal" in r.stderr, "a cuda.h call id >= 10000 is refused")
+    r = run(text + "\ncall 9998 slSluiceTestOnly internal\n", base, tmp)
+    expect(r.returncode != 0 and "10000" in r.stderr, "an internal call id < 10000 is refused")
+    r = run(text + "\ncall 10099 slSluiceTestOnly internal ptds\n", base, tmp)
+    expect(r.returncode != 0, "an internal call with ptds is refused")
+    r = run(text + "\ncall 9998 cuSluiceTestOnly\n    out   uint64 x @uint64 @repeated\n",
+            base, tmp)
+    expect(r.returncode != 0 and "internal" in r.stderr, "@repeated outside internal is refused")
+    r = run(text + "\ncall 10099 slSluiceTestOnly internal\n    out   uint64 x @uint64 @repeated\n"
+            "    in    bytes b @bytes\n", base, tmp)
+    expect(r.returncode == 0, "an internal call with @repeated and @bytes is accepted")
+
+    calls = apitable.parse(table)
+    files = sluicegen.generate(calls)
+    internal = [c for c in calls if c.has("internal")]
+    expect(internal and all(c.has("handwritten") for c in internal),
+           "internal calls are handwritten")
+    expect(all(f"{c.name}(" not in files["frontend_stubs.c"] + files["frontend_unsupported.c"]
+               + files["frontend_exports.c"] + files["sluice/driver_api.h"] for c in internal),
+           "internal calls get no stub, weak definition, export or driver symbol")
+    expect("repeated uint64 offsets = 2;" in files["sluice_cuda.proto"]
+           and "repeated uint64 sizes = 3;" in files["sluice_cuda.proto"],
+           "slParamLayoutReply has repeated offsets and sizes")
+    hand = [n for c in calls if c.has("handwritten") and not c.has("internal") for n in c.exported]
+    expect(all(f"__attribute__((weak)) CUresult {n}(" in files["frontend_unsupported.c"]
+               for n in hand), "every handwritten export has a weak definition")
+    names = re.findall(r'^    \{"(\w+)", ', files["frontend_exports.c"], re.M)
+    expect(names == sorted(set(names)) and len(names) == sum(len(c.exported) for c in calls),
+           "the export table is sorted, unique and complete")
+
 sys.exit(1 if failures else 0)
