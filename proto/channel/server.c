@@ -29,6 +29,7 @@ typedef struct peer {
     size_t qbytes;
     sl_error reason;
     sl_peer_identity ident;
+    char address[64]; /* Peer-Address of the session's first frame */
     int64_t created_ms, last_in_ms;
     int gone; /* a probe found its connection closed: report once its last frames are read */
     struct sl_server *srv;
@@ -234,8 +235,12 @@ static sl_code ingest(sl_server *s, long wait, sl_error *err)
     }
     peer *p = find_rid(s, zmq_msg_data(&rid), zmq_msg_size(&rid));
     size_t sz = zmq_msg_size(&m);
-    if (!p && parts == 2 && sz > 0)
-        p = new_peer(s, zmq_msg_data(&rid), zmq_msg_size(&rid));
+    if (!p && parts == 2 && sz > 0 &&
+        (p = new_peer(s, zmq_msg_data(&rid), zmq_msg_size(&rid))) != NULL) {
+        const char *a = zmq_msg_gets(&m, "Peer-Address");
+        if (a && strlen(a) < sizeof p->address)
+            memcpy(p->address, a, strlen(a) + 1);
+    }
     zmq_msg_close(&rid);
     if (!p || p->state == P_CLOSING || p->state == P_TOMB || sz == 0) {
         if (p && sz)
@@ -316,6 +321,7 @@ static int drive(sl_server *s, peer *p, sl_server_event *ev)
             if (!q_pop(p))
                 return 0;
         if (r == SL_OK && ch_identity(p->sess.ssl, s->mutual, &p->ident, &why) == SL_OK) {
+            memcpy(p->ident.address, p->address, sizeof p->ident.address);
             sl_error_clear(&why);
             if (s->hooks.accept && s->hooks.accept(s->hooks.user, &p->ident, &why) != 0) {
                 if (why.code == SL_OK)

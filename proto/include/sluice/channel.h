@@ -56,7 +56,7 @@ void sl_channel_opts_default(sl_channel_opts *o);
 
 /* What the server learned about a peer from its certificate (mutual mode): the instance uuid
  * is the subject CN, the project id is the subject OU. In server-only mode authenticated == 0
- * and the strings are empty. */
+ * and the certificate strings are empty. address is filled in both modes. */
 typedef struct sl_peer_identity {
     int authenticated;
     char instance_id[64]; /* subject CN */
@@ -64,6 +64,8 @@ typedef struct sl_peer_identity {
     char serial[80];      /* certificate serial, lower-case hex */
     char fingerprint[65]; /* SHA-256 of the DER certificate, lower-case hex */
     int64_t not_after;    /* certificate notAfter, seconds since the epoch (UTC) */
+    char address[64];     /* source IP of the peer's connection (ZeroMQ "Peer-Address" of its
+                           * first frame), both modes; empty when unknown (e.g. ipc://) */
 } sl_peer_identity;
 
 /* Counters (for tests and the benchmark). */

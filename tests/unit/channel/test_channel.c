@@ -46,6 +46,7 @@ static void test_mutual_identity(void **state)
     assert_true(strlen(id.serial) >= 16);
     int64_t now = (int64_t)time(NULL);
     assert_true(id.not_after > now + 86000 && id.not_after < now + 86500);
+    assert_string_equal(id.address, "127.0.0.1"); /* the source of the connection */
     sl_client_close(c);
     assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_CLOSED);
     echo_stop(&e);
@@ -67,6 +68,7 @@ static void test_server_only(void **state)
     pthread_mutex_lock(&e.mu);
     assert_int_equal(e.last_id.authenticated, 0);
     assert_string_equal(e.last_id.instance_id, "");
+    assert_string_equal(e.last_id.address, "127.0.0.1"); /* known without a certificate too */
     pthread_mutex_unlock(&e.mu);
     sl_client_close(c);
     /* a server-only client against a server of another CA fails */
