@@ -1,0 +1,38 @@
+/* The agent's main loop, as a library so tests run it in-process: the libvirt observations
+ * turned into the instance table, backends started for a project's first running GPU instance
+ * and stopped after its last, revocations after a stop (debounced for reboots), timers.
+ * One thread runs ag_core_run_once; other threads may call ag_instances_get and the
+ * ag_backend_* functions. */
+#ifndef AG_CORE_H
+#define AG_CORE_H
+
+#include "config.h"
+#include "instances.h"
+#include "supervisor.h"
+
+typedef struct ag_core ag_core;
+
+typedef struct ag_core_opts {
+    const ag_config *cfg; /* must outlive the core */
+    ag_issue_fn issue;    /* backend server certificates (NULL: none) */
+    void *issue_user;
+} ag_core_opts;
+
+sl_code ag_core_new(const ag_core_opts *o, ag_core **out, sl_error *e);
+
+/* Extra descriptors for the loop (the enrollment server, signals): fn runs on the loop thread
+ * when fd is readable and at least once a second. Up to 8. */
+int ag_core_watch(ag_core *c, int fd, void (*fn)(void *user), void *user);
+
+/* Waits up to timeout_ms for work, then does it. */
+void ag_core_run_once(ag_core *c, int timeout_ms);
+
+ag_instances *ag_core_instances(ag_core *c);
+ag_supervisor *ag_core_supervisor(ag_core *c);
+int ag_core_libvirt_connected(ag_core *c);
+void ag_core_force_reconnect(ag_core *c); /* tests */
+
+/* Stops the backends gracefully, closes libvirt, frees everything. */
+void ag_core_free(ag_core *c);
+
+#endif

@@ -1,0 +1,218 @@
+/* sluice-agent: one per compute host. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ca.h"
+#include "config.h"
+#include "core.h"
+#include "sluice/log.h"
+#ifdef SLUICE_AGENT_HAVE_ENROLL
+#include "enroll.h"
+#endif
+
+#define COMPONENT "agent"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sluice-agent [--config FILE] [--check-config]\n"
+               "\n"
+               "Watches libvirt for Nova GPU instances, runs one sluice-backend per project\n"
+               "with running GPU instances, enrolls guests and revokes them when they stop.\n"
+               "\n"
+               "  -c, --config FILE   configuration file (default /etc/sluice/agent.conf;\n"
+               "                      see docs/agent.md)\n"
+               "      --check-config  load and check the configuration and the files it names,\n"
+               "                      then exit 0 (valid) or 1\n"
+               "  -h, --help          this text\n"
+               "\n"
+               "Logs go to stderr in journald's <N> form; SLUICE_LOG_LEVEL=debug|info|...\n"
+               "SIGTERM or SIGINT stops it cleanly (backends are shut down first).\n");
+}
+
+static int check_files(const ag_config *c)
+{
+    int ok = 1;
+    if (access(c->backend_path, X_OK) != 0) {
+        fprintf(stderr, "backend_path %s: not executable: %s\n", c->backend_path, strerror(errno));
+        ok = 0;
+    }
+    if (access(c->token_public_key, R_OK) != 0) {
+        fprintf(stderr, "token_public_key %s: %s\n", c->token_public_key, strerror(errno));
+        ok = 0;
+    }
+    if (access(c->driver_path, R_OK) != 0)
+        fprintf(stderr, "driver_path %s: %s (warning: backends cannot reach a GPU)\n",
+                c->driver_path, strerror(errno));
+    const char *reg[] = {c->registry_ca, c->registry_cert, c->registry_key};
+    for (int i = 0; i < 3; i++)
+        if (reg[i][0] && access(reg[i], R_OK) != 0) {
+            fprintf(stderr, "%s: %s\n", reg[i], strerror(errno));
+            ok = 0;
+        }
+    return ok;
+}
+
+/* Backend server certificates from the host CA. */
+static sl_code issue(void *user, const char *cn, const char *const *sans, size_t nsans,
+                     char **cert_pem, char **key_pem, char **ca_pem, sl_error *e)
+{
+    ag_ca *ca = user;
+    sl_code rc = ag_ca_issue_server(ca, cn, sans, nsans, 0, cert_pem, key_pem, e);
+    if (rc != SL_OK)
+        return rc;
+    *ca_pem = strdup(ag_ca_cert_pem(ca));
+    return *ca_pem ? SL_OK : sl_fail(e, SL_ERR_NOMEM, "out of memory");
+}
+
+typedef struct sigwatch {
+    int fd;
+    volatile int stop;
+} sigwatch;
+
+static void on_signal(void *user)
+{
+    sigwatch *w = user;
+    struct signalfd_siginfo si;
+    while (read(w->fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        sl_log(SL_LOG_NOTICE, COMPONENT, "signal %u: stopping", si.ssi_signo);
+        w->stop = 1;
+    }
+}
+
+#ifdef SLUICE_AGENT_HAVE_ENROLL
+static int env_lookup(void *user, const char *uuid, ag_instance *out)
+{
+    return ag_instances_get(ag_core_instances(user), uuid, out);
+}
+static int env_endpoint(void *user, const char *project, char *out, size_t n)
+{
+    return ag_backend_endpoint(ag_core_supervisor(user), project, out, n);
+}
+static void env_issued(void *user, const ag_instance *inst, const char *fp, int64_t not_after)
+{
+    ag_backend_grant(ag_core_supervisor(user), inst, fp, not_after);
+}
+static void on_enroll(void *user)
+{
+    sl_error e;
+    if (ag_enroll_poll(user, 0, &e) != SL_OK)
+        sl_log(SL_LOG_ERR, COMPONENT, "enrollment server: %s", e.msg);
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    const char *path = "/etc/sluice/agent.conf";
+    int check = 0;
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"check-config", no_argument, NULL, 'k'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'c':
+            path = optarg;
+            break;
+        case 'k':
+            check = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    static ag_config cfg;
+    sl_error e = {0};
+    ag_config_defaults(&cfg);
+    if (ag_config_load(path, &cfg, &e) != SL_OK) {
+        fprintf(stderr, "%s\n", e.msg);
+        sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
+        return 1;
+    }
+    if (check) {
+        if (!check_files(&cfg))
+            return 1;
+        printf("%s: configuration OK (%zu flavors, %zu tiers)\n", path, cfg.policy.n_flavors,
+               cfg.policy.n_tiers);
+        return 0;
+    }
+    if (!check_files(&cfg))
+        return 1;
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    sigwatch sw = {signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC), 0};
+
+    ag_ca *ca = NULL;
+    if (ag_ca_open(cfg.ca_dir, NULL, &ca, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, COMPONENT, "host CA %s: %s", cfg.ca_dir, e.msg);
+        return 1;
+    }
+    ag_core *core = NULL;
+    ag_core_opts co = {&cfg, issue, ca};
+    if (ag_core_new(&co, &core, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
+        ag_ca_close(ca);
+        return 1;
+    }
+    ag_core_watch(core, sw.fd, on_signal, &sw);
+#ifdef SLUICE_AGENT_HAVE_ENROLL
+    char endpoint[128], replay[600];
+    snprintf(endpoint, sizeof endpoint,
+             strchr(cfg.enroll_addr, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", cfg.enroll_addr,
+             cfg.enroll_port);
+    snprintf(replay, sizeof replay, "%s/enroll-replay.db", cfg.state_dir);
+    const char *names[] = {cfg.advertise_address};
+    ag_enroll_opts eo = {0};
+    eo.endpoint = endpoint;
+    eo.server_names = names;
+    eo.n_server_names = 1;
+    eo.token_key_file = cfg.token_public_key;
+    eo.replay_db = replay;
+    ag_enroll_env env = {env_lookup, env_endpoint, env_issued, core};
+    ag_enroll *enr = NULL;
+    if (ag_enroll_open(&eo, ca, &env, &enr, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, COMPONENT, "enrollment server: %s", e.msg);
+        ag_core_free(core);
+        ag_ca_close(ca);
+        return 1;
+    }
+    ag_core_watch(core, ag_enroll_fd(enr), on_enroll, enr);
+    sl_log(SL_LOG_NOTICE, COMPONENT, "enrollment on %s", ag_enroll_endpoint(enr));
+#else
+    sl_log(SL_LOG_WARNING, COMPONENT, "built without the enrollment server (agent/enroll.c)");
+#endif
+    sl_log(SL_LOG_NOTICE, COMPONENT,
+           "sluice-agent started (libvirt %s, backends on %s, "
+           "ports %d..%d)",
+           cfg.libvirt_uri, cfg.advertise_address, cfg.port_min, cfg.port_max);
+    while (!sw.stop)
+        ag_core_run_once(core, 1000);
+    ag_core_free(core);
+#ifdef SLUICE_AGENT_HAVE_ENROLL
+    ag_enroll_close(enr);
+#endif
+    ag_ca_close(ca);
+    close(sw.fd);
+    sl_log(SL_LOG_NOTICE, COMPONENT, "sluice-agent stopped");
+    return 0;
+}

@@ -1,0 +1,98 @@
+/* sluice-enroll: enroll this guest with its host's sluice-agent (docs/enrollment.md). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "enroll_client.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sluice-enroll [options]\n"
+            "\n"
+            "Reads this instance's Sluice entry from the metadata service's vendor_data2.json,\n"
+            "makes a private key (it never leaves the guest) and a certificate request, enrolls\n"
+            "with the host's sluice-agent and writes client.key, client.pem, ca.pem and\n"
+            "backend.conf for the Sluice frontend. Does nothing while the current certificate\n"
+            "has more than a third of its lifetime left (run it from a timer to renew).\n"
+            "\n"
+            "options:\n"
+            "  --source URL|FILE  vendor_data2.json (default " SE_DEFAULT_SOURCE ")\n"
+            "  --key NAME         our key in it (default " SE_DEFAULT_KEY ")\n"
+            "  --dir DIR          where to write the files (default " SE_DEFAULT_DIR ")\n"
+            "  --renew            enroll even if the current certificate is still good\n"
+            "  --timeout SECONDS  for the metadata fetch and for the agent, each (default 10)\n"
+            "  --quiet            print nothing on success\n"
+            "  --help             this text\n"
+            "\n"
+            "Exit status: 0 enrolled or nothing to do, 1 failed, 2 usage error, 3 the agent\n"
+            "refused (the message names the reason; see docs/enrollment.md, Troubleshooting).\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"source", required_argument, NULL, 's'},  {"key", required_argument, NULL, 'k'},
+        {"dir", required_argument, NULL, 'd'},     {"renew", no_argument, NULL, 'r'},
+        {"timeout", required_argument, NULL, 't'}, {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    };
+    se_opts o = {0};
+    int quiet = 0, c;
+    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            o.source = optarg;
+            break;
+        case 'k':
+            o.key = optarg;
+            break;
+        case 'd':
+            o.dir = optarg;
+            break;
+        case 'r':
+            o.renew = 1;
+            break;
+        case 't': {
+            char *end = NULL;
+            long t = strtol(optarg, &end, 10);
+            if (!*optarg || *end || t < 1 || t > 600) {
+                fprintf(stderr, "sluice-enroll: --timeout: 1..600 seconds\n");
+                return 2;
+            }
+            o.timeout_ms = (int)t * 1000;
+            break;
+        }
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    se_result r;
+    sl_error e;
+    if (se_enroll(&o, &r, &e) != SL_OK) {
+        fprintf(stderr, "sluice-enroll: %s\n", e.msg);
+        return e.code == SL_ERR_REFUSED ? 3 : 1;
+    }
+    const char *dir = o.dir ? o.dir : SE_DEFAULT_DIR;
+    if (!quiet && r.enrolled)
+        printf("sluice-enroll: enrolled instance %s (project %s); certificate valid until %lld; "
+               "backend %s; files in %s\n",
+               r.instance_id, r.project_id, (long long)r.not_after, r.endpoint, dir);
+    else if (!quiet)
+        printf("sluice-enroll: the certificate in %s is still good (until %lld); nothing to do\n",
+               dir, (long long)r.not_after);
+    return 0;
+}

@@ -1,0 +1,608 @@
+/* Enrollment end to end over the real channel: sluice-enroll's library against an in-process
+ * enrollment server with a fake instance table; success, idempotence, renewal, every refusal,
+ * rate limiting, and a mutual-TLS channel with the issued certificate. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "ca.h"
+#include "enroll.h"
+#include "enroll_client.h"
+#include "sluice/channel.h"
+#include "sluice/token.h"
+#include "sluice_control.pb-c.h"
+#include "testutil.h"
+
+#define INST    "6f1e0c2a-1b7d-4c55-9a0e-3f2b8d7c1e42"
+#define PROJ    "3c9d2f7e8a1b4c6d9e0f1a2b3c4d5e6f"
+#define BACKEND "tcp://127.0.0.1:47001"
+
+static struct {
+    char dir[256];
+    ag_ca *ca;
+    sl_token_key *tkey, *other_key;
+    char *tkey_pub;
+    pthread_mutex_t mu;
+    ag_instance inst; /* the one domain of the fake host */
+    int issued;
+    char issued_fp[65];
+} G = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---------------------------------------------------------------- fake agent environment */
+
+static int lookup(void *user, const char *uuid, ag_instance *out)
+{
+    (void)user;
+    pthread_mutex_lock(&G.mu);
+    int found = strcmp(uuid, G.inst.uuid) == 0;
+    if (found)
+        *out = G.inst;
+    pthread_mutex_unlock(&G.mu);
+    return found;
+}
+
+static int backend_endpoint(void *user, const char *project, char *out, size_t n)
+{
+    (void)user;
+    if (strcmp(project, PROJ) != 0)
+        return 0;
+    snprintf(out, n, BACKEND);
+    return 1;
+}
+
+static void issued(void *user, const ag_instance *inst, const char *fp, int64_t not_after)
+{
+    (void)user;
+    (void)not_after;
+    pthread_mutex_lock(&G.mu);
+    assert_string_equal(inst->uuid, INST);
+    G.issued++;
+    snprintf(G.issued_fp, sizeof G.issued_fp, "%s", fp);
+    pthread_mutex_unlock(&G.mu);
+}
+
+static void set_instance(int running, int gpu, const char *project, int with_loopback)
+{
+    pthread_mutex_lock(&G.mu);
+    memset(&G.inst, 0, sizeof G.inst);
+    snprintf(G.inst.uuid, sizeof G.inst.uuid, INST);
+    snprintf(G.inst.domain, sizeof G.inst.domain, "instance-0000002a");
+    snprintf(G.inst.project_id, sizeof G.inst.project_id, "%s", project);
+    snprintf(G.inst.flavor, sizeof G.inst.flavor, gpu ? "g1.large" : "m1.small");
+    G.inst.running = running;
+    G.inst.gpu = gpu;
+    snprintf(G.inst.ips[0], sizeof G.inst.ips[0], "10.0.0.5");
+    snprintf(G.inst.ips[1], sizeof G.inst.ips[1], "2001:db8::5");
+    G.inst.n_ips = 2;
+    if (with_loopback)
+        snprintf(G.inst.ips[G.inst.n_ips++], sizeof G.inst.ips[0], "127.0.0.1");
+    pthread_mutex_unlock(&G.mu);
+}
+
+/* ---------------------------------------------------------------- the enrollment server */
+
+typedef struct srv {
+    ag_enroll *en;
+    pthread_t th;
+    volatile int stop, failed;
+} srv;
+
+static void *srv_loop(void *arg)
+{
+    srv *s = arg;
+    sl_error e;
+    while (!s->stop)
+        if (ag_enroll_poll(s->en, 20, &e) != SL_OK) {
+            fprintf(stderr, "ag_enroll_poll: %s\n", e.msg); /* no cmocka asserts off-thread */
+            s->failed = 1;
+            break;
+        }
+    return NULL;
+}
+
+static void srv_start(srv *s, int burst)
+{
+    memset(s, 0, sizeof *s);
+    static const char *const names[] = {"127.0.0.1", "localhost"};
+    char db[400];
+    snprintf(db, sizeof db, "%s/replay.db", G.dir);
+    ag_enroll_opts o = {.endpoint = "tcp://127.0.0.1:*",
+                        .server_names = names,
+                        .n_server_names = 2,
+                        .token_key_pem = G.tkey_pub,
+                        .token_issuer = "sluice-nova-hook",
+                        .replay_db = db,
+                        .ratelimit = {.burst = burst, .per_minute = 1}};
+    ag_enroll_env env = {lookup, backend_endpoint, issued, NULL};
+    sl_error e;
+    assert_int_equal(ag_enroll_open(&o, G.ca, &env, &s->en, &e), SL_OK);
+    assert_int_equal(pthread_create(&s->th, NULL, srv_loop, s), 0);
+}
+
+static void srv_stop(srv *s)
+{
+    s->stop = 1;
+    pthread_join(s->th, NULL);
+    ag_enroll_close(s->en);
+    assert_int_equal(s->failed, 0);
+}
+
+/* ---------------------------------------------------------------- guest side helpers */
+
+static char *token(const sl_token_key *k, const char *sub, const char *proj, int64_t age)
+{
+    sl_token_claims c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.iss, sizeof c.iss, "sluice-nova-hook");
+    snprintf(c.aud, sizeof c.aud, SL_TOKEN_AUDIENCE);
+    snprintf(c.sub, sizeof c.sub, "%s", sub);
+    snprintf(c.project_id, sizeof c.project_id, "%s", proj);
+    sl_error e;
+    assert_int_equal(sl_token_claims_stamp(&c, (int64_t)time(NULL) - age, 600, &e), SL_OK);
+    char *t = NULL;
+    assert_int_equal(sl_token_sign(k, &c, &t, &e), SL_OK);
+    return t;
+}
+
+static void vendordata(const char *path, const char *tok, const char *endpoint)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"other\": {\"x\": 1}, \"sluice\": {\"token\": \"%s\", \"ca\": \"", tok);
+    for (const char *p = ag_ca_cert_pem(G.ca); *p; p++)
+        fputs(*p == '\n' ? "\\n" : (char[]){*p, 0}, f);
+    fprintf(f, "\", \"enroll_endpoint\": \"%s\", \"expires\": 1800000600}}", endpoint);
+    fclose(f);
+}
+
+/* Runs sluice-enroll with a fresh vendordata holding tok; returns its code. */
+static sl_code enroll(srv *s, const char *tok, const char *gdir, int renew, se_result *r,
+                      sl_error *e)
+{
+    char vd[400];
+    snprintf(vd, sizeof vd, "%s/vendor_data2.json", G.dir);
+    vendordata(vd, tok, ag_enroll_endpoint(s->en));
+    se_opts o = {.source = vd, .dir = gdir, .renew = renew, .timeout_ms = 5000};
+    return se_enroll(&o, r, e);
+}
+
+static void guest_dir(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/%s", G.dir, name);
+}
+
+/* Sends raw bytes as the request; returns the reply's status (and its detail). */
+static int raw_request(srv *s, const void *msg, size_t len, char *detail, size_t dn)
+{
+    sl_tls_config cfg = {.mode = SL_TLS_SERVER_ONLY, .ca_pem = ag_ca_cert_pem(G.ca)};
+    sl_client *c = NULL;
+    sl_error e;
+    assert_int_equal(sl_client_connect(ag_enroll_endpoint(s->en), &cfg, NULL, &c, &e), SL_OK);
+    assert_int_equal(sl_client_send(c, msg, len, NULL, 0, &e), SL_OK);
+    const void *m;
+    size_t ml;
+    assert_int_equal(sl_client_recv(c, &m, &ml, NULL, 5000, &e), SL_OK);
+    Sluice__Control__EnrollReply *r = sluice__control__enroll_reply__unpack(NULL, ml, m);
+    assert_non_null(r);
+    int st = (int)r->status;
+    snprintf(detail, dn, "%s", r->detail);
+    sluice__control__enroll_reply__free_unpacked(r, NULL);
+    /* the server closes the session after its answer */
+    assert_int_not_equal(sl_client_recv(c, &m, &ml, NULL, 3000, &e), SL_OK);
+    sl_client_close(c);
+    return st;
+}
+
+/* ---------------------------------------------------------------- a backend-like mTLS server */
+
+typedef struct mtls {
+    sl_server *srv;
+    pthread_t th;
+    volatile int stop;
+    sl_peer_identity id;
+    int accepted;
+} mtls;
+
+static void *mtls_loop(void *arg)
+{
+    mtls *m = arg;
+    sl_error e;
+    while (!m->stop) {
+        sl_server_event ev;
+        if (sl_server_poll(m->srv, 20, &ev, &e) != SL_OK)
+            break;
+        if (ev.kind == SL_EV_ACCEPTED) {
+            pthread_mutex_lock(&G.mu);
+            m->id = *ev.identity;
+            m->accepted++;
+            pthread_mutex_unlock(&G.mu);
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- fixtures */
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_tmpdir(G.dir, sizeof G.dir);
+    char cadir[300];
+    snprintf(cadir, sizeof cadir, "%s/ca", G.dir);
+    sl_error e;
+    if (ag_ca_open(cadir, NULL, &G.ca, &e) != SL_OK || sl_token_key_generate(&G.tkey, &e) ||
+        sl_token_key_generate(&G.other_key, &e) ||
+        sl_token_key_public_pem(G.tkey, &G.tkey_pub, &e)) {
+        fprintf(stderr, "setup: %s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ag_ca_close(G.ca);
+    sl_token_key_free(G.tkey);
+    sl_token_key_free(G.other_key);
+    free(G.tkey_pub);
+    tu_rmtree(G.dir);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_enroll_success(void **state)
+{
+    (void)state;
+    set_instance(1, 1, PROJ, 1);
+    srv s;
+    srv_start(&s, 100);
+    char gdir[400], p[500];
+    guest_dir(gdir, sizeof gdir, "guest-ok");
+    char *tok = token(G.tkey, INST, PROJ, 0);
+    se_result r;
+    sl_error e;
+    int before = G.issued;
+    assert_int_equal(enroll(&s, tok, gdir, 0, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 1);
+    assert_int_equal(r.status, 1);
+    assert_string_equal(r.endpoint, BACKEND);
+    assert_string_equal(r.instance_id, INST);
+    assert_string_equal(r.project_id, PROJ);
+    int64_t now = (int64_t)time(NULL);
+    assert_true(r.not_after > now + AG_CA_CLIENT_LIFETIME_DEFAULT - 60);
+    /* the files and their modes */
+    assert_int_equal(tu_mode(gdir), 0750);
+    snprintf(p, sizeof p, "%s/client.key", gdir);
+    assert_int_equal(tu_mode(p), 0600);
+    snprintf(p, sizeof p, "%s/client.pem", gdir);
+    assert_int_equal(tu_mode(p), 0644);
+    snprintf(p, sizeof p, "%s/ca.pem", gdir);
+    assert_int_equal(tu_mode(p), 0644);
+    snprintf(p, sizeof p, "%s/backend.conf", gdir);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    char conf[1024] = "";
+    conf[fread(conf, 1, sizeof conf - 1, f)] = '\0';
+    fclose(f);
+    assert_non_null(strstr(conf, "\nendpoint = " BACKEND "\n"));
+    /* the certificate: CN/OU from the token, verifies against the CA, as the agent announced */
+    snprintf(p, sizeof p, "%s/client.pem", gdir);
+    BIO *b = BIO_new_file(p, "r");
+    X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+    BIO_free(b);
+    assert_non_null(x);
+    char cn[64] = "", ou[64] = "";
+    X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof cn);
+    X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_organizationalUnitName, ou, sizeof ou);
+    assert_string_equal(cn, INST);
+    assert_string_equal(ou, PROJ);
+    assert_int_equal(tu_verify(x, ag_ca_cert_pem(G.ca)), 1);
+    X509_free(x);
+    pthread_mutex_lock(&G.mu);
+    assert_int_equal(G.issued, before + 1);
+    char fp1[65];
+    snprintf(fp1, sizeof fp1, "%s", G.issued_fp);
+    pthread_mutex_unlock(&G.mu);
+
+    /* a mutual-TLS channel with the issued certificate, as the frontend will open it */
+    mtls m = {0};
+    const char *sans[] = {"127.0.0.1"};
+    char *scert = NULL, *skey = NULL;
+    assert_int_equal(ag_ca_issue_server(G.ca, "backend", sans, 1, 0, &scert, &skey, &e), SL_OK);
+    sl_tls_config scfg = {
+        .mode = SL_TLS_MUTUAL, .ca_pem = ag_ca_cert_pem(G.ca), .cert_pem = scert, .key_pem = skey};
+    assert_int_equal(sl_server_bind("tcp://127.0.0.1:*", &scfg, NULL, NULL, &m.srv, &e), SL_OK);
+    assert_int_equal(pthread_create(&m.th, NULL, mtls_loop, &m), 0);
+    char kf[500], cf[500], af[500];
+    snprintf(kf, sizeof kf, "%s/client.key", gdir);
+    snprintf(cf, sizeof cf, "%s/client.pem", gdir);
+    snprintf(af, sizeof af, "%s/ca.pem", gdir);
+    sl_tls_config ccfg = {.mode = SL_TLS_MUTUAL, .ca_file = af, .cert_file = cf, .key_file = kf};
+    sl_client *c = NULL;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(m.srv), &ccfg, NULL, &c, &e), SL_OK);
+    sl_client_close(c);
+    m.stop = 1;
+    pthread_join(m.th, NULL);
+    assert_int_equal(m.accepted, 1);
+    assert_string_equal(m.id.instance_id, INST);
+    assert_string_equal(m.id.project_id, PROJ);
+    assert_string_equal(m.id.fingerprint, fp1);
+    sl_server_close(m.srv);
+    free(scert);
+    free(skey);
+
+    /* idempotent: a second run does nothing (the used token is not even sent) */
+    assert_int_equal(enroll(&s, tok, gdir, 0, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 0);
+    assert_int_equal(r.status, 0);
+    pthread_mutex_lock(&G.mu);
+    assert_int_equal(G.issued, before + 1);
+    pthread_mutex_unlock(&G.mu);
+    /* --renew with the same token: replayed, the files stay */
+    assert_int_equal(enroll(&s, tok, gdir, 1, &r, &e), SL_ERR_REFUSED);
+    assert_int_equal(r.status, SLUICE__CONTROL__ENROLL_REPLY__STATUS__REPLAYED);
+    assert_int_equal(se_check_current(gdir, now, NULL, &e), SL_OK);
+    /* --renew with a fresh token: a new certificate */
+    free(tok);
+    tok = token(G.tkey, INST, PROJ, 0);
+    assert_int_equal(enroll(&s, tok, gdir, 1, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 1);
+    pthread_mutex_lock(&G.mu);
+    assert_string_not_equal(G.issued_fp, fp1);
+    pthread_mutex_unlock(&G.mu);
+    /* renewal is due once two thirds of the lifetime have passed */
+    assert_int_equal(se_check_current(gdir, now + AG_CA_CLIENT_LIFETIME_DEFAULT / 2, NULL, &e),
+                     SL_OK);
+    assert_int_equal(se_check_current(gdir, now + AG_CA_CLIENT_LIFETIME_DEFAULT * 3 / 4, NULL, &e),
+                     SL_ERR_CERT_EXPIRED);
+    free(tok);
+    srv_stop(&s);
+}
+
+typedef struct refusal {
+    const char *name;
+    int running, gpu, loopback;
+    const char *inst_project;
+    const char *sub, *proj;
+    int forged;
+    int64_t age;
+    int status;
+    const char *detail;
+} refusal;
+
+static void test_enroll_refusals(void **state)
+{
+    (void)state;
+    static const refusal cases[] = {
+        {"forged signature", 1, 1, 1, PROJ, INST, PROJ, 1, 0, 2, "token refused"},
+        {"expired token", 1, 1, 1, PROJ, INST, PROJ, 0, 1200, 2, "cert-expired"},
+        {"wrong project", 1, 1, 1, PROJ, INST, "0000aaaa0000bbbb0000cccc0000dddd", 0, 0, 5,
+         "belongs to project"},
+        {"unknown domain", 1, 1, 1, PROJ, "00000000-0000-0000-0000-000000000000", PROJ, 0, 0, 4,
+         "no domain"},
+        {"stopped domain", 0, 1, 1, PROJ, INST, PROJ, 0, 0, 4, "not running"},
+        {"non-GPU flavor", 1, 0, 1, PROJ, INST, PROJ, 0, 0, 6, "m1.small"},
+        {"wrong source", 1, 1, 0, PROJ, INST, PROJ, 0, 0, 7, "connection from 127.0.0.1"},
+    };
+    srv s;
+    srv_start(&s, 100);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const refusal *c = &cases[i];
+        set_instance(c->running, c->gpu, c->inst_project, c->loopback);
+        char gdir[400], p[500];
+        guest_dir(gdir, sizeof gdir, "guest-refused");
+        char *tok = token(c->forged ? G.other_key : G.tkey, c->sub, c->proj, c->age);
+        se_result r;
+        sl_error e;
+        print_message("refusal: %s\n", c->name);
+        assert_int_equal(enroll(&s, tok, gdir, 0, &r, &e), SL_ERR_REFUSED);
+        assert_int_equal(r.status, c->status);
+        assert_non_null(strstr(e.msg, ag_enroll_status_name(c->status)));
+        if (!strstr(e.msg, c->detail))
+            fail_msg("%s: \"%s\" lacks \"%s\"", c->name, e.msg, c->detail);
+        snprintf(p, sizeof p, "%s/client.pem", gdir);
+        assert_int_equal(access(p, F_OK), -1); /* nothing written */
+        free(tok);
+    }
+    /* a replayed token: once accepted, then refused */
+    set_instance(1, 1, PROJ, 1);
+    char gdir[400];
+    guest_dir(gdir, sizeof gdir, "guest-replay");
+    char *tok = token(G.tkey, INST, PROJ, 0);
+    se_result r;
+    sl_error e;
+    assert_int_equal(enroll(&s, tok, gdir, 1, &r, &e), SL_OK);
+    assert_int_equal(enroll(&s, tok, gdir, 1, &r, &e), SL_ERR_REFUSED);
+    assert_int_equal(r.status, SLUICE__CONTROL__ENROLL_REPLY__STATUS__REPLAYED);
+    free(tok);
+    /* garbage instead of an EnrollRequest, and a request with a bad CSR */
+    char detail[512];
+    assert_int_equal(raw_request(&s, "\xff\xff\xff\xff garbage", 12, detail, sizeof detail),
+                     SLUICE__CONTROL__ENROLL_REPLY__STATUS__BAD_TOKEN);
+    assert_non_null(strstr(detail, "malformed"));
+    Sluice__Control__EnrollRequest q = SLUICE__CONTROL__ENROLL_REQUEST__INIT;
+    tok = token(G.tkey, INST, PROJ, 0);
+    q.token = tok;
+    uint8_t junk[64];
+    memset(junk, 0x30, sizeof junk);
+    q.csr_der.data = junk;
+    q.csr_der.len = sizeof junk;
+    uint8_t buf[4096];
+    size_t n = sluice__control__enroll_request__pack(&q, buf);
+    assert_int_equal(raw_request(&s, buf, n, detail, sizeof detail),
+                     SLUICE__CONTROL__ENROLL_REPLY__STATUS__BAD_CSR);
+    free(tok);
+    /* a CSR for an RSA key: BAD_CSR too */
+    tok = token(G.tkey, INST, PROJ, 0);
+    q.token = tok;
+    uint8_t *csr = NULL;
+    size_t csr_len = 0;
+    tu_make_csr("RSA", "x", &csr, &csr_len);
+    q.csr_der.data = csr;
+    q.csr_der.len = csr_len;
+    n = sluice__control__enroll_request__pack(&q, buf);
+    assert_int_equal(raw_request(&s, buf, n, detail, sizeof detail),
+                     SLUICE__CONTROL__ENROLL_REPLY__STATUS__BAD_CSR);
+    free(csr);
+    free(tok);
+    ag_enroll_stats st;
+    ag_enroll_get_stats(s.en, &st);
+    assert_int_equal(st.ok, 1);
+    assert_int_equal(st.refused[4], 2);
+    assert_int_equal(st.refused[8], 2);
+    srv_stop(&s);
+}
+
+static void test_enroll_rate_limited(void **state)
+{
+    (void)state;
+    set_instance(1, 1, PROJ, 1);
+    srv s;
+    srv_start(&s, 3);
+    char gdir[400];
+    guest_dir(gdir, sizeof gdir, "guest-rl");
+    se_result r;
+    sl_error e;
+    for (int i = 0; i < 3; i++) {
+        char *bad = token(G.other_key, INST, PROJ, 0);
+        assert_int_equal(enroll(&s, bad, gdir, 0, &r, &e), SL_ERR_REFUSED);
+        assert_int_equal(r.status, SLUICE__CONTROL__ENROLL_REPLY__STATUS__BAD_TOKEN);
+        free(bad);
+    }
+    /* even a good token is refused now, before it is looked at (so it is not burnt) */
+    char *tok = token(G.tkey, INST, PROJ, 0);
+    assert_int_equal(enroll(&s, tok, gdir, 0, &r, &e), SL_ERR_REFUSED);
+    assert_int_equal(r.status, SLUICE__CONTROL__ENROLL_REPLY__STATUS__RATE_LIMITED);
+    assert_non_null(strstr(e.msg, "retry in"));
+    srv_stop(&s);
+    /* another server (fresh limits, same replay store): the token is still good */
+    srv_start(&s, 3);
+    assert_int_equal(enroll(&s, tok, gdir, 0, &r, &e), SL_OK);
+    free(tok);
+    srv_stop(&s);
+}
+
+/* A one-shot HTTP server for the metadata fetch. */
+typedef struct httpd {
+    int fd;
+    int port;
+    const char *answer;
+    pthread_t th;
+} httpd;
+
+static void *httpd_once(void *arg)
+{
+    httpd *h = arg;
+    int c = accept(h->fd, NULL, NULL);
+    if (c >= 0) {
+        char req[4096];
+        ssize_t n = recv(c, req, sizeof req - 1, 0);
+        (void)n;
+        ssize_t w = send(c, h->answer, strlen(h->answer), MSG_NOSIGNAL);
+        (void)w;
+        close(c);
+    }
+    return NULL;
+}
+
+static void httpd_start(httpd *h, const char *answer)
+{
+    h->answer = answer;
+    h->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(h->fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(h->fd, 1), 0);
+    getsockname(h->fd, (struct sockaddr *)&a, &al);
+    h->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&h->th, NULL, httpd_once, h), 0);
+}
+
+static void httpd_stop(httpd *h)
+{
+    pthread_join(h->th, NULL);
+    close(h->fd);
+}
+
+static void test_enroll_http_source(void **state)
+{
+    (void)state;
+    set_instance(1, 1, PROJ, 1);
+    srv s;
+    srv_start(&s, 100);
+    char *tok = token(G.tkey, INST, PROJ, 0);
+    char vd[400];
+    snprintf(vd, sizeof vd, "%s/vendor_data2.json", G.dir);
+    vendordata(vd, tok, ag_enroll_endpoint(s.en));
+    char *body = NULL;
+    size_t blen = 0;
+    sl_error e;
+    assert_int_equal(se_fetch(vd, 0, &body, &blen, &e), SL_OK);
+    size_t cap = blen + 256;
+    char *answer = malloc(cap);
+    snprintf(answer, cap,
+             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n%s",
+             blen, body);
+    httpd h;
+    httpd_start(&h, answer);
+    char url[128], gdir[400];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/openstack/latest/vendor_data2.json", h.port);
+    guest_dir(gdir, sizeof gdir, "guest-http");
+    se_opts o = {.source = url, .dir = gdir, .timeout_ms = 5000};
+    se_result r;
+    assert_int_equal(se_enroll(&o, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 1);
+    httpd_stop(&h);
+    /* strictness: a 404, a lying Content-Length, and an entry-less vendordata */
+    httpd_start(&h, "HTTP/1.0 404 Not Found\r\n\r\n");
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/vendor_data2.json", h.port);
+    char *b1 = NULL;
+    assert_int_equal(se_fetch(url, 2000, &b1, &blen, &e), SL_ERR_IO);
+    assert_non_null(strstr(e.msg, "404"));
+    httpd_stop(&h);
+    httpd_start(&h, "HTTP/1.0 200 OK\r\nContent-Length: 99\r\n\r\n{}");
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/vendor_data2.json", h.port);
+    char *b2 = NULL;
+    assert_int_equal(se_fetch(url, 2000, &b2, &blen, &e), SL_ERR_PROTOCOL);
+    httpd_stop(&h);
+    httpd_start(&h, "HTTP/1.0 200 OK\r\n\r\n{\"other\": {}}");
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/vendor_data2.json", h.port);
+    o.renew = 1;
+    assert_int_equal(se_enroll(&o, &r, &e), SL_ERR_CONFIG);
+    assert_non_null(strstr(e.msg, "no \"sluice\" entry"));
+    httpd_stop(&h);
+    free(answer);
+    free(body);
+    free(tok);
+    srv_stop(&s);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_enroll_success),
+        cmocka_unit_test(test_enroll_refusals),
+        cmocka_unit_test(test_enroll_rate_limited),
+        cmocka_unit_test(test_enroll_http_source),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
