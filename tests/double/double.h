@@ -1,0 +1,57 @@
+/* The driver test double's internals shared between driver_double.c and kernels.c.
+ * TEST DOUBLE: host memory and host implementations of the test programs' kernels; never a GPU
+ * result. See README.md. */
+#ifndef SLUICE_DRIVER_DOUBLE_H
+#define SLUICE_DRIVER_DOUBLE_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DBL_MAX_PARAMS 8
+
+/* One launch as a kernel implementation sees it. */
+struct dbl_launch {
+    unsigned grid[3];
+    unsigned block[3];
+    size_t shared;
+    void **params;   /* params[i] points at parameter i, as kernelParams does */
+    void *image;     /* struct dbl_image *: the module the kernel came from (for its globals) */
+    CUresult status; /* set by dbl_dev on a bad address */
+};
+
+struct dbl_param {
+    size_t offset;
+    size_t size;
+};
+
+/* A host implementation of one test kernel, found by its mangled name. */
+struct dbl_kernel {
+    const char *name;
+    unsigned nparams;
+    struct dbl_param params[DBL_MAX_PARAMS];
+    double nominal_us; /* simulated duration, for event timing */
+    void (*run)(struct dbl_launch *launch);
+};
+
+/* A `__device__` variable the test programs declare: every loaded image gets its own copy. */
+struct dbl_global {
+    const char *name;
+    size_t size;
+};
+
+extern const struct dbl_kernel dbl_kernels[];
+extern const size_t dbl_kernel_count;
+extern const struct dbl_global dbl_globals[];
+extern const size_t dbl_global_count;
+
+/* A device range as a host pointer, or NULL (and launch->status = CUDA_ERROR_ILLEGAL_ADDRESS)
+ * when [ptr, ptr + len) is not inside one live allocation. */
+void *dbl_dev(struct dbl_launch *launch, CUdeviceptr ptr, size_t len);
+/* The launch's image's copy of global `name` (never NULL for a name of dbl_globals). */
+void *dbl_global_ptr(struct dbl_launch *launch, const char *name);
+/* Device printf: writes straight to fd 1 (the backend captures fd 1; no stdio buffering). */
+void dbl_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,1945 @@
+/* libsluice-driver-double.so: a test double of the CUDA driver (libcuda.so.1) for the end-to-end
+ * tests without a GPU. TEST DOUBLE, NEVER A GPU RESULT: "device" memory is host memory, kernels
+ * are host implementations looked up by mangled name (kernels.c), execution is synchronous.
+ * It exports the real ABI (cuda.h is included with __CUDA_API_VERSION_INTERNAL, so every
+ * definition below is checked against the real declaration of its versioned symbol) for the
+ * calls sluice-backend needs to run tests/cuda/; everything else is simply absent.
+ * Every handle and device pointer is checked against the double's own tables first, so a bad
+ * one gives an error, never a crash. Environment: SLUICE_DOUBLE_MEM_MIB (device memory, 4096). */
+#include "double.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum dbl_kind { K_CTX = 1, K_STREAM, K_EVENT, K_IMAGE, K_FUNC };
+
+struct dbl_obj {
+    enum dbl_kind kind;
+    struct dbl_ctx *ctx; /* owner; NULL for libraries (context-independent) */
+};
+
+struct dbl_ctx {
+    struct dbl_obj hdr;
+    CUdevice dev;
+    unsigned flags;
+    unsigned long long id;
+    bool primary;
+    CUresult sticky;
+};
+
+struct dbl_stream {
+    struct dbl_obj hdr;
+    unsigned flags;
+    int priority;
+};
+
+struct dbl_event {
+    struct dbl_obj hdr;
+    unsigned flags;
+    bool recorded;
+    double t_us;
+};
+
+struct dbl_func;
+struct dbl_image {
+    struct dbl_obj hdr;
+    bool library;
+    size_t size;
+    CUdeviceptr *globals;    /* one allocation per dbl_globals entry */
+    struct dbl_func **funcs; /* per dbl_kernels entry, made on first lookup */
+};
+
+struct dbl_func {
+    struct dbl_obj hdr;
+    struct dbl_image *image;
+    const struct dbl_kernel *kernel;
+    int max_dynamic_shared;
+    int carveout;
+};
+
+enum alloc_kind { A_DEVICE = 1, A_HOST, A_GLOBAL };
+struct dbl_alloc {
+    uintptr_t base;
+    size_t size;
+    enum alloc_kind kind;
+    struct dbl_ctx *ctx;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static bool initialized;
+static void **objs;
+static size_t nobjs, capobjs;
+static struct dbl_alloc *allocs;
+static size_t nallocs, capallocs;
+static size_t mem_total, mem_used;
+static double sim_us; /* simulated device clock */
+static unsigned long long next_ctx_id = 1;
+static struct dbl_ctx primary_ctx;
+static unsigned primary_refs;
+
+static __thread struct dbl_ctx *ctx_stack[32];
+static __thread int ctx_depth;
+
+/* ---------- tables ---------- */
+
+static void obj_add(void *o)
+{
+    if (nobjs == capobjs) {
+        size_t cap = capobjs ? capobjs * 2 : 64;
+        void **n = realloc(objs, cap * sizeof *n);
+        if (!n)
+            abort();
+        objs = n;
+        capobjs = cap;
+    }
+    objs[nobjs++] = o;
+}
+
+static void obj_del(void *o)
+{
+    for (size_t i = 0; i < nobjs; i++)
+        if (objs[i] == o) {
+            objs[i] = objs[--nobjs];
+            return;
+        }
+}
+
+/* Never dereferences p unless it is one of ours. */
+static void *obj_get(const void *p, enum dbl_kind kind)
+{
+    if (!p)
+        return NULL;
+    for (size_t i = 0; i < nobjs; i++)
+        if (objs[i] == p)
+            return ((struct dbl_obj *)objs[i])->kind == kind ? objs[i] : NULL;
+    return NULL;
+}
+
+static struct dbl_alloc *alloc_find(uintptr_t p, size_t len)
+{
+    for (size_t i = 0; i < nallocs; i++) {
+        struct dbl_alloc *a = &allocs[i];
+        if (p >= a->base && p - a->base <= a->size && len <= a->size - (p - a->base))
+            return a;
+    }
+    return NULL;
+}
+
+static CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx, uintptr_t *out)
+{
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t rounded = (size + 255) & ~(size_t)255;
+    if (rounded < size)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (kind != A_HOST && rounded > mem_total - mem_used)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = aligned_alloc(256, rounded);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(p, 0, rounded);
+    if (nallocs == capallocs) {
+        size_t cap = capallocs ? capallocs * 2 : 64;
+        struct dbl_alloc *n = realloc(allocs, cap * sizeof *n);
+        if (!n) {
+            free(p);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        allocs = n;
+        capallocs = cap;
+    }
+    allocs[nallocs++] = (struct dbl_alloc){(uintptr_t)p, size, kind, ctx};
+    if (kind != A_HOST)
+        mem_used += rounded;
+    *out = (uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+static void alloc_release(size_t i)
+{
+    if (allocs[i].kind != A_HOST)
+        mem_used -= (allocs[i].size + 255) & ~(size_t)255;
+    free((void *)allocs[i].base);
+    allocs[i] = allocs[--nallocs];
+}
+
+static CUresult alloc_free(uintptr_t p, enum alloc_kind kind)
+{
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].base == p && allocs[i].kind == kind) {
+            alloc_release(i);
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---------- contexts ---------- */
+
+static struct dbl_ctx *cur(void)
+{
+    return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
+}
+
+/* The current context, checked; under the lock. */
+static CUresult need_ctx(struct dbl_ctx **out)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct dbl_ctx *c = cur();
+    if (!c || !obj_get(c, K_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (c->sticky != CUDA_SUCCESS)
+        return c->sticky;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+static void image_free(struct dbl_image *img);
+
+/* Frees everything a context owns (destroy, primary release/reset). */
+static void ctx_drop_resources(struct dbl_ctx *c)
+{
+    for (size_t i = 0; i < nallocs;)
+        if (allocs[i].ctx == c)
+            alloc_release(i);
+        else
+            i++;
+    for (size_t i = 0; i < nobjs;) {
+        struct dbl_obj *o = objs[i];
+        if (o != (void *)c && o->ctx == c && o->kind != K_FUNC) {
+            if (o->kind == K_IMAGE)
+                image_free((struct dbl_image *)o);
+            else {
+                obj_del(o);
+                free(o);
+            }
+            i = 0;
+        } else {
+            i++;
+        }
+    }
+    c->sticky = CUDA_SUCCESS;
+}
+
+#define LOCKED(expr)                                                                               \
+    do {                                                                                           \
+        pthread_mutex_lock(&lock);                                                                 \
+        CUresult rc_ = (expr);                                                                     \
+        pthread_mutex_unlock(&lock);                                                               \
+        return rc_;                                                                                \
+    } while (0)
+
+/* ---------- errors ---------- */
+
+static const struct {
+    CUresult code;
+    const char *name, *text;
+} errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_CONTEXT_ALREADY_CURRENT, "CUDA_ERROR_CONTEXT_ALREADY_CURRENT",
+     "context already current"},
+    {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU",
+     "no kernel image is available for execution on the device"},
+    {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+     "too many resources requested for launch"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == error) {
+            *pStr = errors[i].name;
+            return CUDA_SUCCESS;
+        }
+    *pStr = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == error) {
+            *pStr = errors[i].text;
+            return CUDA_SUCCESS;
+        }
+    *pStr = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---------- init and device ---------- */
+
+#define DEVICE_NAME "Sluice driver test double (no GPU)"
+
+EXPORT CUresult cuInit(unsigned int Flags)
+{
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (!initialized) {
+        const char *mib = getenv("SLUICE_DOUBLE_MEM_MIB");
+        size_t m = mib ? strtoull(mib, NULL, 10) : 4096;
+        mem_total = (m ? m : 4096) << 20;
+        primary_ctx.hdr.kind = K_CTX;
+        primary_ctx.primary = true;
+        initialized = true;
+    }
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *driverVersion)
+{
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = 13000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_dev(CUdevice dev)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = 1;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUresult rc = check_dev(dev);
+    if (rc)
+        return rc;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "%s", DEVICE_NAME);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    static const unsigned char id[16] = {0x51, 0x75, 0x1c, 0xe0, 0xd0, 0x0b, 0x4e, 0x1e,
+                                         0x8a, 0x5e, 0x70, 0x75, 0x62, 0x6c, 0x65, 0x00};
+    CUresult rc = check_dev(dev);
+    if (rc)
+        return rc;
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(uuid->bytes, id, sizeof id);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevice dev)
+{
+    (void)luid;
+    (void)deviceNodeMask;
+    CUresult rc = check_dev(dev);
+    return rc ? rc : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult rc = check_dev(dev);
+    if (rc)
+        return rc;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    *bytes = mem_total;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    CUresult rc = check_dev(dev);
+    if (rc)
+        return rc;
+    if (!pciBusId || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(pciBusId, (size_t)len, "0000:5e:00.0");
+    return CUDA_SUCCESS;
+}
+
+/* A plausible sm_90 part with 4 SMs; anything not listed is 0 (feature absent). */
+static int attribute(CUdevice_attribute a)
+{
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+        return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+        return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+        return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+        return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+        return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+        return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+        return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+        return 49152;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+        return 65536;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+        return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
+        return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+        return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+        return 1755000;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
+        return 512;
+    case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+        return 4;
+    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
+        return CU_COMPUTEMODE_DEFAULT;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH:
+        return 131072;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH:
+        return 131072;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT:
+        return 65536;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH:
+        return 16384;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT:
+        return 16384;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH:
+        return 16384;
+    case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT:
+        return 512;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+        return 0x5e;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_TCC_DRIVER:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+        return 2619000;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+        return 5120;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+        return 52428800;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+        return 2048;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+        return 2;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT:
+        return 32;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+        return 9;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+        return 233472;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
+        return 65536;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO:
+        return 2;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+        return 232448;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
+        return 32;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK:
+        return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE:
+        return 32505856;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE:
+        return 134213632;
+    case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT:
+        return 4;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+        return 1;
+    case CU_DEVICE_ATTRIBUTE_NUMA_ID:
+        return -1;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
+        return -1;
+    case CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID:
+        return 0x233010de;
+    case CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID:
+        return 0x16c110de;
+    default:
+        return 0;
+    }
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    CUresult rc = check_dev(dev);
+    if (rc)
+        return rc;
+    if (!pi || (int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pi = attribute(attrib);
+    return CUDA_SUCCESS;
+}
+
+/* ---------- contexts ---------- */
+
+static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CUresult rc = check_dev(dev);
+    if (rc)
+        return rc;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->hdr.kind = K_CTX;
+    c->dev = dev;
+    c->flags = flags;
+    c->id = next_ctx_id++;
+    obj_add(c);
+    if (ctx_depth < (int)(sizeof ctx_stack / sizeof ctx_stack[0]))
+        ctx_stack[ctx_depth++] = c; /* a new context is pushed on the calling thread */
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    LOCKED(ctx_create(pctx, flags, dev));
+}
+
+EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                               unsigned int flags, CUdevice dev)
+{
+    if (numParams < 0 || (numParams > 0 && !paramsArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(ctx_create(pctx, flags, dev));
+}
+
+EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+                               unsigned int flags, CUdevice dev)
+{
+    if (ctxCreateParams && (ctxCreateParams->numExecAffinityParams || ctxCreateParams->cigParams))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    LOCKED(ctx_create(pctx, flags, dev));
+}
+
+static CUresult ctx_destroy(CUcontext ctx)
+{
+    struct dbl_ctx *c = obj_get(ctx, K_CTX);
+    if (!c || c->primary)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    ctx_drop_resources(c);
+    for (int i = 0; i < ctx_depth; i++)
+        if (ctx_stack[i] == c) {
+            memmove(&ctx_stack[i], &ctx_stack[i + 1],
+                    (size_t)(ctx_depth - i - 1) * sizeof ctx_stack[0]);
+            ctx_depth--;
+            i--;
+        }
+    obj_del(c);
+    free(c);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    LOCKED(ctx_destroy(ctx));
+}
+
+static CUresult ctx_valid_or_null(CUcontext ctx)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return (!ctx || obj_get(ctx, K_CTX)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+static CUresult set_current(CUcontext ctx)
+{
+    CUresult rc = ctx_valid_or_null(ctx);
+    if (rc)
+        return rc;
+    if (ctx_depth == 0) {
+        if (ctx)
+            ctx_stack[ctx_depth++] = (struct dbl_ctx *)ctx;
+    } else if (ctx) {
+        ctx_stack[ctx_depth - 1] = (struct dbl_ctx *)ctx;
+    } else {
+        ctx_depth--;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    LOCKED(set_current(ctx));
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)cur();
+    return CUDA_SUCCESS;
+}
+
+static CUresult push_current(CUcontext ctx)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!obj_get(ctx, K_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth >= (int)(sizeof ctx_stack / sizeof ctx_stack[0]))
+        return CUDA_ERROR_INVALID_VALUE;
+    ctx_stack[ctx_depth++] = (struct dbl_ctx *)ctx;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    LOCKED(push_current(ctx));
+}
+
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (ctx_depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct dbl_ctx *c = ctx_stack[--ctx_depth];
+    if (pctx)
+        *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_get_device(CUdevice *device)
+{
+    struct dbl_ctx *c;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = need_ctx(&c);
+    if (rc && rc != CUDA_ERROR_ILLEGAL_ADDRESS)
+        return rc;
+    *device = cur()->dev;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+    LOCKED(ctx_get_device(device));
+}
+
+static CUresult ctx_sync(void)
+{
+    struct dbl_ctx *c;
+    return need_ctx(&c);
+}
+
+EXPORT CUresult cuCtxSynchronize(void)
+{
+    LOCKED(ctx_sync());
+}
+
+static CUresult ctx_sync_v2(CUcontext ctx)
+{
+    if (!ctx)
+        return ctx_sync();
+    struct dbl_ctx *c = obj_get(ctx, K_CTX);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return c->sticky;
+}
+
+EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    LOCKED(ctx_sync_v2(ctx));
+}
+
+static CUresult ctx_get_id(CUcontext ctx, unsigned long long *ctxId)
+{
+    if (!ctxId)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_ctx *c = ctx ? obj_get(ctx, K_CTX) : cur();
+    if (!c || (!ctx && !obj_get(c, K_CTX)))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *ctxId = c->id;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    LOCKED(ctx_get_id(ctx, ctxId));
+}
+
+EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    (void)ctx;
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = 3020;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    if (leastPriority)
+        *leastPriority = 0;
+    if (greatestPriority)
+        *greatestPriority = -5;
+    return CUDA_SUCCESS;
+}
+
+static CUresult primary_retain(CUcontext *pctx, CUdevice dev)
+{
+    CUresult rc = check_dev(dev);
+    if (rc)
+        return rc;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (primary_refs++ == 0) {
+        primary_ctx.id = next_ctx_id++;
+        if (!obj_get(&primary_ctx, K_CTX))
+            obj_add(&primary_ctx);
+    }
+    *pctx = (CUcontext)&primary_ctx;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    LOCKED(primary_retain(pctx, dev));
+}
+
+static CUresult primary_release(CUdevice dev, bool reset)
+{
+    CUresult rc = check_dev(dev);
+    if (rc)
+        return rc;
+    if (!reset && primary_refs == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (reset || --primary_refs == 0) {
+        ctx_drop_resources(&primary_ctx);
+        if (!reset)
+            obj_del(&primary_ctx);
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    LOCKED(primary_release(dev, false));
+}
+
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    LOCKED(primary_release(dev, true));
+}
+
+EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    CUresult rc = check_dev(dev);
+    if (rc)
+        return rc;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = primary_ctx.flags;
+    *active = primary_refs > 0;
+    return CUDA_SUCCESS;
+}
+
+/* ---------- memory ---------- */
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total)
+{
+    struct dbl_ctx *c;
+    pthread_mutex_lock(&lock);
+    CUresult rc = need_ctx(&c);
+    if (!rc && (!free_ || !total))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        *free_ = mem_total - mem_used;
+        *total = mem_total;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static CUresult mem_alloc(uintptr_t *out, size_t size, enum alloc_kind kind)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_new(size, kind, c, out);
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    LOCKED(mem_alloc((uintptr_t *)dptr, bytesize, A_DEVICE));
+}
+
+static CUresult mem_free(uintptr_t p, enum alloc_kind kind)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if (!p)
+        return CUDA_SUCCESS;
+    return alloc_free(p, kind);
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    LOCKED(mem_free(dptr, A_DEVICE));
+}
+
+EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    LOCKED(mem_alloc((uintptr_t *)pp, bytesize, A_HOST));
+}
+
+EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    (void)Flags;
+    LOCKED(mem_alloc((uintptr_t *)pp, bytesize, A_HOST));
+}
+
+EXPORT CUresult cuMemFreeHost(void *p)
+{
+    LOCKED(mem_free((uintptr_t)p, A_HOST));
+}
+
+/* A device-side range: device allocations, module globals, and pinned host memory (which is
+ * device-accessible under unified addressing). */
+static void *dev_range(CUdeviceptr p, size_t n)
+{
+    struct dbl_alloc *a = alloc_find(p, n);
+    return a ? (void *)(uintptr_t)p : NULL;
+}
+
+static CUresult check_stream(CUstream s)
+{
+    if ((uintptr_t)s <= 2) /* 0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
+        return CUDA_SUCCESS;
+    return obj_get(s, K_STREAM) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static void advance_copy(size_t n)
+{
+    sim_us += 2.0 + (double)n / 20000.0; /* 20 GB/s */
+}
+
+static CUresult copy(void *dst, const void *src, size_t n, CUdeviceptr ddst, CUdeviceptr dsrc,
+                     CUstream s)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if ((rc = check_stream(s)))
+        return rc;
+    if (ddst && !(dst = dev_range(ddst, n)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dsrc && !(src = dev_range(dsrc, n)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dst || !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (n)
+        memmove(dst, src, n);
+    advance_copy(n);
+    return CUDA_SUCCESS;
+}
+
+/* A NULL CUdeviceptr is never a valid device range: passing 1 as "none" makes copy() reject it. */
+#define DEVPTR(p) ((p) ? (p) : (CUdeviceptr)1)
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    LOCKED(copy(NULL, srcHost, ByteCount, DEVPTR(dstDevice), 0, 0));
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    LOCKED(copy(dstHost, NULL, ByteCount, 0, DEVPTR(srcDevice), 0));
+}
+
+EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    LOCKED(copy(NULL, NULL, ByteCount, DEVPTR(dstDevice), DEVPTR(srcDevice), 0));
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                     CUstream hStream)
+{
+    LOCKED(copy(NULL, srcHost, ByteCount, DEVPTR(dstDevice), 0, hStream));
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                     CUstream hStream)
+{
+    LOCKED(copy(dstHost, NULL, ByteCount, 0, DEVPTR(srcDevice), hStream));
+}
+
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                     CUstream hStream)
+{
+    LOCKED(copy(NULL, NULL, ByteCount, DEVPTR(dstDevice), DEVPTR(srcDevice), hStream));
+}
+
+static CUresult memset_n(CUdeviceptr dst, unsigned v, size_t width, size_t n, CUstream s)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if ((rc = check_stream(s)))
+        return rc;
+    if (n > SIZE_MAX / width || (dst & (width - 1)))
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned char *p = dev_range(DEVPTR(dst), n * width);
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        if (width == 1)
+            p[i] = (unsigned char)v;
+        else if (width == 2) {
+            uint16_t x = (uint16_t)v;
+            memcpy(p + 2 * i, &x, 2);
+        } else {
+            uint32_t x = v;
+            memcpy(p + 4 * i, &x, 4);
+        }
+    }
+    advance_copy(n * width);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    LOCKED(memset_n(dstDevice, uc, 1, N, 0));
+}
+
+EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    LOCKED(memset_n(dstDevice, us, 2, N, 0));
+}
+
+EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    LOCKED(memset_n(dstDevice, ui, 4, N, 0));
+}
+
+EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream s)
+{
+    LOCKED(memset_n(dstDevice, uc, 1, N, s));
+}
+
+EXPORT CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream s)
+{
+    LOCKED(memset_n(dstDevice, us, 2, N, s));
+}
+
+EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream s)
+{
+    LOCKED(memset_n(dstDevice, ui, 4, N, s));
+}
+
+/* One side of a 2D copy as a host pointer to its first byte, or NULL. */
+static unsigned char *side2d(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x,
+                             size_t y, size_t pitch, size_t width, size_t height)
+{
+    if (height == 0 || width == 0)
+        return (unsigned char *)(uintptr_t)1; /* nothing to touch */
+    if (pitch < width + x && height > 1)
+        return NULL;
+    size_t off = y * pitch + x;
+    size_t extent = (height - 1) * pitch + width;
+    switch (type) {
+    case CU_MEMORYTYPE_HOST:
+        return host ? (unsigned char *)host + off : NULL;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED:
+        return dev_range(DEVPTR(dev + off), extent);
+    default:
+        return NULL;
+    }
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if ((rc = check_stream(s)))
+        return rc;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t w = p->WidthInBytes, h = p->Height;
+    size_t sp = p->srcPitch ? p->srcPitch : w, dp = p->dstPitch ? p->dstPitch : w;
+    unsigned char *src =
+        side2d(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, sp, w, h);
+    unsigned char *dst =
+        side2d(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, dp, w, h);
+    if (!src || !dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t r = 0; r < h; r++)
+        memmove(dst + r * dp, src + r * sp, w);
+    advance_copy(w * h);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+{
+    LOCKED(copy2d(pCopy, 0));
+}
+
+EXPORT CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
+{
+    LOCKED(copy2d(pCopy, 0));
+}
+
+EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    LOCKED(copy2d(pCopy, hStream));
+}
+
+static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_alloc *a = alloc_find(ptr, 0);
+    if (!a)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = (CUcontext)a->ctx;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = a->kind == A_HOST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = ptr;
+        break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (a->kind != A_HOST)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(void **)data = (void *)(uintptr_t)ptr;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(int *)data = a->kind == A_HOST ? 1 : 0;
+        if (attribute == CU_POINTER_ATTRIBUTE_IS_MANAGED)
+            *(int *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = a->base;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = a->size;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = (unsigned long long)a->base;
+        break;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    LOCKED(pointer_attr(data, attribute, ptr));
+}
+
+static CUresult address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].kind != A_HOST && dptr >= allocs[i].base &&
+            dptr - allocs[i].base < allocs[i].size) {
+            if (pbase)
+                *pbase = allocs[i].base;
+            if (psize)
+                *psize = allocs[i].size;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    LOCKED(address_range(pbase, psize, dptr));
+}
+
+/* ---------- streams and events ---------- */
+
+static CUresult stream_create(CUstream *ph, unsigned flags, int priority)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->hdr = (struct dbl_obj){K_STREAM, c};
+    s->flags = flags;
+    s->priority = priority > 0 ? 0 : (priority < -5 ? -5 : priority);
+    obj_add(s);
+    *ph = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    LOCKED(stream_create(phStream, Flags, 0));
+}
+
+EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    LOCKED(stream_create(phStream, flags, priority));
+}
+
+static CUresult stream_destroy(CUstream h)
+{
+    struct dbl_stream *s = obj_get(h, K_STREAM);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    obj_del(s);
+    free(s);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    LOCKED(stream_destroy(hStream));
+}
+
+static CUresult stream_sync(CUstream h)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    return rc ? rc : check_stream(h);
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    LOCKED(stream_sync(hStream));
+}
+
+EXPORT CUresult cuStreamQuery(CUstream hStream)
+{
+    LOCKED(stream_sync(hStream));
+}
+
+static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags)
+{
+    CUresult rc = stream_sync(h);
+    if (rc)
+        return rc;
+    if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return obj_get(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    LOCKED(stream_wait_event(hStream, hEvent, Flags));
+}
+
+static CUresult stream_get(CUstream h, int *prio, unsigned *flags)
+{
+    CUresult rc = stream_sync(h);
+    if (rc)
+        return rc;
+    struct dbl_stream *s = obj_get(h, K_STREAM);
+    if (prio)
+        *prio = s ? s->priority : 0;
+    if (flags)
+        *flags = s ? s->flags : 0;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamGetPriority(CUstream hStream, int *priority)
+{
+    if (!priority)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(stream_get(hStream, priority, NULL));
+}
+
+EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(stream_get(hStream, NULL, flags));
+}
+
+EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    pthread_mutex_lock(&lock);
+    CUresult rc = stream_sync(hStream);
+    if (!rc && !fn)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&lock);
+    if (rc)
+        return rc;
+    fn(userData); /* synchronous execution: the stream has reached this point */
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_create(CUevent *ph, unsigned flags)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if (!ph || (flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                                    CU_EVENT_INTERPROCESS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->hdr = (struct dbl_obj){K_EVENT, c};
+    e->flags = flags;
+    obj_add(e);
+    *ph = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    LOCKED(event_create(phEvent, Flags));
+}
+
+static CUresult event_record(CUevent h, CUstream s)
+{
+    CUresult rc = stream_sync(s);
+    if (rc)
+        return rc;
+    struct dbl_event *e = obj_get(h, K_EVENT);
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    e->recorded = true;
+    e->t_us = sim_us;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    LOCKED(event_record(hEvent, hStream));
+}
+
+EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    (void)flags;
+    LOCKED(event_record(hEvent, hStream));
+}
+
+static CUresult event_sync(CUevent h)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return obj_get(h, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+    LOCKED(event_sync(hEvent));
+}
+
+EXPORT CUresult cuEventQuery(CUevent hEvent)
+{
+    LOCKED(event_sync(hEvent));
+}
+
+static CUresult event_elapsed(float *ms, CUevent start, CUevent end)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ms)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_event *a = obj_get(start, K_EVENT), *b = obj_get(end, K_EVENT);
+    if (!a || !b)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING || !a->recorded || !b->recorded)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *ms = (float)((b->t_us - a->t_us) / 1000.0);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    LOCKED(event_elapsed(pMilliseconds, hStart, hEnd));
+}
+
+EXPORT CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    LOCKED(event_elapsed(pMilliseconds, hStart, hEnd));
+}
+
+static CUresult event_destroy(CUevent h)
+{
+    struct dbl_event *e = obj_get(h, K_EVENT);
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    obj_del(e);
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    LOCKED(event_destroy(hEvent));
+}
+
+/* ---------- modules, libraries, kernels ---------- */
+
+/* The length of an image in any of the forms the driver accepts, or 0 if it is none of them. */
+static size_t image_size(const void *image)
+{
+    const unsigned char *p = image;
+    uint32_t magic;
+    memcpy(&magic, p, 4);
+    if (magic == 0x466243b1u) { /* __fatBinC_Wrapper_t */
+        const void *data;
+        memcpy(&data, p + 8, sizeof data);
+        return data ? image_size(data) : 0;
+    }
+    if (magic == 0xba55ed50u) { /* fatbin header */
+        uint16_t hs;
+        uint64_t fs;
+        memcpy(&hs, p + 6, 2);
+        memcpy(&fs, p + 8, 8);
+        return hs + fs;
+    }
+    if (!memcmp(p,
+                "\x7f"
+                "ELF",
+                4))
+        return 64; /* not parsed further: a cubin is accepted as is */
+    if (strstr((const char *)p, ".version") || strstr((const char *)p, ".target"))
+        return strlen((const char *)p) + 1;
+    return 0;
+}
+
+static void image_free(struct dbl_image *img)
+{
+    for (size_t i = 0; i < dbl_global_count; i++)
+        if (img->globals[i])
+            alloc_free(img->globals[i], A_GLOBAL);
+    for (size_t i = 0; i < dbl_kernel_count; i++)
+        if (img->funcs[i]) {
+            obj_del(img->funcs[i]);
+            free(img->funcs[i]);
+        }
+    free(img->globals);
+    free(img->funcs);
+    obj_del(img);
+    free(img);
+}
+
+static CUresult image_load(struct dbl_image **out, const void *image, bool library)
+{
+    struct dbl_ctx *c = NULL;
+    CUresult rc =
+        library ? (initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED) : need_ctx(&c);
+    if (rc)
+        return rc;
+    if (!out || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t size = image_size(image);
+    if (size == 0)
+        return CUDA_ERROR_INVALID_IMAGE;
+    struct dbl_image *img = calloc(1, sizeof *img);
+    if (!img)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    img->hdr = (struct dbl_obj){K_IMAGE, c};
+    img->library = library;
+    img->size = size;
+    img->globals = calloc(dbl_global_count, sizeof *img->globals);
+    img->funcs = calloc(dbl_kernel_count, sizeof *img->funcs);
+    obj_add(img);
+    if (!img->globals || !img->funcs) {
+        image_free(img);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < dbl_global_count; i++) {
+        uintptr_t p;
+        if ((rc = alloc_new(dbl_globals[i].size, A_GLOBAL, c, &p))) {
+            image_free(img);
+            return rc;
+        }
+        img->globals[i] = p;
+    }
+    *out = img;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    LOCKED(image_load((struct dbl_image **)module, image, false));
+}
+
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                   CUjit_option *options, void **optionValues)
+{
+    (void)options;
+    (void)optionValues;
+    (void)numOptions;
+    LOCKED(image_load((struct dbl_image **)module, image, false));
+}
+
+EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    LOCKED(image_load((struct dbl_image **)module, fatCubin, false));
+}
+
+EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                  void **jitOptionsValues, unsigned int numJitOptions,
+                                  CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                  unsigned int numLibraryOptions)
+{
+    (void)jitOptions;
+    (void)jitOptionsValues;
+    (void)numJitOptions;
+    (void)libraryOptions;
+    (void)libraryOptionValues;
+    (void)numLibraryOptions;
+    LOCKED(image_load((struct dbl_image **)library, code, true));
+}
+
+static CUresult image_unload(void *h, bool library)
+{
+    struct dbl_image *img = obj_get(h, K_IMAGE);
+    if (!img || img->library != library)
+        return CUDA_ERROR_INVALID_HANDLE;
+    image_free(img);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleUnload(CUmodule hmod)
+{
+    LOCKED(image_unload(hmod, false));
+}
+
+EXPORT CUresult cuLibraryUnload(CUlibrary library)
+{
+    LOCKED(image_unload(library, true));
+}
+
+EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
+{
+    if (!mode)
+        return CUDA_ERROR_INVALID_VALUE;
+    *mode = CU_MODULE_LAZY_LOADING;
+    return CUDA_SUCCESS;
+}
+
+static CUresult get_func(struct dbl_func **out, void *h, bool library_only, const char *name)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct dbl_image *img = obj_get(h, K_IMAGE);
+    if (!img || (library_only && !img->library))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!out || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < dbl_kernel_count; i++) {
+        if (strcmp(dbl_kernels[i].name, name))
+            continue;
+        if (!img->funcs[i]) {
+            struct dbl_func *f = calloc(1, sizeof *f);
+            if (!f)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            f->hdr = (struct dbl_obj){K_FUNC, img->hdr.ctx};
+            f->image = img;
+            f->kernel = &dbl_kernels[i];
+            f->carveout = -1;
+            obj_add(f);
+            img->funcs[i] = f;
+        }
+        *out = img->funcs[i];
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    LOCKED(get_func((struct dbl_func **)hfunc, hmod, false, name));
+}
+
+EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    LOCKED(get_func((struct dbl_func **)pKernel, library, true, name));
+}
+
+static CUresult library_get_module(CUmodule *pMod, CUlibrary library)
+{
+    struct dbl_image *img = obj_get(library, K_IMAGE);
+    if (!img || !img->library)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!pMod)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pMod = (CUmodule)img; /* the same object serves as the library's module */
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+    LOCKED(library_get_module(pMod, library));
+}
+
+static CUresult kernel_get_function(CUfunction *pFunc, CUkernel kernel)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if (!obj_get(kernel, K_FUNC))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!pFunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pFunc = (CUfunction)kernel; /* one object is both */
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    LOCKED(kernel_get_function(pFunc, kernel));
+}
+
+static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, void *h, bool library_only,
+                           const char *name)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct dbl_image *img = obj_get(h, K_IMAGE);
+    if (!img || (library_only && !img->library))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < dbl_global_count; i++)
+        if (!strcmp(dbl_globals[i].name, name)) {
+            if (dptr)
+                *dptr = img->globals[i];
+            if (bytes)
+                *bytes = dbl_globals[i].size;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+                                     const char *name)
+{
+    LOCKED(get_global(dptr, bytes, hmod, false, name));
+}
+
+EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+                                   const char *name)
+{
+    LOCKED(get_global(dptr, bytes, library, true, name));
+}
+
+static CUresult param_info(void *h, size_t i, size_t *off, size_t *size)
+{
+    struct dbl_func *f = obj_get(h, K_FUNC);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (i >= f->kernel->nparams || (!off && !size))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (off)
+        *off = f->kernel->params[i].offset;
+    if (size)
+        *size = f->kernel->params[i].size;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                                   size_t *paramSize)
+{
+    LOCKED(param_info(func, paramIndex, paramOffset, paramSize));
+}
+
+EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset,
+                                     size_t *paramSize)
+{
+    LOCKED(param_info(kernel, paramIndex, paramOffset, paramSize));
+}
+
+static CUresult func_attr(int *pi, CUfunction_attribute a, void *h)
+{
+    struct dbl_func *f = obj_get(h, K_FUNC);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+        *pi = 1024;
+        break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+        *pi = 0;
+        break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+        *pi = 0;
+        break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
+        *pi = 0;
+        break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+        *pi = 16;
+        break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+        *pi = 90;
+        break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+        *pi = 90;
+        break;
+    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
+        *pi = 0;
+        break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        *pi = f->max_dynamic_shared;
+        break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        *pi = f->carveout;
+        break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET:
+        *pi = 0;
+        break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+        *pi = 0;
+        break;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+        *pi = 1;
+        break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        *pi = 0;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+    LOCKED(func_attr(pi, attrib, hfunc));
+}
+
+EXPORT CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel,
+                                     CUdevice dev)
+{
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    LOCKED(func_attr(pi, attrib, kernel));
+}
+
+static CUresult func_set_attr(void *h, CUfunction_attribute a, int v)
+{
+    struct dbl_func *f = obj_get(h, K_FUNC);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+        if (v < 0 || v > 232448)
+            return CUDA_ERROR_INVALID_VALUE;
+        f->max_dynamic_shared = v;
+    } else if (a == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
+        if (v < -1 || v > 100)
+            return CUDA_ERROR_INVALID_VALUE;
+        f->carveout = v;
+    } else {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+    LOCKED(func_set_attr(hfunc, attrib, value));
+}
+
+EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
+                                     CUdevice dev)
+{
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    LOCKED(func_set_attr(kernel, attrib, val));
+}
+
+EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,
+                                                            int blockSize, size_t dynamicSMemSize)
+{
+    (void)dynamicSMemSize;
+    pthread_mutex_lock(&lock);
+    CUresult rc = obj_get(func, K_FUNC) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_unlock(&lock);
+    if (rc)
+        return rc;
+    if (!numBlocks || blockSize <= 0 || blockSize > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    int n = 2048 / blockSize;
+    *numBlocks = n > 32 ? 32 : n;
+    return CUDA_SUCCESS;
+}
+
+/* ---------- launches ---------- */
+
+void *dbl_dev(struct dbl_launch *launch, CUdeviceptr ptr, size_t len)
+{
+    void *p = dev_range(DEVPTR(ptr), len);
+    if (!p)
+        launch->status = CUDA_ERROR_ILLEGAL_ADDRESS;
+    return p;
+}
+
+void *dbl_global_ptr(struct dbl_launch *launch, const char *name)
+{
+    struct dbl_image *img = launch->image;
+    for (size_t i = 0; i < dbl_global_count; i++)
+        if (!strcmp(dbl_globals[i].name, name))
+            return (void *)(uintptr_t)img->globals[i];
+    abort(); /* a kernel of kernels.c names a global that dbl_globals lacks */
+}
+
+static CUresult launch(void *h, const unsigned grid[3], const unsigned block[3], size_t shared,
+                       CUstream s, void **params, void **extra)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if ((rc = check_stream(s)))
+        return rc;
+    struct dbl_func *f = obj_get(h, K_FUNC);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    unsigned long long threads = (unsigned long long)block[0] * block[1] * block[2];
+    if (!grid[0] || !grid[1] || !grid[2] || !threads || block[0] > 1024 || block[1] > 1024 ||
+        block[2] > 64 || grid[1] > 65535 || grid[2] > 65535)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (threads > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shared > 49152 + (size_t)f->max_dynamic_shared)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct dbl_kernel *k = f->kernel;
+    void *argv[DBL_MAX_PARAMS];
+    if (extra) {
+        void *buf = NULL;
+        size_t size = 0;
+        for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                buf = extra[i + 1];
+            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+                size = *(size_t *)extra[i + 1];
+            else
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (k->nparams &&
+            (!buf || size < k->params[k->nparams - 1].offset + k->params[k->nparams - 1].size))
+            return CUDA_ERROR_INVALID_VALUE;
+        for (unsigned i = 0; i < k->nparams; i++)
+            argv[i] = (char *)buf + k->params[i].offset;
+        params = argv;
+    } else if (k->nparams && !params) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct dbl_launch l = {{grid[0], grid[1], grid[2]},
+                           {block[0], block[1], block[2]},
+                           shared,
+                           params,
+                           f->image,
+                           CUDA_SUCCESS};
+    k->run(&l);
+    sim_us += k->nominal_us;
+    if (l.status != CUDA_SUCCESS) {
+        c->sticky = l.status; /* as on a GPU: an illegal address poisons the context */
+        return l.status;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                               unsigned int gridDimZ, unsigned int blockDimX,
+                               unsigned int blockDimY, unsigned int blockDimZ,
+                               unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
+                               void **extra)
+{
+    unsigned grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
+    LOCKED(launch(f, grid, block, sharedMemBytes, hStream, kernelParams, extra));
+}
+
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                                 void **extra)
+{
+    if (!config || (config->numAttrs && !config->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+    unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+    LOCKED(launch(f, grid, block, config->sharedMemBytes, config->hStream, kernelParams, extra));
+}
+
+/* ---------- per-thread default stream variants: identical here (execution is synchronous)
+ * ---------- */
+
+EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n)
+{
+    return cuMemcpyHtoD_v2(d, s, n);
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n)
+{
+    return cuMemcpyDtoH_v2(d, s, n);
+}
+
+EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+    return cuMemcpyDtoD_v2(d, s, n);
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream h)
+{
+    return cuMemcpyHtoDAsync_v2(d, s, n, h);
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return cuMemcpyDtoHAsync_v2(d, s, n, h);
+}
+
+EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return cuMemcpyDtoDAsync_v2(d, s, n, h);
+}
+
+EXPORT CUresult cuStreamSynchronize_ptsz(CUstream h)
+{
+    return cuStreamSynchronize(h);
+}
+
+EXPORT CUresult cuStreamQuery_ptsz(CUstream h)
+{
+    return cuStreamQuery(h);
+}
+
+EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int flags)
+{
+    return cuStreamWaitEvent(h, e, flags);
+}
+
+EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream h)
+{
+    return cuEventRecord(e, h);
+}
+
+EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void *userData)
+{
+    return cuLaunchHostFunc(h, fn, userData);
+}
+
+EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                    unsigned int bx, unsigned int by, unsigned int bz,
+                                    unsigned int shared, CUstream h, void **kernelParams,
+                                    void **extra)
+{
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, h, kernelParams, extra);
+}
+
+EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                      void **kernelParams, void **extra)
+{
+    return cuLaunchKernelEx(config, f, kernelParams, extra);
+}

@@ -1,0 +1,137 @@
+/* Host implementations of the kernels of tests/cuda/ *.cu, by mangled name, with their
+ * parameter layouts (offset, size) as the real driver's cuFuncGetParamInfo reports them.
+ * Each must compute exactly what the real kernel computes. TEST DOUBLE: never a GPU result. */
+#include "double.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ARG(launch, type, i) (*(type *)(launch)->params[i])
+
+/* Threads of the launch in the order the kernels index them: i = blockIdx.x * blockDim.x +
+ * threadIdx.x (the test kernels are one-dimensional). */
+static size_t threads_x(const struct dbl_launch *l)
+{
+    return (size_t)l->grid[0] * l->block[0];
+}
+
+static size_t touched(const struct dbl_launch *l, int n)
+{
+    size_t t = threads_x(l);
+    return n <= 0 ? 0 : ((size_t)n < t ? (size_t)n : t);
+}
+
+/* __global__ void vadd(const float *a, const float *b, float *c, int n) */
+static void k_vadd(struct dbl_launch *l)
+{
+    int n = ARG(l, int, 3);
+    size_t m = touched(l, n);
+    const float *a = dbl_dev(l, ARG(l, CUdeviceptr, 0), m * sizeof(float));
+    const float *b = dbl_dev(l, ARG(l, CUdeviceptr, 1), m * sizeof(float));
+    float *c = dbl_dev(l, ARG(l, CUdeviceptr, 2), m * sizeof(float));
+    if (m == 0 || !a || !b || !c)
+        return;
+    for (size_t i = 0; i < m; i++)
+        c[i] = a[i] + b[i];
+}
+
+/* __global__ void scale(float *x, float f, int n) */
+static void k_scale(struct dbl_launch *l)
+{
+    float f = ARG(l, float, 1);
+    size_t m = touched(l, ARG(l, int, 2));
+    float *x = dbl_dev(l, ARG(l, CUdeviceptr, 0), m * sizeof(float));
+    if (m == 0 || !x)
+        return;
+    for (size_t i = 0; i < m; i++)
+        x[i] = x[i] * f;
+}
+
+/* __device__ int d_table[16]; __device__ int d_count;
+ * __global__ void lookup(int *out, int n)
+ * { out[i] = d_table[i % 16] * 2 + i; if (i == 0) d_count = n; } */
+static void k_lookup(struct dbl_launch *l)
+{
+    int n = ARG(l, int, 1);
+    size_t m = touched(l, n);
+    int *out = dbl_dev(l, ARG(l, CUdeviceptr, 0), m * sizeof(int));
+    const int *table = dbl_global_ptr(l, "d_table");
+    int *count = dbl_global_ptr(l, "d_count");
+    if (m == 0 || !out)
+        return;
+    for (size_t i = 0; i < m; i++)
+        out[i] = table[i % 16] * 2 + (int)i;
+    *count = n;
+}
+
+/* __global__ void fill(int *p, int v, int n) { p[i] = p[i] * 10 + v; } */
+static void k_fill(struct dbl_launch *l)
+{
+    int v = ARG(l, int, 1);
+    size_t m = touched(l, ARG(l, int, 2));
+    int *p = dbl_dev(l, ARG(l, CUdeviceptr, 0), m * sizeof(int));
+    if (m == 0 || !p)
+        return;
+    for (size_t i = 0; i < m; i++)
+        p[i] = p[i] * 10 + v;
+}
+
+/* __global__ void hello(int base)
+ * { printf("sluice-printf block %d thread %d value %d\n", blockIdx.x, threadIdx.x,
+ *          base + (int)(blockIdx.x * blockDim.x + threadIdx.x)); } */
+static void k_hello(struct dbl_launch *l)
+{
+    int base = ARG(l, int, 0);
+    for (unsigned b = 0; b < l->grid[0]; b++)
+        for (unsigned t = 0; t < l->block[0]; t++)
+            dbl_printf("sluice-printf block %u thread %u value %d\n", b, t,
+                       base + (int)(b * l->block[0] + t));
+}
+
+/* __global__ void inc(int *p, int n) { if (i < n) p[i] += 1; } */
+static void k_inc(struct dbl_launch *l)
+{
+    size_t m = touched(l, ARG(l, int, 1));
+    int *p = dbl_dev(l, ARG(l, CUdeviceptr, 0), m * sizeof(int));
+    if (m == 0 || !p)
+        return;
+    for (size_t i = 0; i < m; i++)
+        p[i] += 1;
+}
+
+const struct dbl_kernel dbl_kernels[] = {
+    {"_Z4vaddPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 5.0, k_vadd},
+    {"_Z5scalePffi", 3, {{0, 8}, {8, 4}, {12, 4}}, 4.0, k_scale},
+    {"_Z6lookupPii", 2, {{0, 8}, {8, 4}}, 3.0, k_lookup},
+    {"_Z4fillPiii", 3, {{0, 8}, {8, 4}, {12, 4}}, 2.0, k_fill},
+    {"_Z5helloi", 1, {{0, 4}}, 10.0, k_hello},
+    {"_Z3incPii", 2, {{0, 8}, {8, 4}}, 1.5, k_inc},
+};
+const size_t dbl_kernel_count = sizeof dbl_kernels / sizeof dbl_kernels[0];
+
+const struct dbl_global dbl_globals[] = {
+    {"d_table", 16 * sizeof(int)},
+    {"d_count", sizeof(int)},
+};
+const size_t dbl_global_count = sizeof dbl_globals / sizeof dbl_globals[0];
+
+void dbl_printf(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(STDOUT_FILENO, buf + off, len - off);
+        if (w <= 0)
+            return;
+        off += (size_t)w;
+    }
+}

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""End-to-end harness: runs the CUDA test programs of tests/cuda through Sluice.
+
+  guest program (NVIDIA's cudart) -> our libcuda.so.1 (frontend) -> TLS in ZeroMQ
+      -> sluice-backend -> a driver: the test double (CI, no GPU) or the real libcuda (GPU)
+
+Modes:
+  (default)        through Sluice, backend on the driver test double of <build>
+  --real-driver    through Sluice, backend on the real driver (GPU machine)
+  --driver PATH    through Sluice, backend on PATH
+  --native         the same programs without Sluice, on whatever libcuda the system has
+
+Each program gets its own throwaway backend (isolated; killed afterwards, also on failure).
+The PKI is made once per run with scripts/make-demo-pki. --results FILE appends one JSON line
+per run: name, variant, mode, rc, ok, seconds, output digest, reason.
+The driver test double proves plumbing, never a GPU result.
+
+Exit status: 0 all passed, 1 some failed, 77 skipped (frontend or backend not built).
+"""
+import argparse
+import ctypes
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SKIP = 77
+
+PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback", "printf_kernel",
+            "many_launches", "large_copy", "failures", "cross_session"]
+
+# Output every run must contain, besides "PASS <name>".
+EXPECTED = {
+    "printf_kernel": [f"sluice-printf block {b} thread {t} value {40 + 4 * b + t}"
+                      for b in range(2) for t in range(4)],
+    "failures": [re.compile(r"failures: \d+ clean errors, context still usable")],
+    "cross_session": ["cross_session: read of the other session's"],
+}
+TIMEOUT = {"large_copy": 300, "many_launches": 300}
+GUEST_UUID = "3d6b0f5e-9a1c-4e27-8f34-1b2c3d4e5f60"  # CN of make-demo-pki's guest-a
+PROJECT = "f241e906010e4917ae8153f4fb8aa021"  # its OU
+
+# How sluice-backend is started; edit here if its flags change.
+BACKEND_ARGS = ["--driver", "{driver}", "--listen", "{endpoint}", "--project", "{project}", "--cert", "{pki}/server.pem",
+                "--key", "{pki}/server.key", "--ca", "{pki}/ca.pem", "--allow", "{allow}"]
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent():
+    """preexec_fn: the child gets SIGKILL if the harness dies (e.g. a CTest timeout)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_first(patterns):
+    for pat in patterns:
+        hits = sorted(glob.glob(pat, recursive=True))
+        if hits:
+            return hits[0]
+    return None
+
+
+def real_driver():
+    for p in ["/usr/local/nvidia/lib64/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"]:
+        if os.path.exists(p):
+            return p
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+        m = re.search(r"libcuda\.so\.1 .*=> (\S+)", out)
+        return m.group(1) if m else None
+    except OSError:
+        return None
+
+
+def kill_group(proc, grace=5.0):
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def tail(path, n=40):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return "(no log)\n"
+
+
+class Backend:
+    def __init__(self, args, pki, work, driver):
+        self.port = free_port()
+        self.endpoint = f"tcp://127.0.0.1:{self.port}"
+        self.log = os.path.join(work, f"backend-{self.port}.log")
+        allow = os.path.join(work, "allow")
+        with open(allow, "w") as f:
+            f.write(GUEST_UUID + "\n")
+        fmt = dict(project=PROJECT, driver=driver, endpoint=self.endpoint, pki=pki, allow=allow)
+        argv = [args.backend] + [a.format(**fmt) for a in BACKEND_ARGS] + args.backend_arg
+        env = dict(os.environ)
+        env.pop("LD_LIBRARY_PATH", None)  # never our libcuda.so.1 on the backend's path
+        if args.double_mem_mib:
+            env["SLUICE_DOUBLE_MEM_MIB"] = str(args.double_mem_mib)
+        self.argv = argv
+        self.logf = open(self.log, "w")
+        self.proc = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT, env=env,
+                                     stdin=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=die_with_parent)
+        self.conf = os.path.join(work, f"conf-{self.port}")
+        os.makedirs(self.conf)
+        with open(os.path.join(self.conf, "backend.conf"), "w") as f:
+            f.write(f"endpoint = {self.endpoint}\n")
+        for src, dst in [("guest-a.pem", "client.pem"), ("guest-a.key", "client.key"),
+                         ("ca.pem", "ca.pem")]:
+            shutil.copy(os.path.join(pki, src), os.path.join(self.conf, dst))
+
+    def wait_ready(self, timeout=20.0):
+        end = time.time() + timeout
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                return f"backend exited {self.proc.returncode} before listening"
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return None
+            except OSError:
+                time.sleep(0.1)
+        return "backend not listening after %.0fs" % timeout
+
+    def stop(self):
+        kill_group(self.proc)
+        self.logf.close()
+        return self.proc.returncode
+
+
+def check_output(name, out):
+    missing = []
+    for want in [f"PASS {name}"] + EXPECTED.get(name, []):
+        ok = want.search(out) if isinstance(want, re.Pattern) else want in out
+        if not ok:
+            missing.append(want.pattern if isinstance(want, re.Pattern) else want)
+    return missing
+
+
+def run_one(args, name, variant, mode, pki, work, driver, frontend_dir):
+    exe = os.path.join(args.programs_dir, f"{name}.{variant}")
+    rec = dict(name=name, variant=variant, mode=mode, rc=None, ok=False, seconds=None,
+               output_sha256=None, reason="")
+    env = dict(os.environ)
+    env["SLUICE_LARGE_COPY_MIB"] = str(args.large_copy_mib)
+    cuda_lib = os.path.join(args.cuda_root, "lib64")
+    backend = None
+    try:
+        if mode == "native":
+            env["SLUICE_E2E_NATIVE"] = "1"
+            env["LD_LIBRARY_PATH"] = ":".join(
+                p for p in [cuda_lib, env.get("LD_LIBRARY_PATH", "")] if p)
+        else:
+            env.pop("SLUICE_E2E_NATIVE", None)
+            backend = Backend(args, pki, work, driver)
+            why = backend.wait_ready()
+            if why:
+                rec["reason"] = why
+                return rec, backend
+            env["SLUICE_CONFIG_DIR"] = backend.conf
+            env["LD_LIBRARY_PATH"] = ":".join(
+                p for p in [frontend_dir, cuda_lib, env.get("LD_LIBRARY_PATH", "")] if p)
+        t0 = time.time()
+        proc = subprocess.Popen([exe], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=die_with_parent)
+        try:
+            out, _ = proc.communicate(timeout=TIMEOUT.get(name, args.timeout))
+            rec["rc"] = proc.returncode
+        except subprocess.TimeoutExpired:
+            kill_group(proc, 1)
+            out, _ = proc.communicate()
+            rec["rc"] = -9
+            rec["reason"] = "timeout"
+        rec["seconds"] = round(time.time() - t0, 3)
+        text = out.decode(errors="replace")
+        rec["output_sha256"] = hashlib.sha256(out).hexdigest()
+        rec["output"] = text
+        missing = check_output(name, text)
+        if rec["rc"] != 0 and not rec["reason"]:
+            rec["reason"] = f"exit status {rec['rc']}"
+        elif missing and not rec["reason"]:
+            rec["reason"] = "output lacks: " + "; ".join(missing)
+        rec["ok"] = rec["rc"] == 0 and not missing
+        return rec, backend
+    finally:
+        if backend:
+            backend.stop()
+
+
+def check_table(args):
+    """The kernels the programs define (host stubs named by the mangled device name) must all be
+    in the double's table, or a launch through the double fails with CUDA_ERROR_NOT_FOUND."""
+    with open(args.double, "rb") as f:
+        blob = f.read()
+    bad = 0
+    for obj in sorted(glob.glob(os.path.join(args.programs_dir, "*.o"))):
+        out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] == "T" and parts[2].startswith("_Z") \
+                    and "__device_stub__" not in parts[2]:
+                found = (b"\0" + parts[2].encode() + b"\0") in blob
+                print(f"{os.path.basename(obj)}: {parts[2]} {'ok' if found else 'MISSING'}")
+                bad += not found
+    return 1 if bad else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(REPO, "build"), help="CMake build folder")
+    ap.add_argument("--program", action="append", choices=PROGRAMS,
+                    help="run only these (repeatable); default all")
+    ap.add_argument("--variant", choices=["static", "shared", "both"], default="both",
+                    help="cudart linkage of the programs to run")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--driver", help="driver library for the backend (default: the double)")
+    mode.add_argument("--real-driver", action="store_true",
+                      help="backend on the real libcuda.so.1 (/usr/local/nvidia/lib64 or ldconfig)")
+    mode.add_argument("--native", action="store_true", help="run without Sluice, for comparison")
+    mode.add_argument("--check-table", action="store_true",
+                      help="check the programs' kernel names against the double's table")
+    ap.add_argument("--backend", help="sluice-backend binary (default: found in --build)")
+    ap.add_argument("--frontend-dir", help="folder holding our libcuda.so.1 (default: found)")
+    ap.add_argument("--programs-dir", help="folder of the built programs (<build>/tests/cuda)")
+    ap.add_argument("--double", help="the driver double (<build>/tests/double/...so)")
+    ap.add_argument("--backend-arg", action="append", default=[],
+                    help="extra argument for sluice-backend (repeatable)")
+    ap.add_argument("--cuda-root", default=os.environ.get("SLUICE_CUDA_ROOT", "/usr/local/cuda"))
+    ap.add_argument("--results", help="append JSON lines here")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds per program")
+    ap.add_argument("--large-copy-mib", type=int, default=256)
+    ap.add_argument("--double-mem-mib", type=int, default=0,
+                    help="device memory of the double (SLUICE_DOUBLE_MEM_MIB)")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, PKI)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every program's output")
+    args = ap.parse_args()
+
+    build = os.path.abspath(args.build)
+    args.programs_dir = args.programs_dir or os.path.join(build, "tests", "cuda")
+    args.double = args.double or os.path.join(build, "tests", "double",
+                                              "libsluice-driver-double.so")
+    if args.check_table:
+        return check_table(args)
+
+    mode = "native" if args.native else ("sluice-gpu" if (args.real_driver or args.driver)
+                                         else "sluice-double")
+    driver = frontend_dir = None
+    if mode != "native":
+        driver = args.driver or (real_driver() if args.real_driver else args.double)
+        args.backend = args.backend or find_first([os.path.join(build, "backend",
+                                                                "sluice-backend"),
+                                                   os.path.join(build, "**", "sluice-backend")])
+        lib = find_first([os.path.join(build, "frontend", "libcuda.so.1"),
+                          os.path.join(build, "frontend", "**", "libcuda.so.1")])
+        frontend_dir = args.frontend_dir or (os.path.dirname(lib) if lib else None)
+        for what, path in [("driver", driver), ("sluice-backend", args.backend),
+                           ("frontend libcuda.so.1 folder", frontend_dir)]:
+            if not path or not os.path.exists(path):
+                print(f"SKIP: no {what} ({path or 'not found'})")
+                return SKIP
+    variants = ["static", "shared"] if args.variant == "both" else [args.variant]
+    names = args.program or PROGRAMS
+    for n in names:
+        for v in variants:
+            if not os.path.exists(os.path.join(args.programs_dir, f"{n}.{v}")):
+                print(f"SKIP: {n}.{v} not built in {args.programs_dir}")
+                return SKIP
+
+    work = tempfile.mkdtemp(prefix="sluice-e2e-")
+    pki = os.path.join(work, "pki")
+    failed = 0
+    try:
+        if mode != "native":
+            subprocess.run([os.path.join(REPO, "scripts", "make-demo-pki"), pki], check=True,
+                           stdout=subprocess.DEVNULL)
+        for n in names:
+            for v in variants:
+                rec, backend = run_one(args, n, v, mode, pki, work, driver, frontend_dir)
+                status = "PASS" if rec["ok"] else "FAIL"
+                secs = rec["seconds"] if rec["seconds"] is not None else 0
+                print(f"{status} e2e.{n}.{v} [{mode}] rc={rec['rc']} {secs:.2f}s"
+                      + (f" ({rec['reason']})" if rec["reason"] else ""), flush=True)
+                if not rec["ok"] or args.verbose:
+                    print("---- program output ----")
+                    print(rec.get("output", "(none)")[-6000:].rstrip())
+                    if backend:
+                        print("---- backend: " + " ".join(backend.argv))
+                        print(tail(backend.log, 60).rstrip())
+                    print("----", flush=True)
+                failed += not rec["ok"]
+                if args.results:
+                    rec.pop("output", None)
+                    with open(args.results, "a") as f:
+                        f.write(json.dumps(rec) + "\n")
+    finally:
+        if args.keep:
+            print(f"work folder kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
