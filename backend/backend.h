@@ -1,0 +1,327 @@
+/* sluice-backend internals shared by the files of backend/ (one concern per file).
+ *
+ * Threads: the main thread runs the channel (server.c): it polls the sl_server, the agent's
+ * control socket (control.c) and an eventfd the workers signal; it decodes ClientMessages, takes
+ * their bulk into job buffers and queues them on the session. Each session has one worker
+ * thread (session.c) that owns the session's CUDA contexts, handle table and allocation table:
+ * only the worker touches them, so they need no lock. Workers hand encoded replies back to the
+ * channel thread through the outbox. */
+#ifndef SLUICE_BACKEND_H
+#define SLUICE_BACKEND_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/backend_dispatch.h"
+#include "sluice/backend_hooks.h"
+#include "sluice/channel.h"
+#include "sluice/driver_api.h"
+#include "sluice/wire.h"
+
+#define BE_COMPONENT "sluice-backend"
+
+/* ---------------------------------------------------------------- limits */
+#define BE_MAX_BULK_PER_CALL ((uint64_t)64 << 20) /* HtoD data, params, images, DtoH replies */
+#define BE_MAX_QUEUED_CALLS  (16384u)             /* calls waiting in one session's queue */
+#define BE_MAX_QUEUED_BYTES  ((size_t)320 << 20)  /* bulk waiting in one session's queue */
+#define BE_MAX_HANDLES       (1u << 20)           /* live handles per session */
+#define BE_MAX_ALLOCS        (1u << 20)           /* live device ranges per session */
+#define BE_MAX_CONTEXTS      64u                  /* contexts per session */
+#define BE_MAX_PARAMS        1024u                /* kernel parameters per function */
+#define BE_MAX_PARAM_BYTES   32768u               /* kernel parameter buffer */
+#define BE_MAX_STDOUT        ((size_t)1 << 20)    /* printf bytes kept for one reply */
+#define BE_IMAGE_CACHE_BYTES ((size_t)512 << 20)  /* in-process image cache */
+#define BE_IMAGE_CACHE_COUNT 1024u
+
+/* ---------------------------------------------------------------- handles.c */
+#define BE_ID_KIND_SHIFT   56
+#define BE_ID_COUNTER_MASK ((UINT64_C(1) << BE_ID_KIND_SHIFT) - 1)
+
+struct be_layout {
+    uint32_t count;
+    uint64_t end; /* bytes of the packed parameter buffer: max(offset + size) */
+    uint64_t *offsets, *sizes;
+};
+
+struct be_handle {
+    uint64_t id; /* 0 = empty slot, 1 = tombstone */
+    void *native;
+    uint64_t owner_ctx;       /* context id current when it was made (0: none / independent) */
+    uint64_t parent;          /* module/library id a function/kernel came from, 0 = none */
+    struct be_layout *layout; /* functions/kernels: cached parameter layout */
+    struct be_image *image;   /* modules/libraries: the cached image they were loaded from */
+};
+
+struct be_handles {
+    struct be_handle *slot;
+    size_t cap, used, live; /* used counts tombstones too */
+    size_t max_live;
+};
+
+void be_handles_init(struct be_handles *t, size_t max_live);
+void be_handles_free(struct be_handles *t);
+/* A new id of kind (process-wide counter: ids are never reused, not even across sessions). */
+CUresult be_handles_put(struct be_handles *t, enum sl_handle_kind kind, void *native,
+                        uint64_t owner_ctx, uint64_t parent, uint64_t *id);
+/* The entry of id if it exists and has kind; NULL otherwise. */
+struct be_handle *be_handles_find(struct be_handles *t, enum sl_handle_kind kind, uint64_t id);
+void be_handles_del(struct be_handles *t, uint64_t id);
+static inline enum sl_handle_kind be_id_kind(uint64_t id)
+{
+    return (enum sl_handle_kind)(id >> BE_ID_KIND_SHIFT);
+}
+
+/* ---------------------------------------------------------------- memory.c */
+enum be_range_kind { BE_R_ALLOC = 1, BE_R_GLOBAL, BE_R_OTHER };
+
+struct be_range {
+    uint64_t base, size;
+    uint64_t owner_ctx; /* context it lives in (0: unknown) */
+    uint64_t parent;    /* module/library id for globals */
+    enum be_range_kind kind;
+};
+
+struct be_mem {
+    struct be_range *r; /* sorted by base, non-overlapping */
+    size_t n, cap, max;
+};
+
+void be_mem_init(struct be_mem *m, size_t max);
+void be_mem_free(struct be_mem *m);
+/* [ptr, ptr + len) inside one range (len 0: ptr inside one range). Overflow-safe. */
+int be_mem_contains(const struct be_mem *m, uint64_t ptr, uint64_t len);
+/* Adds a range; an identical one is kept once; ranges it overlaps are replaced (the driver
+ * says the memory is now this). CUDA_ERROR_INVALID_VALUE on size 0 or wrap. */
+CUresult be_mem_add(struct be_mem *m, uint64_t base, uint64_t size, enum be_range_kind kind,
+                    uint64_t owner_ctx, uint64_t parent);
+/* Removes the range starting exactly at base; 0 if none. */
+int be_mem_remove(struct be_mem *m, uint64_t base);
+/* Removes every range of a context / of a module or library. */
+void be_mem_remove_owner(struct be_mem *m, uint64_t owner_ctx);
+void be_mem_remove_parent(struct be_mem *m, uint64_t parent);
+const struct be_range *be_mem_find(const struct be_mem *m, uint64_t ptr);
+
+/* ---------------------------------------------------------------- deferred.c */
+struct be_deferred {
+    uint64_t failed_seq; /* first failed async call not yet reported, 0 = none */
+    CUresult failed_rc;
+};
+
+int be_is_sticky(CUresult rc);
+/* An async call finished with rc. */
+void be_deferred_async(struct be_deferred *d, uint64_t seq, CUresult rc);
+/* Stamps a synchronous reply: failed_seq and, if the call itself succeeded, the deferred result
+ * instead of its success. Clears the recorded failure. */
+void be_deferred_stamp(struct be_deferred *d, uint64_t *failed_seq, int32_t *result);
+
+/* ---------------------------------------------------------------- device.c */
+struct be_device {
+    CUdevice dev;
+    char name[256];
+    uint8_t uuid[16];
+    int has_uuid;
+    uint64_t total_mem;
+    int32_t *attrs;
+    size_t n_attrs;
+    uint8_t luid[8];
+    int has_luid;
+    unsigned luid_mask;
+};
+
+struct be_devices {
+    int driver_version;
+    int count;
+    struct be_device *dev;
+};
+
+/* cuInit + every immutable fact of every device. */
+sl_code be_devices_load(const struct sl_driver_api *api, struct be_devices *d, sl_error *e);
+void be_devices_free(struct be_devices *d);
+
+/* ---------------------------------------------------------------- sessions */
+struct be_ctx {
+    uint64_t id;
+    CUcontext ctx; /* NULL until created (primary contexts are made lazily) */
+    int ordinal;
+    unsigned flags;
+    int primary;
+    CUresult sticky;
+};
+
+struct be_job {
+    struct be_job *next;
+    Sluice__Wire__ClientMessage *msg; /* a CallFrame */
+    uint8_t **bulk;                   /* per call, NULL when none */
+    size_t bytes;
+};
+
+struct be_cb; /* callback.c */
+struct be_server;
+
+struct sl_be_session {
+    uint64_t id;
+    sl_peer peer;
+    char instance[64], project[64];
+    const struct sl_driver_api *api;
+    const struct be_devices *devs;
+    struct be_server *srv;
+
+    /* worker-only state */
+    struct be_handles h;
+    struct be_mem mem;
+    struct be_ctx *ctxs[BE_MAX_CONTEXTS];
+    size_t n_ctxs;
+    uint64_t cur_ctx; /* id of the context current on the worker, UINT64_MAX = unknown */
+    struct be_deferred def;
+    uint64_t last_parent;   /* module/library looked up by the running call */
+    uint64_t *primary_ids;  /* per device ordinal */
+    const uint8_t *in_bulk; /* the running call's bulk */
+    uint64_t in_bulk_len;
+    uint8_t *out_bulk; /* bulk for the running call's reply (malloc'd) */
+    uint64_t out_bulk_len;
+    uint8_t *stdout_buf; /* printf output not yet delivered */
+    size_t stdout_len;
+    uint64_t calls, errors;
+
+    /* shared with the channel thread (mu) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct be_job *qhead, *qtail;
+    size_t q_calls, q_bytes;
+    int closing;         /* no more jobs: clean up and exit */
+    atomic_int finished; /* the worker is done; the channel thread may join and free */
+    struct be_cb *cbs;   /* callbacks waiting for CallbackDone */
+    uint64_t next_cb;
+    pthread_t thread;
+    int started;
+};
+
+/* A bare session (tables, primary context ids, no thread): tests use it directly. */
+sl_be_session *be_session_new(uint64_t id, const struct sl_driver_api *api,
+                              const struct be_devices *devs);
+/* Starts the worker thread. */
+sl_code be_session_start(sl_be_session *s, sl_error *e);
+/* Queues a job; SL_ERR_TOO_LARGE when the queue bounds would be exceeded. */
+sl_code be_session_enqueue(sl_be_session *s, struct be_job *job, sl_error *e);
+/* Asks the worker to finish (releases waiting callbacks); non-blocking. */
+void be_session_close(sl_be_session *s);
+/* Joins the worker and frees everything. */
+void be_session_free(sl_be_session *s);
+void be_job_free(struct be_job *j);
+/* Frees everything the session holds in the driver (contexts, libraries) and its tables;
+ * called by the worker at its end (and by tests). */
+void be_session_release_all(sl_be_session *s);
+
+/* Context ids (session.c). */
+struct be_ctx *be_ctx_find(sl_be_session *s, uint64_t id);
+CUresult be_ctx_ensure(sl_be_session *s, struct be_ctx *c);
+CUresult be_ctx_add(sl_be_session *s, CUcontext ctx, int ordinal, int primary, uint64_t *id);
+void be_ctx_forget(sl_be_session *s, uint64_t id); /* drops its handles and ranges too */
+
+/* Runs one call on the worker. reply is filled (seq, call_id, result, out, detail). */
+CUresult be_run_call(sl_be_session *s, const Sluice__Wire__Call *call, const uint8_t *bulk,
+                     Sluice__Wire__Reply *reply);
+
+/* The dispatch table with the hand handlers registered. */
+extern struct sl_be_dispatch_entry be_table[SL_CALL_ID_MAX + 1];
+void be_dispatch_setup(void);
+void be_register_copy(struct sl_be_dispatch_entry *t);
+void be_register_module(struct sl_be_dispatch_entry *t);
+void be_register_launch(struct sl_be_dispatch_entry *t);
+void be_register_callback(struct sl_be_dispatch_entry *t);
+void be_register_session(struct sl_be_dispatch_entry *t);
+
+/* Helper for hand handlers: allocate a reply member message. */
+#define BE_REPLY(reply, field, CASE, Type, init)                                                   \
+    ({                                                                                             \
+        Type *rp_ = malloc(sizeof *rp_);                                                           \
+        if (rp_) {                                                                                 \
+            init(rp_);                                                                             \
+            (reply)->out_case = CASE;                                                              \
+            (reply)->field = rp_;                                                                  \
+        }                                                                                          \
+        rp_;                                                                                       \
+    })
+/* Sets reply->detail (a Sluice-side refusal reason). */
+void be_detail(Sluice__Wire__Reply *reply, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Stream id -> native (0, legacy, per-thread pass through). */
+CUresult be_stream(sl_be_session *s, uint64_t id, CUstream *out);
+
+/* ---------------------------------------------------------------- module.c */
+struct be_image;
+void be_image_unref(struct be_image *img);
+void be_images_clear(void);
+/* Checks that an image of format (1 fatbin behind a rebuilt wrapper, 2 fatbin, 3 ELF, 4 PTX)
+ * is entirely inside its len bytes, so the driver never reads past it. */
+CUresult be_image_validate(const uint8_t *p, uint64_t len, uint32_t format);
+
+/* ---------------------------------------------------------------- launch.c */
+/* The parameter layout of a function or kernel id (cached in its handle). */
+CUresult be_layout_get(sl_be_session *s, uint64_t fid, struct be_layout **out, void **native);
+/* Builds kernelParams for buf against layout: params[i] = buf + offsets[i]. */
+CUresult be_params_rebuild(const struct be_layout *l, const uint8_t *buf, uint64_t len,
+                           void **params);
+void be_layout_free(struct be_layout *l);
+
+/* ---------------------------------------------------------------- callback.c */
+/* The guest answered CallbackDone{id} (channel thread). */
+void be_callback_done(sl_be_session *s, uint64_t id);
+/* Session closing: every waiting callback returns. */
+void be_callbacks_cancel(sl_be_session *s);
+
+/* ---------------------------------------------------------------- printf.c */
+sl_code be_printf_init(sl_error *e); /* fd 1 -> pipe */
+void be_printf_lock(void);
+/* Drains the pipe into the session's pending output, then unlocks. */
+void be_printf_unlock_drain(sl_be_session *s);
+int be_printf_active(void);
+
+/* ---------------------------------------------------------------- server.c */
+struct be_config {
+    const char *project, *listen, *cert, *key, *ca, *driver, *control, *allow, *state_dir;
+};
+
+/* Outbox: what workers send through the channel thread. */
+void be_outbox_push_reply(struct be_server *srv, sl_peer peer, uint8_t *msg, size_t len,
+                          uint8_t *bulk, size_t bulk_len);
+/* Ends a session from the worker side (protocol violation found late). */
+void be_outbox_push_close(struct be_server *srv, sl_peer peer, sl_code code, const char *why);
+
+/* Grants (control.c keeps them, server.c's accept hook asks). */
+struct be_grants;
+struct be_grants *be_grants_new(void);
+void be_grants_free(struct be_grants *g);
+sl_code be_grants_load_allow(struct be_grants *g, const char *path, sl_error *e);
+/* cert_sha256 may be NULL/0 length: no fingerprint pinning. */
+void be_grants_add(struct be_grants *g, const char *uuid, const uint8_t *sha, size_t sha_len,
+                   int64_t not_after);
+void be_grants_revoke(struct be_grants *g, const char *uuid);
+/* 0 = granted; otherwise fills why. */
+int be_grants_check(const struct be_grants *g, const char *project, const sl_peer_identity *id,
+                    char *why, size_t n);
+
+/* control.c: the agent channel client. */
+struct be_control;
+struct be_control_hooks {
+    void (*revoke)(void *user, const char *uuid, const char *reason);
+    void (*shutdown)(void *user, const char *reason);
+    void *user;
+};
+sl_code be_control_open(const char *endpoint, const char *project, const char *listen,
+                        struct be_grants *grants, const struct be_control_hooks *hooks,
+                        struct be_control **out, sl_error *e);
+void *be_control_socket(struct be_control *c);
+/* Handles every waiting control message (non-blocking). */
+void be_control_process(struct be_control *c);
+void be_control_close(struct be_control *c);
+
+/* server.c: runs until *stop. Returns 0 on a clean exit. */
+int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
+                  const struct be_devices *devs, volatile int *stop);
+
+#endif

@@ -1,0 +1,351 @@
+/* Grants and the agent's control channel.
+ *
+ * Grants: instance uuids whose sessions the accept hook lets in (with the project, which must be
+ * --project). They come from --allow FILE (one uuid per line, '#' comments) and from the agent's
+ * Grant messages (optionally pinned to the certificate's SHA-256, and kept with the SLA).
+ * A revoked instance is refused from then on, until granted again.
+ *
+ * Control channel (--control ipc://PATH): a plain ZeroMQ DEALER (the socket file's permissions
+ * are the trust); each message is one frame holding one protobuf message: BackendReport from us
+ * (hello first), BackendControl from the agent. Every BackendControl is answered with
+ * BackendReport{ack{control_seq, ok, detail}}; ping is answered with pong. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "backend.h"
+#include "sluice/log.h"
+#include "sluice_control.pb-c.h"
+
+#define CTL_MAX_MSG            (1u << 20)
+#define SLUICE_BACKEND_VERSION "0.1.0"
+
+struct be_grant {
+    char uuid[64];
+    uint8_t sha[32];
+    int pinned;
+    int64_t not_after;
+    int revoked;
+};
+
+struct be_grants {
+    struct be_grant *g;
+    size_t n, cap;
+};
+
+struct be_grants *be_grants_new(void)
+{
+    return calloc(1, sizeof(struct be_grants));
+}
+
+void be_grants_free(struct be_grants *g)
+{
+    if (!g)
+        return;
+    free(g->g);
+    free(g);
+}
+
+static struct be_grant *grant_find(const struct be_grants *g, const char *uuid)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (!strcmp(g->g[i].uuid, uuid))
+            return &g->g[i];
+    return NULL;
+}
+
+static int uuid_ok(const char *u)
+{
+    size_t n = strlen(u);
+    if (n == 0 || n > 63)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = u[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == ':' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+void be_grants_add(struct be_grants *g, const char *uuid, const uint8_t *sha, size_t sha_len,
+                   int64_t not_after)
+{
+    struct be_grant *x = grant_find(g, uuid);
+    if (!x) {
+        if (g->n == g->cap) {
+            size_t cap = g->cap ? g->cap * 2 : 16;
+            struct be_grant *v = realloc(g->g, cap * sizeof *v);
+            if (!v)
+                return;
+            g->g = v;
+            g->cap = cap;
+        }
+        x = &g->g[g->n++];
+    }
+    memset(x, 0, sizeof *x);
+    snprintf(x->uuid, sizeof x->uuid, "%s", uuid);
+    if (sha && sha_len == 32) {
+        memcpy(x->sha, sha, 32);
+        x->pinned = 1;
+    }
+    x->not_after = not_after;
+}
+
+void be_grants_revoke(struct be_grants *g, const char *uuid)
+{
+    struct be_grant *x = grant_find(g, uuid);
+    if (x)
+        x->revoked = 1;
+    else {
+        be_grants_add(g, uuid, NULL, 0, 0);
+        if ((x = grant_find(g, uuid)))
+            x->revoked = 1;
+    }
+}
+
+sl_code be_grants_load_allow(struct be_grants *g, const char *path, sl_error *e)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return sl_fail(e, SL_ERR_CONFIG, "%s: %s", path, strerror(errno));
+    char line[512];
+    int lineno = 0, count = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *h = strchr(line, '#');
+        if (h)
+            *h = 0;
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        char *end = p + strlen(p);
+        while (end > p && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+            *--end = 0;
+        if (!*p)
+            continue;
+        if (!uuid_ok(p)) {
+            fclose(f);
+            return sl_fail(e, SL_ERR_CONFIG, "%s:%d: not an instance uuid", path, lineno);
+        }
+        be_grants_add(g, p, NULL, 0, 0);
+        count++;
+    }
+    fclose(f);
+    sl_log(SL_LOG_INFO, BE_COMPONENT, "allow-list %s: %d instance%s granted", path, count,
+           count == 1 ? "" : "s");
+    return SL_OK;
+}
+
+int be_grants_check(const struct be_grants *g, const char *project, const sl_peer_identity *id,
+                    char *why, size_t n)
+{
+    if (!id->authenticated) {
+        snprintf(why, n, "no client certificate");
+        return 1;
+    }
+    if (strcmp(id->project_id, project) != 0) {
+        snprintf(why, n, "project %s is not this backend's project", id->project_id);
+        return 1;
+    }
+    const struct be_grant *x = grant_find(g, id->instance_id);
+    if (!x || x->revoked) {
+        snprintf(why, n, "instance %s has no grant on this backend%s", id->instance_id,
+                 x ? " (revoked)" : "");
+        return 1;
+    }
+    if (x->pinned) {
+        char hex[65];
+        for (int i = 0; i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", x->sha[i]);
+        if (strcmp(hex, id->fingerprint) != 0) {
+            snprintf(why, n, "certificate of instance %s is not the one granted", id->instance_id);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- control channel */
+
+struct be_control {
+    void *ctx, *sock;
+    struct be_grants *grants;
+    struct be_control_hooks hooks;
+    uint64_t seq;
+};
+
+static void report(struct be_control *c, Sluice__Control__BackendReport *r)
+{
+    r->seq = ++c->seq;
+    size_t len = sluice__control__backend_report__get_packed_size(r);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return;
+    sluice__control__backend_report__pack(r, buf);
+    if (zmq_send(c->sock, buf, len, ZMQ_DONTWAIT) < 0)
+        sl_log(SL_LOG_WARNING, BE_COMPONENT, "control: send: %s", zmq_strerror(errno));
+    free(buf);
+}
+
+static void ack(struct be_control *c, uint64_t seq, int ok, const char *detail)
+{
+    Sluice__Control__Ack a = SLUICE__CONTROL__ACK__INIT;
+    a.control_seq = seq;
+    a.ok = ok;
+    a.detail = (char *)detail;
+    Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
+    r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_ACK;
+    r.ack = &a;
+    report(c, &r);
+}
+
+sl_code be_control_open(const char *endpoint, const char *project, const char *listen,
+                        struct be_grants *grants, const struct be_control_hooks *hooks,
+                        struct be_control **out, sl_error *e)
+{
+    struct be_control *c = calloc(1, sizeof *c);
+    if (!c)
+        return sl_fail(e, SL_ERR_NOMEM, "out of memory");
+    c->grants = grants;
+    c->hooks = *hooks;
+    c->ctx = zmq_ctx_new();
+    c->sock = c->ctx ? zmq_socket(c->ctx, ZMQ_DEALER) : NULL;
+    if (!c->sock) {
+        be_control_close(c);
+        return sl_fail(e, SL_ERR_IO, "zmq: %s", zmq_strerror(errno));
+    }
+    int zero = 0, hwm = 1000;
+    int64_t max = CTL_MAX_MSG;
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(c->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+    if (zmq_connect(c->sock, endpoint) != 0) {
+        be_control_close(c);
+        return sl_fail(e, SL_ERR_CONFIG, "cannot connect to %s: %s", endpoint, zmq_strerror(errno));
+    }
+    Sluice__Control__BackendHello h = SLUICE__CONTROL__BACKEND_HELLO__INIT;
+    h.project_id = (char *)project;
+    h.pid = (uint32_t)getpid();
+    h.endpoint = (char *)listen;
+    h.version = SLUICE_BACKEND_VERSION;
+    Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
+    r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_HELLO;
+    r.hello = &h;
+    report(c, &r);
+    sl_log(SL_LOG_INFO, BE_COMPONENT, "control: hello sent to %s", endpoint);
+    *out = c;
+    return SL_OK;
+}
+
+void *be_control_socket(struct be_control *c)
+{
+    return c ? c->sock : NULL;
+}
+
+static void handle(struct be_control *c, const Sluice__Control__BackendControl *m)
+{
+    switch (m->kind_case) {
+    case SLUICE__CONTROL__BACKEND_CONTROL__KIND_GRANT: {
+        const Sluice__Control__Grant *g = m->grant;
+        if (!g->instance_uuid || !uuid_ok(g->instance_uuid)) {
+            ack(c, m->seq, 0, "grant without a valid instance uuid");
+            return;
+        }
+        if (g->cert_sha256.len != 0 && g->cert_sha256.len != 32) {
+            ack(c, m->seq, 0, "cert_sha256 is not 32 bytes");
+            return;
+        }
+        be_grants_add(c->grants, g->instance_uuid, g->cert_sha256.data, g->cert_sha256.len,
+                      g->not_after_unix);
+        sl_log(SL_LOG_INFO, BE_COMPONENT, "instance %s granted by the agent (%s%s%s)",
+               g->instance_uuid, g->domain_name ? g->domain_name : "",
+               g->sla && g->sla->flavor ? ", flavor " : "",
+               g->sla && g->sla->flavor ? g->sla->flavor : "");
+        ack(c, m->seq, 1, "");
+        return;
+    }
+    case SLUICE__CONTROL__BACKEND_CONTROL__KIND_REVOKE: {
+        const Sluice__Control__Revoke *r = m->revoke;
+        if (!r->instance_uuid || !uuid_ok(r->instance_uuid)) {
+            ack(c, m->seq, 0, "revoke without a valid instance uuid");
+            return;
+        }
+        be_grants_revoke(c->grants, r->instance_uuid);
+        if (c->hooks.revoke)
+            c->hooks.revoke(c->hooks.user, r->instance_uuid,
+                            r->reason && *r->reason ? r->reason : "revoked by the agent");
+        ack(c, m->seq, 1, "");
+        return;
+    }
+    case SLUICE__CONTROL__BACKEND_CONTROL__KIND_PING: {
+        Sluice__Control__Pong p = SLUICE__CONTROL__PONG__INIT;
+        p.nonce = m->ping->nonce;
+        Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
+        r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_PONG;
+        r.pong = &p;
+        report(c, &r);
+        ack(c, m->seq, 1, "");
+        return;
+    }
+    case SLUICE__CONTROL__BACKEND_CONTROL__KIND_SHUTDOWN:
+        ack(c, m->seq, 1, "");
+        if (c->hooks.shutdown)
+            c->hooks.shutdown(c->hooks.user, m->shutdown->reason ? m->shutdown->reason : "");
+        return;
+    case SLUICE__CONTROL__BACKEND_CONTROL__KIND_USAGE_ACK:
+        ack(c, m->seq, 1, "usage records are not kept yet");
+        return;
+    default:
+        ack(c, m->seq, 0, "unknown control message");
+    }
+}
+
+void be_control_process(struct be_control *c)
+{
+    if (!c)
+        return;
+    for (int k = 0; k < 256; k++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        int n = zmq_msg_recv(&msg, c->sock, ZMQ_DONTWAIT);
+        if (n < 0) {
+            zmq_msg_close(&msg);
+            return;
+        }
+        int more = zmq_msg_more(&msg);
+        Sluice__Control__BackendControl *m =
+            n > 0 && !more
+                ? sluice__control__backend_control__unpack(NULL, (size_t)n, zmq_msg_data(&msg))
+                : NULL;
+        zmq_msg_close(&msg);
+        while (more) { /* multi-frame: not ours; drop the rest */
+            zmq_msg_init(&msg);
+            if (zmq_msg_recv(&msg, c->sock, ZMQ_DONTWAIT) < 0)
+                more = 0;
+            else
+                more = zmq_msg_more(&msg);
+            zmq_msg_close(&msg);
+        }
+        if (!m) {
+            sl_log(SL_LOG_WARNING, BE_COMPONENT, "control: dropped an undecodable message");
+            continue;
+        }
+        handle(c, m);
+        sluice__control__backend_control__free_unpacked(m, NULL);
+    }
+}
+
+void be_control_close(struct be_control *c)
+{
+    if (!c)
+        return;
+    if (c->sock)
+        zmq_close(c->sock);
+    if (c->ctx)
+        zmq_ctx_term(c->ctx);
+    free(c);
+}

@@ -1,0 +1,301 @@
+/* Copies and memsets. Host -> device: the call's bulk (taken by the channel thread into a job
+ * buffer, at most 64 MiB per call) must be exactly ByteCount bytes. Device -> host: the worker
+ * copies into a buffer that becomes the reply's bulk. Every device range (both sides of a
+ * device-to-device copy, the whole extent of a memset) is checked against the session's
+ * allocation table first. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+static CUresult range(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t ptr, uint64_t len,
+                      const char *what)
+{
+    CUresult rc = sl_be_devptr_check(s, ptr, len);
+    if (rc != CUDA_SUCCESS)
+        be_detail(reply, "%s 0x%llx+%llu is not memory of this session", what,
+                  (unsigned long long)ptr, (unsigned long long)len);
+    return rc;
+}
+
+static CUresult take_bulk(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t n)
+{
+    if (n > BE_MAX_BULK_PER_CALL) {
+        be_detail(reply, "copy of %llu bytes over the 64 MiB per call limit",
+                  (unsigned long long)n);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (s->in_bulk_len != n || (n && !s->in_bulk)) {
+        be_detail(reply, "bulk of %llu bytes for a copy of %llu",
+                  (unsigned long long)s->in_bulk_len, (unsigned long long)n);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult out_bulk(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t n, uint8_t **buf)
+{
+    if (n > BE_MAX_BULK_PER_CALL) {
+        be_detail(reply, "copy of %llu bytes over the 64 MiB per call limit",
+                  (unsigned long long)n);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (s->in_bulk_len) {
+        be_detail(reply, "unexpected bulk with a device-to-host copy");
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *buf = malloc(n ? n : 1);
+    return *buf ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+#define PT(api, name, call)                                                                        \
+    ((call)->per_thread_stream && (api)->name##_ptds ? (api)->name##_ptds : (api)->name)
+#define PZ(api, name, call)                                                                        \
+    ((call)->per_thread_stream && (api)->name##_ptsz ? (api)->name##_ptsz : (api)->name)
+
+static CUresult h_htod(sl_be_session *s, const struct sl_driver_api *api,
+                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuMemcpyHtoDV2Request *rq = call->cu_memcpy_hto_d_v2;
+    CUresult rc = take_bulk(s, reply, rq->byte_count);
+    if (rc == CUDA_SUCCESS)
+        rc = range(s, reply, rq->dst_device, rq->byte_count, "destination");
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult (*fn)(CUdeviceptr, const void *, size_t) = PT(api, cuMemcpyHtoD_v2, call);
+    return fn ? fn(rq->dst_device, s->in_bulk, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult h_htod_async(sl_be_session *s, const struct sl_driver_api *api,
+                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuMemcpyHtoDAsyncV2Request *rq = call->cu_memcpy_hto_dasync_v2;
+    CUstream st;
+    CUresult rc = take_bulk(s, reply, rq->byte_count);
+    if (rc == CUDA_SUCCESS)
+        rc = range(s, reply, rq->dst_device, rq->byte_count, "destination");
+    if (rc == CUDA_SUCCESS)
+        rc = be_stream(s, rq->h_stream, &st);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* the source is pageable memory freed after this call: the driver has staged it when the
+     * call returns */
+    CUresult (*fn)(CUdeviceptr, const void *, size_t, CUstream) =
+        PZ(api, cuMemcpyHtoDAsync_v2, call);
+    return fn ? fn(rq->dst_device, s->in_bulk, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult h_dtoh(sl_be_session *s, const struct sl_driver_api *api,
+                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuMemcpyDtoHV2Request *rq = call->cu_memcpy_dto_h_v2;
+    uint8_t *buf = NULL;
+    CUresult rc = range(s, reply, rq->src_device, rq->byte_count, "source");
+    if (rc == CUDA_SUCCESS)
+        rc = out_bulk(s, reply, rq->byte_count, &buf);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult (*fn)(void *, CUdeviceptr, size_t) = PT(api, cuMemcpyDtoH_v2, call);
+    rc = fn ? fn(buf, rq->src_device, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS) {
+        free(buf);
+        return rc;
+    }
+    s->out_bulk = buf;
+    s->out_bulk_len = rq->byte_count;
+    return CUDA_SUCCESS;
+}
+
+/* Completes before the reply (docs/remoting.md): the data travels with the reply. */
+static CUresult h_dtoh_async(sl_be_session *s, const struct sl_driver_api *api,
+                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuMemcpyDtoHAsyncV2Request *rq = call->cu_memcpy_dto_hasync_v2;
+    uint8_t *buf = NULL;
+    CUstream st;
+    CUresult rc = range(s, reply, rq->src_device, rq->byte_count, "source");
+    if (rc == CUDA_SUCCESS)
+        rc = be_stream(s, rq->h_stream, &st);
+    if (rc == CUDA_SUCCESS)
+        rc = out_bulk(s, reply, rq->byte_count, &buf);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult (*fn)(void *, CUdeviceptr, size_t, CUstream) = PZ(api, cuMemcpyDtoHAsync_v2, call);
+    CUresult (*sync)(CUstream) = PZ(api, cuStreamSynchronize, call);
+    rc = fn ? fn(buf, rq->src_device, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc == CUDA_SUCCESS)
+        rc = sync ? sync(st) : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS) {
+        free(buf);
+        return rc;
+    }
+    s->out_bulk = buf;
+    s->out_bulk_len = rq->byte_count;
+    return CUDA_SUCCESS;
+}
+
+static CUresult dtod_check(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t dst, uint64_t src,
+                           uint64_t n)
+{
+    if (s->in_bulk_len) {
+        be_detail(reply, "unexpected bulk with a device-to-device copy");
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult rc = range(s, reply, dst, n, "destination");
+    return rc == CUDA_SUCCESS ? range(s, reply, src, n, "source") : rc;
+}
+
+static CUresult h_dtod(sl_be_session *s, const struct sl_driver_api *api,
+                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuMemcpyDtoDV2Request *rq = call->cu_memcpy_dto_d_v2;
+    CUresult rc = dtod_check(s, reply, rq->dst_device, rq->src_device, rq->byte_count);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult (*fn)(CUdeviceptr, CUdeviceptr, size_t) = PT(api, cuMemcpyDtoD_v2, call);
+    return fn ? fn(rq->dst_device, rq->src_device, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult h_memcpy(sl_be_session *s, const struct sl_driver_api *api,
+                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuMemcpyRequest *rq = call->cu_memcpy;
+    CUresult rc = dtod_check(s, reply, rq->dst, rq->src, rq->byte_count);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult (*fn)(CUdeviceptr, CUdeviceptr, size_t) = PT(api, cuMemcpy, call);
+    return fn ? fn(rq->dst, rq->src, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult h_dtod_async(sl_be_session *s, const struct sl_driver_api *api,
+                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuMemcpyDtoDAsyncV2Request *rq = call->cu_memcpy_dto_dasync_v2;
+    CUstream st;
+    CUresult rc = dtod_check(s, reply, rq->dst_device, rq->src_device, rq->byte_count);
+    if (rc == CUDA_SUCCESS)
+        rc = be_stream(s, rq->h_stream, &st);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult (*fn)(CUdeviceptr, CUdeviceptr, size_t, CUstream) =
+        PZ(api, cuMemcpyDtoDAsync_v2, call);
+    return fn ? fn(rq->dst_device, rq->src_device, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult h_memcpy_async(sl_be_session *s, const struct sl_driver_api *api,
+                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuMemcpyAsyncRequest *rq = call->cu_memcpy_async;
+    CUstream st;
+    CUresult rc = dtod_check(s, reply, rq->dst, rq->src, rq->byte_count);
+    if (rc == CUDA_SUCCESS)
+        rc = be_stream(s, rq->h_stream, &st);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult (*fn)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = PZ(api, cuMemcpyAsync, call);
+    return fn ? fn(rq->dst, rq->src, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---------------------------------------------------------------- memsets: the whole extent is
+ * checked here, then the generated handler runs (it only checks the start pointer). */
+
+static int mul_ok(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+static CUresult memset_1d(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t dst, uint64_t n,
+                          unsigned elem)
+{
+    uint64_t bytes;
+    if (!mul_ok(n, elem, &bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    return range(s, reply, dst, bytes, "memset destination");
+}
+
+static CUresult memset_2d(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t dst,
+                          uint64_t pitch, uint64_t width, uint64_t height, unsigned elem)
+{
+    uint64_t row, rows, bytes;
+    if (height == 0 || width == 0)
+        return range(s, reply, dst, 0, "memset destination");
+    if (!mul_ok(width, elem, &row) || !mul_ok(pitch, height - 1, &rows) ||
+        __builtin_add_overflow(rows, row, &bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    return range(s, reply, dst, bytes, "memset destination");
+}
+
+static CUresult gen(sl_be_session *s, const struct sl_driver_api *api,
+                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    sl_be_handler h = sl_be_generated_table[call->call_id].handler;
+    return h ? h(s, api, call, reply) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+#define MEMSET1(name, field, elem)                                                                 \
+    static CUresult h_##name(sl_be_session *s, const struct sl_driver_api *api,                    \
+                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)           \
+    {                                                                                              \
+        CUresult rc = memset_1d(s, reply, call->field->dst_device, call->field->n, elem);          \
+        return rc == CUDA_SUCCESS ? gen(s, api, call, reply) : rc;                                 \
+    }
+#define MEMSET2(name, field, elem)                                                                 \
+    static CUresult h_##name(sl_be_session *s, const struct sl_driver_api *api,                    \
+                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)           \
+    {                                                                                              \
+        CUresult rc = memset_2d(s, reply, call->field->dst_device, call->field->dst_pitch,         \
+                                call->field->width, call->field->height, elem);                    \
+        return rc == CUDA_SUCCESS ? gen(s, api, call, reply) : rc;                                 \
+    }
+
+MEMSET1(d8, cu_memset_d8_v2, 1)
+MEMSET1(d16, cu_memset_d16_v2, 2)
+MEMSET1(d32, cu_memset_d32_v2, 4)
+MEMSET1(d8a, cu_memset_d8_async, 1)
+MEMSET1(d16a, cu_memset_d16_async, 2)
+MEMSET1(d32a, cu_memset_d32_async, 4)
+MEMSET2(d2d8, cu_memset_d2_d8_v2, 1)
+MEMSET2(d2d16, cu_memset_d2_d16_v2, 2)
+MEMSET2(d2d32, cu_memset_d2_d32_v2, 4)
+MEMSET2(d2d8a, cu_memset_d2_d8_async, 1)
+MEMSET2(d2d16a, cu_memset_d2_d16_async, 2)
+MEMSET2(d2d32a, cu_memset_d2_d32_async, 4)
+
+static CUresult h_legacy(sl_be_session *s, const struct sl_driver_api *api,
+                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)s;
+    (void)api;
+    be_detail(reply, "%s (32-bit device pointers) is not supported",
+              sl_call_lookup(call->call_id)->name);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+void be_register_copy(struct sl_be_dispatch_entry *t)
+{
+    t[SL_CALL_cuMemcpyHtoD_v2].handler = h_htod;
+    t[SL_CALL_cuMemcpyDtoH_v2].handler = h_dtoh;
+    t[SL_CALL_cuMemcpyDtoD_v2].handler = h_dtod;
+    t[SL_CALL_cuMemcpy].handler = h_memcpy;
+    t[SL_CALL_cuMemcpyHtoDAsync_v2].handler = h_htod_async;
+    t[SL_CALL_cuMemcpyDtoHAsync_v2].handler = h_dtoh_async;
+    t[SL_CALL_cuMemcpyDtoDAsync_v2].handler = h_dtod_async;
+    t[SL_CALL_cuMemcpyAsync].handler = h_memcpy_async;
+    t[SL_CALL_cuMemsetD8_v2].handler = h_d8;
+    t[SL_CALL_cuMemsetD16_v2].handler = h_d16;
+    t[SL_CALL_cuMemsetD32_v2].handler = h_d32;
+    t[SL_CALL_cuMemsetD8Async].handler = h_d8a;
+    t[SL_CALL_cuMemsetD16Async].handler = h_d16a;
+    t[SL_CALL_cuMemsetD32Async].handler = h_d32a;
+    t[SL_CALL_cuMemsetD2D8_v2].handler = h_d2d8;
+    t[SL_CALL_cuMemsetD2D16_v2].handler = h_d2d16;
+    t[SL_CALL_cuMemsetD2D32_v2].handler = h_d2d32;
+    t[SL_CALL_cuMemsetD2D8Async].handler = h_d2d8a;
+    t[SL_CALL_cuMemsetD2D16Async].handler = h_d2d16a;
+    t[SL_CALL_cuMemsetD2D32Async].handler = h_d2d32a;
+    static const uint32_t legacy[] = {SL_CALL_cuMemsetD8,    SL_CALL_cuMemsetD16,
+                                      SL_CALL_cuMemsetD32,   SL_CALL_cuMemsetD2D8,
+                                      SL_CALL_cuMemsetD2D16, SL_CALL_cuMemsetD2D32};
+    for (size_t i = 0; i < sizeof legacy / sizeof *legacy; i++)
+        t[legacy[i]].handler = h_legacy;
+}

@@ -1,0 +1,159 @@
+/* The session's allocation table: sorted, non-overlapping device ranges. Every device pointer,
+ * size and offset from the wire is checked here before the driver sees it. Implements the
+ * devptr hooks of sluice/backend_hooks.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "sluice/log.h"
+
+void be_mem_init(struct be_mem *m, size_t max)
+{
+    memset(m, 0, sizeof *m);
+    m->max = max ? max : BE_MAX_ALLOCS;
+}
+
+void be_mem_free(struct be_mem *m)
+{
+    free(m->r);
+    memset(m, 0, sizeof *m);
+}
+
+/* Index of the last range with base <= ptr, or -1. */
+static long floor_idx(const struct be_mem *m, uint64_t ptr)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->r[mid].base <= ptr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (long)lo - 1;
+}
+
+const struct be_range *be_mem_find(const struct be_mem *m, uint64_t ptr)
+{
+    long i = floor_idx(m, ptr);
+    if (i < 0)
+        return NULL;
+    const struct be_range *r = &m->r[i];
+    return ptr - r->base < r->size ? r : NULL;
+}
+
+int be_mem_contains(const struct be_mem *m, uint64_t ptr, uint64_t len)
+{
+    const struct be_range *r = be_mem_find(m, ptr);
+    if (!r)
+        return 0;
+    uint64_t off = ptr - r->base; /* < size */
+    return len <= r->size - off;  /* no ptr + len: it could wrap */
+}
+
+CUresult be_mem_add(struct be_mem *m, uint64_t base, uint64_t size, enum be_range_kind kind,
+                    uint64_t owner_ctx, uint64_t parent)
+{
+    if (size == 0 || base == 0 || base + size < base)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t end = base + size;
+    /* identical range: keep one */
+    long i = floor_idx(m, base);
+    if (i >= 0 && m->r[i].base == base && m->r[i].size == size) {
+        m->r[i].kind = kind;
+        m->r[i].owner_ctx = owner_ctx;
+        m->r[i].parent = parent;
+        return CUDA_SUCCESS;
+    }
+    /* drop every range that overlaps [base, end) */
+    size_t first = i >= 0 && m->r[i].base + m->r[i].size > base ? (size_t)i : (size_t)(i + 1);
+    size_t last = first;
+    while (last < m->n && m->r[last].base < end)
+        last++;
+    if (last > first) {
+        memmove(&m->r[first], &m->r[last], (m->n - last) * sizeof *m->r);
+        m->n -= last - first;
+    }
+    if (m->n >= m->max)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        struct be_range *r = realloc(m->r, cap * sizeof *r);
+        if (!r)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        m->r = r;
+        m->cap = cap;
+    }
+    memmove(&m->r[first + 1], &m->r[first], (m->n - first) * sizeof *m->r);
+    m->r[first] = (struct be_range){base, size, owner_ctx, parent, kind};
+    m->n++;
+    return CUDA_SUCCESS;
+}
+
+int be_mem_remove(struct be_mem *m, uint64_t base)
+{
+    long i = floor_idx(m, base);
+    if (i < 0 || m->r[i].base != base)
+        return 0;
+    memmove(&m->r[i], &m->r[i + 1], (m->n - (size_t)i - 1) * sizeof *m->r);
+    m->n--;
+    return 1;
+}
+
+static void remove_if(struct be_mem *m, int by_parent, uint64_t v)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if ((by_parent ? m->r[i].parent : m->r[i].owner_ctx) != v)
+            m->r[k++] = m->r[i];
+    m->n = k;
+}
+
+void be_mem_remove_owner(struct be_mem *m, uint64_t owner_ctx)
+{
+    if (owner_ctx)
+        remove_if(m, 0, owner_ctx);
+}
+
+void be_mem_remove_parent(struct be_mem *m, uint64_t parent)
+{
+    if (parent)
+        remove_if(m, 1, parent);
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+CUresult sl_be_devptr_check(sl_be_session *s, uint64_t ptr, uint64_t len)
+{
+    if (be_mem_contains(&s->mem, ptr, len))
+        return CUDA_SUCCESS;
+    if (sl_log_enabled(SL_LOG_DEBUG))
+        sl_log(SL_LOG_DEBUG, BE_COMPONENT,
+               "session %llu: device range 0x%llx+%llu is not the session's memory",
+               (unsigned long long)s->id, (unsigned long long)ptr, (unsigned long long)len);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult sl_be_devptr_add(sl_be_session *s, uint32_t call_id, uint64_t ptr, uint64_t len)
+{
+    (void)call_id;
+    if (ptr == 0)
+        return CUDA_SUCCESS; /* e.g. a zero-byte allocation */
+    if (len == 0) {
+        if (be_mem_find(&s->mem, ptr))
+            return CUDA_SUCCESS; /* a pointer into memory we know (cuMemGetAddressRange...) */
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        if (!s->api->cuMemGetAddressRange_v2 ||
+            s->api->cuMemGetAddressRange_v2(&base, &size, (CUdeviceptr)ptr) != CUDA_SUCCESS ||
+            base != ptr || size == 0)
+            return CUDA_ERROR_NOT_SUPPORTED; /* we cannot bound it: do not hand it out */
+        len = size;
+    }
+    return be_mem_add(&s->mem, ptr, len, BE_R_ALLOC, s->cur_ctx == UINT64_MAX ? 0 : s->cur_ctx, 0);
+}
+
+void sl_be_devptr_release(sl_be_session *s, uint64_t ptr)
+{
+    be_mem_remove(&s->mem, ptr);
+}

@@ -1,0 +1,455 @@
+/* Modules and libraries: slLoadImage (call 10002) with a bounded in-process cache of images by
+ * SHA-256 (a program started again sends no image), image bounds validation (the driver never
+ * reads past the bytes we hold), a rebuilt __fatBinC_Wrapper_t for wrapper images, scalar JIT
+ * options only; cuModuleGetGlobal / cuLibraryGetGlobal register the global's range with the
+ * session (owned by the module or library, dropped when it is unloaded); function and kernel
+ * names. */
+#include <elf.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "sluice/log.h"
+
+#define FATBIN_WRAPPER_MAGIC 0x466243b1u
+#define FATBIN_MAGIC         0xba55ed50u
+
+/* The wrapper cudart hands the driver: {magic, version, data, filename_or_fatbins}. */
+struct fatbin_wrapper {
+    uint32_t magic;
+    uint32_t version;
+    const void *data;
+    const void *filename_or_fatbins;
+};
+
+struct be_image {
+    struct fatbin_wrapper wrapper; /* rebuilt for format 1, lives as long as the image */
+    struct be_image *prev, *next;  /* LRU list, most recent first */
+    uint8_t sha[32];
+    uint64_t size;
+    uint8_t *bytes;
+    int refs;   /* loaded modules/libraries + the cache's own reference */
+    int cached; /* still in the cache */
+};
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct be_image *lru_head, *lru_tail;
+static size_t cache_bytes, cache_count;
+
+static void lru_unlink(struct be_image *img)
+{
+    if (img->prev)
+        img->prev->next = img->next;
+    else
+        lru_head = img->next;
+    if (img->next)
+        img->next->prev = img->prev;
+    else
+        lru_tail = img->prev;
+    img->prev = img->next = NULL;
+}
+
+static void lru_front(struct be_image *img)
+{
+    img->next = lru_head;
+    img->prev = NULL;
+    if (lru_head)
+        lru_head->prev = img;
+    lru_head = img;
+    if (!lru_tail)
+        lru_tail = img;
+}
+
+static void unref_locked(struct be_image *img)
+{
+    if (--img->refs == 0) {
+        free(img->bytes);
+        free(img);
+    }
+}
+
+void be_image_unref(struct be_image *img)
+{
+    if (!img)
+        return;
+    pthread_mutex_lock(&cache_mu);
+    unref_locked(img);
+    pthread_mutex_unlock(&cache_mu);
+}
+
+static void evict_locked(void)
+{
+    while (lru_tail && (cache_bytes > BE_IMAGE_CACHE_BYTES || cache_count > BE_IMAGE_CACHE_COUNT)) {
+        struct be_image *img = lru_tail;
+        lru_unlink(img);
+        img->cached = 0;
+        cache_bytes -= img->size;
+        cache_count--;
+        unref_locked(img);
+    }
+}
+
+void be_images_clear(void)
+{
+    pthread_mutex_lock(&cache_mu);
+    while (lru_tail) {
+        struct be_image *img = lru_tail;
+        lru_unlink(img);
+        img->cached = 0;
+        cache_bytes -= img->size;
+        cache_count--;
+        unref_locked(img);
+    }
+    pthread_mutex_unlock(&cache_mu);
+}
+
+/* A referenced image by hash, or NULL. */
+static struct be_image *cache_get(const uint8_t sha[32], uint64_t size)
+{
+    pthread_mutex_lock(&cache_mu);
+    struct be_image *img = lru_head;
+    for (; img; img = img->next)
+        if (img->size == size && !memcmp(img->sha, sha, 32))
+            break;
+    if (img) {
+        lru_unlink(img);
+        lru_front(img);
+        img->refs++;
+    }
+    pthread_mutex_unlock(&cache_mu);
+    return img;
+}
+
+/* Takes bytes (malloc'd) into the cache; returns a referenced image. */
+static struct be_image *cache_put(const uint8_t sha[32], uint8_t *bytes, uint64_t size)
+{
+    struct be_image *img = calloc(1, sizeof *img);
+    if (!img) {
+        free(bytes);
+        return NULL;
+    }
+    memcpy(img->sha, sha, 32);
+    img->size = size;
+    img->bytes = bytes;
+    img->wrapper = (struct fatbin_wrapper){FATBIN_WRAPPER_MAGIC, 1, bytes, NULL};
+    img->refs = 2; /* the cache + the caller */
+    img->cached = 1;
+    pthread_mutex_lock(&cache_mu);
+    lru_front(img);
+    cache_bytes += size;
+    cache_count++;
+    evict_locked();
+    pthread_mutex_unlock(&cache_mu);
+    return img;
+}
+
+/* ---------------------------------------------------------------- image bounds */
+
+static int elf_ok(const uint8_t *p, uint64_t len)
+{
+    if (len < sizeof(Elf64_Ehdr) || p[EI_CLASS] != ELFCLASS64)
+        return 0;
+    Elf64_Ehdr eh;
+    memcpy(&eh, p, sizeof eh);
+    uint64_t end;
+    if (eh.e_shnum) {
+        if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > len ||
+            __builtin_mul_overflow((uint64_t)eh.e_shnum, sizeof(Elf64_Shdr), &end) ||
+            end > len - eh.e_shoff)
+            return 0;
+        for (unsigned i = 0; i < eh.e_shnum; i++) {
+            Elf64_Shdr sh;
+            memcpy(&sh, p + eh.e_shoff + (uint64_t)i * sizeof sh, sizeof sh);
+            if (sh.sh_type != SHT_NOBITS && (sh.sh_offset > len || sh.sh_size > len - sh.sh_offset))
+                return 0;
+        }
+        if (eh.e_shstrndx >= eh.e_shnum && eh.e_shstrndx != SHN_UNDEF)
+            return 0;
+    }
+    if (eh.e_phnum) {
+        if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > len ||
+            __builtin_mul_overflow((uint64_t)eh.e_phnum, sizeof(Elf64_Phdr), &end) ||
+            end > len - eh.e_phoff)
+            return 0;
+        for (unsigned i = 0; i < eh.e_phnum; i++) {
+            Elf64_Phdr ph;
+            memcpy(&ph, p + eh.e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
+            if (ph.p_offset > len || ph.p_filesz > len - ph.p_offset)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+CUresult be_image_validate(const uint8_t *p, uint64_t len, uint32_t format)
+{
+    if (!p || len == 0)
+        return CUDA_ERROR_INVALID_IMAGE;
+    switch (format) {
+    case 1:
+    case 2: {
+        if (len < 16)
+            return CUDA_ERROR_INVALID_IMAGE;
+        uint32_t magic;
+        uint16_t hs;
+        uint64_t fs;
+        memcpy(&magic, p, 4);
+        memcpy(&hs, p + 6, 2);
+        memcpy(&fs, p + 8, 8);
+        if (magic != FATBIN_MAGIC || hs < 16 || fs > len || hs + fs != len)
+            return CUDA_ERROR_INVALID_IMAGE;
+        return CUDA_SUCCESS;
+    }
+    case 3:
+        return memcmp(p, ELFMAG, SELFMAG) == 0 && elf_ok(p, len) ? CUDA_SUCCESS
+                                                                 : CUDA_ERROR_INVALID_IMAGE;
+    case 4:
+        return p[len - 1] == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* ---------------------------------------------------------------- slLoadImage */
+
+static int jit_option_ok(uint32_t o)
+{
+    switch (o) {
+    case CU_JIT_INFO_LOG_BUFFER:
+    case CU_JIT_ERROR_LOG_BUFFER:
+    case CU_JIT_GLOBAL_SYMBOL_NAMES:
+    case CU_JIT_GLOBAL_SYMBOL_ADDRESSES:
+    case CU_JIT_REFERENCED_KERNEL_NAMES:
+    case CU_JIT_REFERENCED_VARIABLE_NAMES:
+    case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: /* meaningless without the buffers */
+    case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+        return 0;
+    default:
+        return o < CU_JIT_NUM_OPTIONS;
+    }
+}
+
+static CUresult h_load_image(sl_be_session *s, const struct sl_driver_api *api,
+                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__SlLoadImageRequest *rq = call->sl_load_image;
+    if (rq->sha256.len != 32 || rq->size == 0 || rq->size > BE_MAX_BULK_PER_CALL ||
+        (rq->target != 1 && rq->target != 2) || rq->format < 1 || rq->format > 4) {
+        be_detail(reply, "slLoadImage: bad sha256/size/target/format");
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (rq->n_jit_options != rq->n_jit_values || rq->n_jit_options > 64) {
+        be_detail(reply, "slLoadImage: jit options and values differ in number");
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUjit_option opts[64];
+    void *vals[64];
+    for (size_t i = 0; i < rq->n_jit_options; i++) {
+        if (!jit_option_ok(rq->jit_options[i])) {
+            be_detail(reply, "slLoadImage: JIT option %u is not a scalar option",
+                      rq->jit_options[i]);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+        opts[i] = (CUjit_option)rq->jit_options[i];
+        vals[i] = (void *)(uintptr_t)rq->jit_values[i];
+    }
+    struct be_image *img = NULL;
+    if (s->in_bulk_len) {
+        if (s->in_bulk_len != rq->size || !s->in_bulk) {
+            be_detail(reply, "slLoadImage: %llu bulk bytes for an image of %llu",
+                      (unsigned long long)s->in_bulk_len, (unsigned long long)rq->size);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        uint8_t md[32];
+        unsigned mdlen = 0;
+        if (!EVP_Digest(s->in_bulk, rq->size, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32 ||
+            memcmp(md, rq->sha256.data, 32) != 0) {
+            be_detail(reply, "slLoadImage: the image does not match its sha256");
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        CUresult rc = be_image_validate(s->in_bulk, rq->size, rq->format);
+        if (rc != CUDA_SUCCESS) {
+            be_detail(reply, "slLoadImage: image of format %u is malformed or truncated",
+                      rq->format);
+            return rc;
+        }
+        img = cache_get(md, rq->size);
+        if (!img) {
+            uint8_t *copy = malloc(rq->size);
+            if (!copy)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            memcpy(copy, s->in_bulk, rq->size);
+            img = cache_put(md, copy, rq->size);
+            if (!img)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    } else {
+        img = cache_get(rq->sha256.data, rq->size);
+        if (!img)
+            return CUDA_ERROR_FILE_NOT_FOUND; /* send it again with the bytes */
+        if (be_image_validate(img->bytes, img->size, rq->format) != CUDA_SUCCESS) {
+            be_image_unref(img);
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+    }
+    const void *code = rq->format == 1 ? (const void *)&img->wrapper : (const void *)img->bytes;
+    unsigned n = (unsigned)rq->n_jit_options;
+    void *native = NULL;
+    CUresult rc;
+    enum sl_handle_kind kind;
+    if (rq->target == 1) {
+        kind = SL_H_MODULE;
+        CUmodule m = NULL;
+        rc = api->cuModuleLoadDataEx
+                 ? api->cuModuleLoadDataEx(&m, code, n, n ? opts : NULL, n ? vals : NULL)
+                 : CUDA_ERROR_NOT_SUPPORTED;
+        native = m;
+    } else {
+        kind = SL_H_LIBRARY;
+        CUlibrary l = NULL;
+        rc = api->cuLibraryLoadData ? api->cuLibraryLoadData(&l, code, n ? opts : NULL,
+                                                             n ? vals : NULL, n, NULL, NULL, 0)
+                                    : CUDA_ERROR_NOT_SUPPORTED;
+        native = l;
+    }
+    if (rc != CUDA_SUCCESS) {
+        be_image_unref(img);
+        return rc;
+    }
+    Sluice__Cuda__SlLoadImageReply *rp =
+        BE_REPLY(reply, sl_load_image, SLUICE__WIRE__REPLY__OUT_SL_LOAD_IMAGE,
+                 Sluice__Cuda__SlLoadImageReply, sluice__cuda__sl_load_image_reply__init);
+    uint64_t id = 0;
+    rc = rp ? sl_be_handle_put(s, kind, native, &id) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc != CUDA_SUCCESS) {
+        if (kind == SL_H_MODULE && api->cuModuleUnload)
+            api->cuModuleUnload((CUmodule)native);
+        else if (kind == SL_H_LIBRARY && api->cuLibraryUnload)
+            api->cuLibraryUnload((CUlibrary)native);
+        be_image_unref(img);
+        return rc;
+    }
+    be_handles_find(&s->h, kind, id)->image = img; /* kept while it is loaded */
+    rp->handle = id;
+    sl_log(SL_LOG_DEBUG, BE_COMPONENT, "session %llu: %s of %llu bytes (format %u) loaded as %llx",
+           (unsigned long long)s->id, kind == SL_H_MODULE ? "module" : "library",
+           (unsigned long long)rq->size, rq->format, (unsigned long long)id);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- globals */
+
+static CUresult global_common(sl_be_session *s, uint64_t owner, CUdeviceptr d, size_t bytes,
+                              Sluice__Wire__Reply *reply, uint64_t *out_d, uint64_t *out_b)
+{
+    if (d && bytes) {
+        CUresult rc = be_mem_add(&s->mem, d, bytes, BE_R_GLOBAL,
+                                 s->cur_ctx == UINT64_MAX ? 0 : s->cur_ctx, owner);
+        if (rc != CUDA_SUCCESS) {
+            be_detail(reply, "cannot register the global's range");
+            return rc;
+        }
+    }
+    *out_d = d;
+    *out_b = bytes;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_module_get_global(sl_be_session *s, const struct sl_driver_api *api,
+                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuModuleGetGlobalV2Request *rq = call->cu_module_get_global_v2;
+    void *m = NULL;
+    CUresult rc = sl_be_handle_get(s, SL_H_MODULE, rq->hmod, &m);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!rq->name || !api->cuModuleGetGlobal_v2)
+        return !rq->name ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+    CUdeviceptr d = 0;
+    size_t bytes = 0;
+    if ((rc = api->cuModuleGetGlobal_v2(&d, &bytes, (CUmodule)m, rq->name)) != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuModuleGetGlobalV2Reply *rp = BE_REPLY(
+        reply, cu_module_get_global_v2, SLUICE__WIRE__REPLY__OUT_CU_MODULE_GET_GLOBAL_V2,
+        Sluice__Cuda__CuModuleGetGlobalV2Reply, sluice__cuda__cu_module_get_global_v2_reply__init);
+    if (!rp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return global_common(s, rq->hmod, d, bytes, reply, &rp->dptr, &rp->bytes);
+}
+
+static CUresult h_library_get_global(sl_be_session *s, const struct sl_driver_api *api,
+                                     const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuLibraryGetGlobalRequest *rq = call->cu_library_get_global;
+    void *l = NULL;
+    CUresult rc = sl_be_handle_get(s, SL_H_LIBRARY, rq->library, &l);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!rq->name || !api->cuLibraryGetGlobal)
+        return !rq->name ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+    CUdeviceptr d = 0;
+    size_t bytes = 0;
+    if ((rc = api->cuLibraryGetGlobal(&d, &bytes, (CUlibrary)l, rq->name)) != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuLibraryGetGlobalReply *rp = BE_REPLY(
+        reply, cu_library_get_global, SLUICE__WIRE__REPLY__OUT_CU_LIBRARY_GET_GLOBAL,
+        Sluice__Cuda__CuLibraryGetGlobalReply, sluice__cuda__cu_library_get_global_reply__init);
+    if (!rp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return global_common(s, rq->library, d, bytes, reply, &rp->dptr, &rp->bytes);
+}
+
+/* ---------------------------------------------------------------- names */
+
+static CUresult h_func_get_name(sl_be_session *s, const struct sl_driver_api *api,
+                                const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    void *f = NULL;
+    CUresult rc = sl_be_handle_get(s, SL_H_FUNCTION, call->cu_func_get_name->hfunc, &f);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    const char *name = NULL;
+    if (be_id_kind(call->cu_func_get_name->hfunc) == SL_H_KERNEL)
+        rc = api->cuKernelGetName ? api->cuKernelGetName(&name, (CUkernel)f)
+                                  : CUDA_ERROR_NOT_SUPPORTED;
+    else
+        rc = api->cuFuncGetName ? api->cuFuncGetName(&name, (CUfunction)f)
+                                : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuFuncGetNameReply *rp =
+        BE_REPLY(reply, cu_func_get_name, SLUICE__WIRE__REPLY__OUT_CU_FUNC_GET_NAME,
+                 Sluice__Cuda__CuFuncGetNameReply, sluice__cuda__cu_func_get_name_reply__init);
+    if (!rp || !(rp->name = strndup(name ? name : "", SL_WIRE_MAX_STRING - 1)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_kernel_get_name(sl_be_session *s, const struct sl_driver_api *api,
+                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    void *k = NULL;
+    CUresult rc = sl_be_handle_get(s, SL_H_KERNEL, call->cu_kernel_get_name->hfunc, &k);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    const char *name = NULL;
+    rc = api->cuKernelGetName ? api->cuKernelGetName(&name, (CUkernel)k) : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuKernelGetNameReply *rp =
+        BE_REPLY(reply, cu_kernel_get_name, SLUICE__WIRE__REPLY__OUT_CU_KERNEL_GET_NAME,
+                 Sluice__Cuda__CuKernelGetNameReply, sluice__cuda__cu_kernel_get_name_reply__init);
+    if (!rp || !(rp->name = strndup(name ? name : "", SL_WIRE_MAX_STRING - 1)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+void be_register_module(struct sl_be_dispatch_entry *t)
+{
+    t[SL_CALL_slLoadImage].handler = h_load_image;
+    t[SL_CALL_cuModuleGetGlobal_v2].handler = h_module_get_global;
+    t[SL_CALL_cuLibraryGetGlobal].handler = h_library_get_global;
+    t[SL_CALL_cuFuncGetName].handler = h_func_get_name;
+    t[SL_CALL_cuKernelGetName].handler = h_kernel_get_name;
+}

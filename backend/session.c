@@ -1,0 +1,670 @@
+/* Session lifecycle: the bare session (tables, pre-assigned primary context ids), its worker
+ * thread and bounded job queue, context ids (lazily created per-session contexts, never the
+ * process's real primary context), the per-call path (context switch, sticky errors, deferred
+ * errors, printf capture) and the cleanup that frees everything the session held. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "sluice/log.h"
+
+struct sl_be_dispatch_entry be_table[SL_CALL_ID_MAX + 1];
+
+void be_detail(Sluice__Wire__Reply *reply, const char *fmt, ...)
+{
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (reply->detail && reply->detail != protobuf_c_empty_string)
+        free(reply->detail);
+    reply->detail = strdup(buf);
+    if (!reply->detail)
+        reply->detail = (char *)protobuf_c_empty_string;
+}
+
+/* ---------------------------------------------------------------- contexts */
+
+struct be_ctx *be_ctx_find(sl_be_session *s, uint64_t id)
+{
+    if (be_id_kind(id) != SL_H_CONTEXT)
+        return NULL;
+    for (size_t i = 0; i < s->n_ctxs; i++)
+        if (s->ctxs[i]->id == id)
+            return s->ctxs[i];
+    return NULL;
+}
+
+CUresult be_ctx_ensure(sl_be_session *s, struct be_ctx *c)
+{
+    if (c->ctx)
+        return CUDA_SUCCESS;
+    if (c->ordinal < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUdevice dev;
+    CUresult rc = sl_be_device_get(s, c->ordinal, &dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUcontext ctx = NULL;
+    if (s->api->cuCtxCreate_v4)
+        rc = s->api->cuCtxCreate_v4(&ctx, NULL, c->flags, dev);
+    else if (s->api->cuCtxCreate_v2)
+        rc = s->api->cuCtxCreate_v2(&ctx, c->flags, dev);
+    else
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    s->cur_ctx = UINT64_MAX; /* cuCtxCreate made it current: re-set before the next call */
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    c->ctx = ctx;
+    sl_log(SL_LOG_DEBUG, BE_COMPONENT, "session %llu: context %llx created on device %d",
+           (unsigned long long)s->id, (unsigned long long)c->id, c->ordinal);
+    return CUDA_SUCCESS;
+}
+
+CUresult be_ctx_add(sl_be_session *s, CUcontext ctx, int ordinal, int primary, uint64_t *id)
+{
+    if (s->n_ctxs >= BE_MAX_CONTEXTS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct be_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* the id comes from the handle counter; the handle table keeps it reserved */
+    CUresult rc = be_handles_put(&s->h, SL_H_CONTEXT, c, 0, 0, &c->id);
+    if (rc != CUDA_SUCCESS) {
+        free(c);
+        return rc;
+    }
+    c->ctx = ctx;
+    c->ordinal = ordinal;
+    c->primary = primary;
+    s->ctxs[s->n_ctxs++] = c;
+    *id = c->id;
+    return CUDA_SUCCESS;
+}
+
+/* Everything that lived in the context: handles made while it was current, its ranges. */
+static void drop_ctx_objects(sl_be_session *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->h.cap; i++) {
+        struct be_handle *h = &s->h.slot[i];
+        if (h->id > 1 && h->owner_ctx == id && be_id_kind(h->id) != SL_H_CONTEXT)
+            sl_be_handle_drop(s, be_id_kind(h->id), h->id);
+    }
+    be_mem_remove_owner(&s->mem, id);
+}
+
+void be_ctx_forget(sl_be_session *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->n_ctxs; i++) {
+        if (s->ctxs[i]->id != id)
+            continue;
+        drop_ctx_objects(s, id);
+        be_handles_del(&s->h, id);
+        free(s->ctxs[i]);
+        s->ctxs[i] = s->ctxs[--s->n_ctxs];
+        if (s->cur_ctx == id)
+            s->cur_ctx = UINT64_MAX;
+        return;
+    }
+}
+
+/* Destroys the real context behind c (primary ids stay, to be re-created lazily). */
+static CUresult ctx_destroy(sl_be_session *s, struct be_ctx *c)
+{
+    CUresult rc = CUDA_SUCCESS;
+    if (c->ctx) {
+        if (s->api->cuCtxSynchronize_v2)
+            s->api->cuCtxSynchronize_v2(c->ctx);
+        rc = s->api->cuCtxDestroy_v2 ? s->api->cuCtxDestroy_v2(c->ctx) : CUDA_ERROR_NOT_SUPPORTED;
+        if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_CONTEXT_IS_DESTROYED)
+            return rc;
+        rc = CUDA_SUCCESS;
+    }
+    c->ctx = NULL;
+    c->sticky = CUDA_SUCCESS;
+    drop_ctx_objects(s, c->id);
+    s->cur_ctx = UINT64_MAX;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- session-level handlers */
+
+static CUresult primary_of(sl_be_session *s, int32_t ordinal, struct be_ctx **out)
+{
+    if (!s->devs || ordinal < 0 || ordinal >= s->devs->count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct be_ctx *c = be_ctx_find(s, s->primary_ids[ordinal]);
+    if (!c) { /* the guest destroyed it with cuCtxDestroy: a new one */
+        CUresult rc = be_ctx_add(s, NULL, ordinal, 1, &s->primary_ids[ordinal]);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        c = be_ctx_find(s, s->primary_ids[ordinal]);
+    }
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_primary_retain(sl_be_session *s, const struct sl_driver_api *api,
+                                 const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)api;
+    struct be_ctx *c;
+    CUresult rc = primary_of(s, call->cu_device_primary_ctx_retain->dev, &c);
+    if (rc == CUDA_SUCCESS)
+        rc = be_ctx_ensure(s, c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuDevicePrimaryCtxRetainReply *rp = BE_REPLY(
+        reply, cu_device_primary_ctx_retain, SLUICE__WIRE__REPLY__OUT_CU_DEVICE_PRIMARY_CTX_RETAIN,
+        Sluice__Cuda__CuDevicePrimaryCtxRetainReply,
+        sluice__cuda__cu_device_primary_ctx_retain_reply__init);
+    if (!rp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rp->pctx = c->id;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_primary_release(sl_be_session *s, const struct sl_driver_api *api,
+                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)api;
+    (void)reply;
+    struct be_ctx *c;
+    return primary_of(s, call->cu_device_primary_ctx_release_v2->dev, &c);
+}
+
+static CUresult h_primary_set_flags(sl_be_session *s, const struct sl_driver_api *api,
+                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)api;
+    (void)reply;
+    struct be_ctx *c;
+    CUresult rc = primary_of(s, call->cu_device_primary_ctx_set_flags_v2->dev, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    unsigned f = call->cu_device_primary_ctx_set_flags_v2->flags;
+    if (f & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_SYNC_MEMOPS))
+        return CUDA_ERROR_INVALID_VALUE;
+    c->flags = f; /* applies when the context is (re)created */
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_primary_get_state(sl_be_session *s, const struct sl_driver_api *api,
+                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)api;
+    struct be_ctx *c;
+    CUresult rc = primary_of(s, call->cu_device_primary_ctx_get_state->dev, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuDevicePrimaryCtxGetStateReply *rp =
+        BE_REPLY(reply, cu_device_primary_ctx_get_state,
+                 SLUICE__WIRE__REPLY__OUT_CU_DEVICE_PRIMARY_CTX_GET_STATE,
+                 Sluice__Cuda__CuDevicePrimaryCtxGetStateReply,
+                 sluice__cuda__cu_device_primary_ctx_get_state_reply__init);
+    if (!rp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rp->flags = c->flags;
+    rp->active = c->ctx != NULL;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_primary_reset(sl_be_session *s, const struct sl_driver_api *api,
+                                const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)api;
+    (void)reply;
+    struct be_ctx *c;
+    CUresult rc = primary_of(s, call->cu_device_primary_ctx_reset_v2->dev, &c);
+    return rc == CUDA_SUCCESS ? ctx_destroy(s, c) : rc;
+}
+
+static CUresult h_ctx_create(sl_be_session *s, const struct sl_driver_api *api,
+                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)api;
+    const Sluice__Cuda__CuCtxCreateV4Request *rq = call->cu_ctx_create_v4;
+    if (rq->flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_SYNC_MEMOPS |
+                                CU_CTX_MAP_HOST))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t id;
+    CUresult rc = be_ctx_add(s, NULL, rq->dev, 0, &id);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct be_ctx *c = be_ctx_find(s, id);
+    c->flags = rq->flags;
+    if (rq->dev < 0 || !s->devs || rq->dev >= s->devs->count)
+        rc = CUDA_ERROR_INVALID_DEVICE;
+    else
+        rc = be_ctx_ensure(s, c);
+    if (rc != CUDA_SUCCESS) {
+        be_ctx_forget(s, id);
+        return rc;
+    }
+    Sluice__Cuda__CuCtxCreateV4Reply *rp =
+        BE_REPLY(reply, cu_ctx_create_v4, SLUICE__WIRE__REPLY__OUT_CU_CTX_CREATE_V4,
+                 Sluice__Cuda__CuCtxCreateV4Reply, sluice__cuda__cu_ctx_create_v4_reply__init);
+    if (!rp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rp->pctx = id;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_ctx_destroy(sl_be_session *s, const struct sl_driver_api *api,
+                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)api;
+    (void)reply;
+    struct be_ctx *c = be_ctx_find(s, call->cu_ctx_destroy_v2->ctx);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult rc = ctx_destroy(s, c);
+    if (rc == CUDA_SUCCESS && !c->primary)
+        be_ctx_forget(s, c->id);
+    return rc;
+}
+
+/* The guest's context stack lives in the frontend; the worker's current context is ours. */
+static CUresult h_refuse(sl_be_session *s, const struct sl_driver_api *api,
+                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)s;
+    (void)api;
+    be_detail(reply, "%s is answered by the frontend", sl_call_lookup(call->call_id)->name);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult h_fence(sl_be_session *s, const struct sl_driver_api *api,
+                        const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)s;
+    (void)api;
+    (void)call;
+    /* every earlier call of the session ran before this one (one worker, in order) */
+    return BE_REPLY(reply, sl_fence, SLUICE__WIRE__REPLY__OUT_SL_FENCE, Sluice__Cuda__SlFenceReply,
+                    sluice__cuda__sl_fence_reply__init)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void be_register_session(struct sl_be_dispatch_entry *t)
+{
+    t[SL_CALL_cuDevicePrimaryCtxRetain].handler = h_primary_retain;
+    t[SL_CALL_cuDevicePrimaryCtxRelease_v2].handler = h_primary_release;
+    t[SL_CALL_cuDevicePrimaryCtxSetFlags_v2].handler = h_primary_set_flags;
+    t[SL_CALL_cuDevicePrimaryCtxGetState].handler = h_primary_get_state;
+    t[SL_CALL_cuDevicePrimaryCtxReset_v2].handler = h_primary_reset;
+    t[SL_CALL_cuCtxCreate_v4].handler = h_ctx_create;
+    t[SL_CALL_cuCtxDestroy_v2].handler = h_ctx_destroy;
+    static const uint32_t refused[] = {
+        SL_CALL_cuCtxPushCurrent_v2,
+        SL_CALL_cuCtxPopCurrent_v2,
+        SL_CALL_cuCtxSetCurrent,
+        SL_CALL_cuCtxGetCurrent,
+        SL_CALL_cuCtxAttach,
+        SL_CALL_cuCtxDetach,
+        SL_CALL_cuCtxCreate_v2,
+        SL_CALL_cuCtxCreate,
+        SL_CALL_cuDevicePrimaryCtxRelease,
+        SL_CALL_cuDevicePrimaryCtxSetFlags,
+        SL_CALL_cuDevicePrimaryCtxReset,
+        SL_CALL_cuCtxDestroy,
+        SL_CALL_cuCtxPopCurrent,
+        SL_CALL_cuCtxPushCurrent,
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        if (t[refused[i]].call_id)
+            t[refused[i]].handler = h_refuse;
+    t[SL_CALL_slFence].handler = h_fence;
+}
+
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+
+static void setup(void)
+{
+    sl_be_dispatch_init(be_table);
+    be_register_session(be_table);
+    be_register_copy(be_table);
+    be_register_module(be_table);
+    be_register_launch(be_table);
+    be_register_callback(be_table);
+}
+
+void be_dispatch_setup(void)
+{
+    pthread_once(&setup_once, setup);
+}
+
+/* ---------------------------------------------------------------- one call */
+
+static CUresult switch_ctx(sl_be_session *s, uint64_t id, struct be_ctx **cur)
+{
+    *cur = NULL;
+    if (id == 0) {
+        if (s->cur_ctx != 0 && s->api->cuCtxSetCurrent)
+            s->api->cuCtxSetCurrent(NULL);
+        s->cur_ctx = 0;
+        return CUDA_SUCCESS;
+    }
+    struct be_ctx *c = be_ctx_find(s, id);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult rc = be_ctx_ensure(s, c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *cur = c;
+    if (s->cur_ctx == id)
+        return CUDA_SUCCESS;
+    rc = s->api->cuCtxSetCurrent ? s->api->cuCtxSetCurrent(c->ctx) : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc == CUDA_SUCCESS)
+        s->cur_ctx = id;
+    return rc;
+}
+
+/* Calls whose execution may flush device printf output or run kernels. */
+static int prints(uint32_t id)
+{
+    switch (id) {
+    case SL_CALL_cuLaunchKernel:
+    case SL_CALL_cuLaunchKernelEx:
+    case SL_CALL_cuLaunchCooperativeKernel:
+    case SL_CALL_cuCtxSynchronize:
+    case SL_CALL_cuCtxSynchronize_v2:
+    case SL_CALL_cuStreamSynchronize:
+    case SL_CALL_cuEventSynchronize:
+    case SL_CALL_cuMemcpyDtoH_v2:
+    case SL_CALL_cuMemcpyDtoHAsync_v2:
+    case SL_CALL_cuMemcpy:
+    case SL_CALL_cuMemcpyDtoD_v2:
+    case SL_CALL_cuMemFree_v2:
+    case SL_CALL_cuGraphLaunch:
+    case SL_CALL_slFence:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+CUresult be_run_call(sl_be_session *s, const Sluice__Wire__Call *call, const uint8_t *bulk,
+                     Sluice__Wire__Reply *reply)
+{
+    reply->seq = call->seq;
+    reply->call_id = call->call_id;
+    s->in_bulk = bulk;
+    s->in_bulk_len = bulk ? call->bulk_length : 0;
+    s->last_parent = 0;
+    struct be_ctx *cur = NULL;
+    CUresult rc = switch_ctx(s, call->context, &cur);
+    if (rc == CUDA_SUCCESS && cur && cur->sticky && call->call_id != SL_CALL_cuCtxDestroy_v2 &&
+        call->call_id != SL_CALL_cuDevicePrimaryCtxReset_v2)
+        rc = cur->sticky;
+    if (rc == CUDA_SUCCESS) {
+        int lock = be_printf_active() && prints(call->call_id);
+        if (lock)
+            be_printf_lock();
+        rc = sl_be_dispatch(s, s->api, be_table, call, reply);
+        if (lock)
+            be_printf_unlock_drain(s);
+        if (cur && be_is_sticky(rc) && be_ctx_find(s, call->context) == cur)
+            cur->sticky = rc;
+    }
+    reply->result = (int32_t)rc;
+    s->in_bulk = NULL;
+    s->in_bulk_len = 0;
+    s->calls++;
+    if (rc != CUDA_SUCCESS) {
+        s->errors++;
+        if (sl_log_enabled(SL_LOG_DEBUG)) {
+            const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+            sl_log(SL_LOG_DEBUG, BE_COMPONENT, "session %llu instance %s: seq %llu %s -> %d%s%s",
+                   (unsigned long long)s->id, s->instance, (unsigned long long)call->seq,
+                   ci ? ci->name : "?", (int)rc, reply->detail && *reply->detail ? ": " : "",
+                   reply->detail ? reply->detail : "");
+        }
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+sl_be_session *be_session_new(uint64_t id, const struct sl_driver_api *api,
+                              const struct be_devices *devs)
+{
+    be_dispatch_setup();
+    sl_be_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->id = id;
+    s->api = api;
+    s->devs = devs;
+    s->cur_ctx = UINT64_MAX;
+    be_handles_init(&s->h, BE_MAX_HANDLES);
+    be_mem_init(&s->mem, BE_MAX_ALLOCS);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->next_cb = 1;
+    int n = devs ? devs->count : 0;
+    s->primary_ids = calloc(n ? (size_t)n : 1, sizeof *s->primary_ids);
+    if (!s->primary_ids) {
+        be_session_free(s);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        if (be_ctx_add(s, NULL, i, 1, &s->primary_ids[i]) != CUDA_SUCCESS) {
+            be_session_free(s);
+            return NULL;
+        }
+    return s;
+}
+
+void be_job_free(struct be_job *j)
+{
+    if (!j)
+        return;
+    if (j->bulk && j->msg && j->msg->calls)
+        for (size_t i = 0; i < j->msg->calls->n_calls; i++)
+            free(j->bulk[i]);
+    free(j->bulk);
+    if (j->msg)
+        sl_wire_free_client(j->msg);
+    free(j);
+}
+
+sl_code be_session_enqueue(sl_be_session *s, struct be_job *job, sl_error *e)
+{
+    size_t calls = job->msg->calls->n_calls;
+    pthread_mutex_lock(&s->mu);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->mu);
+        return sl_fail(e, SL_ERR_CLOSED, "session is closing");
+    }
+    if (s->q_calls + calls > BE_MAX_QUEUED_CALLS || s->q_bytes + job->bytes > BE_MAX_QUEUED_BYTES) {
+        pthread_mutex_unlock(&s->mu);
+        return sl_fail(e, SL_ERR_TOO_LARGE,
+                       "more than %u calls or %zu MiB of bulk waiting: back-pressure ignored",
+                       BE_MAX_QUEUED_CALLS, BE_MAX_QUEUED_BYTES >> 20);
+    }
+    job->next = NULL;
+    if (s->qtail)
+        s->qtail->next = job;
+    else
+        s->qhead = job;
+    s->qtail = job;
+    s->q_calls += calls;
+    s->q_bytes += job->bytes;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return SL_OK;
+}
+
+static void send_reply(sl_be_session *s, Sluice__Wire__Reply *reply)
+{
+    if (s->stdout_len) {
+        reply->stdout_data.data = s->stdout_buf;
+        reply->stdout_data.len = s->stdout_len;
+    }
+    be_deferred_stamp(&s->def, &reply->failed_seq, &reply->result);
+    uint8_t *bulk = NULL;
+    size_t blen = 0;
+    if (s->out_bulk) {
+        if (reply->result == CUDA_SUCCESS) {
+            bulk = s->out_bulk;
+            blen = s->out_bulk_len;
+            reply->bulk_length = blen;
+        } else {
+            free(s->out_bulk);
+        }
+        s->out_bulk = NULL;
+        s->out_bulk_len = 0;
+    }
+    Sluice__Wire__Reply *one[1] = {reply};
+    Sluice__Wire__ReplyFrame rf = SLUICE__WIRE__REPLY_FRAME__INIT;
+    rf.n_replies = 1;
+    rf.replies = one;
+    Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
+    m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES;
+    m.replies = &rf;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    sl_error e;
+    if (sl_wire_encode_server(&m, NULL, &buf, &len, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu instance %s project %s: reply: %s",
+               (unsigned long long)s->id, s->instance, s->project, e.msg);
+        free(bulk);
+        be_outbox_push_close(s->srv, s->peer, SL_ERR_PROTOCOL, "backend could not encode a reply");
+    } else {
+        be_outbox_push_reply(s->srv, s->peer, buf, len, bulk, blen);
+    }
+    reply->stdout_data.data = NULL;
+    reply->stdout_data.len = 0;
+    s->stdout_len = 0;
+}
+
+static void run_job(sl_be_session *s, struct be_job *job)
+{
+    const Sluice__Wire__CallFrame *f = job->msg->calls;
+    for (size_t i = 0; i < f->n_calls; i++) {
+        const Sluice__Wire__Call *call = f->calls[i];
+        const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+        int async = ci && (ci->flags & SL_CALL_ASYNC);
+        Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
+        CUresult rc = be_run_call(s, call, job->bulk ? job->bulk[i] : NULL, &reply);
+        if (async) {
+            be_deferred_async(&s->def, call->seq, rc);
+            free(s->out_bulk); /* async calls have no reply (DtoHAsync: see copy.c) */
+            s->out_bulk = NULL;
+            s->out_bulk_len = 0;
+        } else {
+            send_reply(s, &reply);
+        }
+        sl_be_reply_clear(&reply);
+    }
+}
+
+static void *worker(void *arg)
+{
+    sl_be_session *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->qhead && !s->closing)
+            pthread_cond_wait(&s->cv, &s->mu);
+        struct be_job *job = s->qhead;
+        if (!job) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        int closing = s->closing;
+        s->qhead = job->next;
+        if (!s->qhead)
+            s->qtail = NULL;
+        s->q_calls -= job->msg->calls->n_calls;
+        s->q_bytes -= job->bytes;
+        pthread_mutex_unlock(&s->mu);
+        if (!closing)
+            run_job(s, job);
+        be_job_free(job);
+    }
+    be_session_release_all(s);
+    sl_log(SL_LOG_INFO, BE_COMPONENT,
+           "session %llu instance %s project %s: ended after %llu calls (%llu failed), "
+           "everything freed",
+           (unsigned long long)s->id, s->instance, s->project, (unsigned long long)s->calls,
+           (unsigned long long)s->errors);
+    atomic_store(&s->finished, 1);
+    return NULL;
+}
+
+sl_code be_session_start(sl_be_session *s, sl_error *e)
+{
+    if (pthread_create(&s->thread, NULL, worker, s) != 0)
+        return sl_fail(e, SL_ERR_NOMEM, "cannot start the session's worker thread");
+    s->started = 1;
+    return SL_OK;
+}
+
+void be_session_close(sl_be_session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->closing = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    be_callbacks_cancel(s);
+}
+
+void be_session_release_all(sl_be_session *s)
+{
+    be_callbacks_cancel(s);
+    /* libraries are context-independent: unload them first (their kernels go with them) */
+    for (size_t i = 0; i < s->h.cap; i++) {
+        struct be_handle *h = &s->h.slot[i];
+        if (h->id > 1 && be_id_kind(h->id) == SL_H_LIBRARY && s->api && s->api->cuLibraryUnload)
+            s->api->cuLibraryUnload((CUlibrary)h->native);
+    }
+    /* destroying a context frees everything it held (memory, modules, streams, events) */
+    while (s->n_ctxs) {
+        struct be_ctx *c = s->ctxs[s->n_ctxs - 1];
+        if (c->ctx && s->api) {
+            if (s->api->cuCtxSynchronize_v2)
+                s->api->cuCtxSynchronize_v2(c->ctx);
+            if (s->api->cuCtxDestroy_v2)
+                s->api->cuCtxDestroy_v2(c->ctx);
+        }
+        free(c);
+        s->n_ctxs--;
+    }
+    if (s->api && s->api->cuCtxSetCurrent && s->cur_ctx != UINT64_MAX && s->cur_ctx != 0)
+        s->api->cuCtxSetCurrent(NULL);
+    s->cur_ctx = UINT64_MAX;
+    be_handles_free(&s->h);
+    be_mem_free(&s->mem);
+    free(s->out_bulk);
+    s->out_bulk = NULL;
+    free(s->stdout_buf);
+    s->stdout_buf = NULL;
+    s->stdout_len = 0;
+}
+
+void be_session_free(sl_be_session *s)
+{
+    if (!s)
+        return;
+    if (s->started) {
+        be_session_close(s);
+        pthread_join(s->thread, NULL);
+    } else {
+        be_session_release_all(s);
+    }
+    for (struct be_job *j = s->qhead, *n; j; j = n) {
+        n = j->next;
+        be_job_free(j);
+    }
+    be_handles_free(&s->h);
+    be_mem_free(&s->mem);
+    free(s->primary_ids);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
