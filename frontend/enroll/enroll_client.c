@@ -117,7 +117,7 @@ static sl_code parse_url(const char *url, char *host, size_t hn, char *port, siz
 static sl_code http_get(const char *url, int timeout_ms, char **body, size_t *len, sl_error *e)
 {
     char host[256], port[8];
-    const char *path;
+    const char *path = NULL;
     sl_code rc = parse_url(url, host, sizeof host, port, sizeof port, &path, e);
     if (rc != SL_OK)
         return rc;

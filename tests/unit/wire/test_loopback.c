@@ -26,26 +26,29 @@ static int fake_driver_calls;
 static unsigned char fake_memset_value;
 static int fake_memset_per_thread;
 
-static CUresult fake_cuDeviceGet(CUdevice *device, int ordinal)
+static CUresult fake_cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice src,
+                                             CUdevice dst)
 {
     fake_driver_calls++;
-    if (ordinal != 0)
+    *value = (int)attrib * 100 + src * 10 + dst;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuCtxGetFlags(unsigned int *flags)
+{
+    fake_driver_calls++;
+    *flags = CU_CTX_SCHED_BLOCKING_SYNC;
+    return CUDA_SUCCESS;
+}
+
+static char fake_pool_object;
+
+static CUresult fake_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    fake_driver_calls++;
+    if (dev != 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    *device = 0;
-    return CUDA_SUCCESS;
-}
-
-static CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
-{
-    fake_driver_calls++;
-    *pi = (int)attrib * 100 + dev;
-    return CUDA_SUCCESS;
-}
-
-static CUresult fake_cuCtxGetDevice(CUdevice *device)
-{
-    fake_driver_calls++;
-    *device = 0;
+    *pool = (CUmemoryPool)&fake_pool_object;
     return CUDA_SUCCESS;
 }
 
@@ -271,9 +274,9 @@ static int setup(void **state)
 {
     (void)state;
     memset(&fake_api, 0, sizeof fake_api);
-    fake_api.cuDeviceGet = fake_cuDeviceGet;
-    fake_api.cuDeviceGetAttribute = fake_cuDeviceGetAttribute;
-    fake_api.cuCtxGetDevice = fake_cuCtxGetDevice;
+    fake_api.cuDeviceGetP2PAttribute = fake_cuDeviceGetP2PAttribute;
+    fake_api.cuCtxGetFlags = fake_cuCtxGetFlags;
+    fake_api.cuDeviceGetDefaultMemPool = fake_cuDeviceGetDefaultMemPool;
     fake_api.cuMemAlloc_v2 = fake_cuMemAlloc_v2;
     fake_api.cuMemFree_v2 = fake_cuMemFree_v2;
     fake_api.cuStreamCreate = fake_cuStreamCreate;
@@ -288,17 +291,31 @@ static int setup(void **state)
 static void device_queries(void **state)
 {
     (void)state;
-    CUdevice dev = -1;
-    assert_int_equal(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
-    assert_int_equal(dev, 0);
-    assert_int_equal(cuDeviceGet(&dev, 3), CUDA_ERROR_INVALID_DEVICE);
-    int v = 0;
-    assert_int_equal(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+    /* cuDeviceGet/GetAttribute/CtxGetDevice are answered by the frontend itself now; these
+     * calls still travel. Device ordinals go through sl_be_device_get, scalar outs come back. */
+    int v = -1;
+    assert_int_equal(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 0),
                      CUDA_SUCCESS);
-    assert_int_equal(v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT * 100);
-    dev = -1;
-    assert_int_equal(cuCtxGetDevice(&dev), CUDA_SUCCESS);
-    assert_int_equal(dev, 0);
+    assert_int_equal(v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED * 100);
+    /* an unknown ordinal is refused by the session hook: the driver is not reached */
+    int before = fake_driver_calls;
+    v = -1;
+    assert_int_equal(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 3),
+                     CUDA_ERROR_INVALID_DEVICE);
+    assert_int_equal(v, -1);
+    assert_int_equal(fake_driver_calls, before);
+    /* a scalar out-parameter without inputs */
+    unsigned int flags = 0;
+    assert_int_equal(cuCtxGetFlags(&flags), CUDA_SUCCESS);
+    assert_int_equal(flags, CU_CTX_SCHED_BLOCKING_SYNC);
+    /* a handle-returning call: the guest sees a wire id, not the native pointer */
+    CUmemoryPool pool = NULL;
+    assert_int_equal(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+    assert_true((uintptr_t)pool >= 1 && (uintptr_t)pool <= FAKE_HANDLES);
+    assert_ptr_not_equal(pool, (CUmemoryPool)&fake_pool_object);
+    before = fake_driver_calls;
+    assert_int_equal(cuDeviceGetDefaultMemPool(&pool, 7), CUDA_ERROR_INVALID_DEVICE);
+    assert_int_equal(fake_driver_calls, before);
 }
 
 static void memory_and_async_memset(void **state)
@@ -336,9 +353,9 @@ static void streams_and_bad_handles(void **state)
 static void unimplemented_calls_answer_not_supported(void **state)
 {
     (void)state;
-    int version = 0;
+    size_t limit = 0;
     /* generated but the fake driver lacks it */
-    assert_int_equal(cuDriverGetVersion(&version), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuCtxGetLimit(&limit, CU_LIMIT_STACK_SIZE), CUDA_ERROR_NOT_SUPPORTED);
     /* a handwritten call has no generated handler */
     Sluice__Cuda__CuGetProcAddressV2Request req =
         SLUICE__CUDA__CU_GET_PROC_ADDRESS_V2_REQUEST__INIT;
@@ -353,7 +370,7 @@ static void unimplemented_calls_answer_not_supported(void **state)
     call.call_id = SL_CALL_ID_MAX + 1;
     assert_int_equal(sl_be_dispatch(NULL, &fake_api, fake_table, &call, &reply),
                      CUDA_ERROR_NOT_SUPPORTED);
-    call.call_id = SL_CALL_cuInit;
+    call.call_id = SL_CALL_cuCtxGetLimit; /* generated, but the args are another call's */
     assert_int_equal(sl_be_dispatch(NULL, &fake_api, fake_table, &call, &reply),
                      CUDA_ERROR_INVALID_VALUE);
     sl_be_reply_clear(&reply);

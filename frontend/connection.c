@@ -1,0 +1,223 @@
+/* The session: lazy connect (config, channel client, SessionOpen -> SessionAccept), the device
+ * facts of SessionAccept, and the close at unload (docs/remoting.md "Sessions"). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fe.h"
+#include "sluice/channel.h"
+#include "sluice/log.h"
+#include "sluice/wire.h"
+
+static pthread_mutex_t g_conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_state; /* 0 not tried, 1 connected, -1 failed */
+static CUresult g_fail_rc;
+static sl_client *g_client;
+static int g_driver_version;
+static struct sl_fe_device *g_devs;
+static int g_ndevs;
+
+/* ------------------------------------------------------------------ transport over sl_client */
+static sl_code tr_send(void *t, const void *msg, size_t len, const struct iovec *bulk, size_t n,
+                       sl_error *e)
+{
+    return sl_client_send(t, msg, len, bulk, n, e);
+}
+
+static sl_code tr_recv(void *t, const void **msg, size_t *len, uint64_t *bulk_len, int timeout_ms,
+                       sl_error *e)
+{
+    return sl_client_recv(t, msg, len, bulk_len, timeout_ms, e);
+}
+
+static sl_code tr_recv_bulk(void *t, void *dst, size_t len, sl_error *e)
+{
+    return sl_client_recv_bulk(t, dst, len, e);
+}
+
+/* ------------------------------------------------------------------ session open */
+static void free_devices(void)
+{
+    for (int i = 0; i < g_ndevs; i++)
+        free(g_devs[i].attrs);
+    free(g_devs);
+    g_devs = NULL;
+    g_ndevs = 0;
+}
+
+static CUresult take_accept(const Sluice__Wire__SessionAccept *a)
+{
+    g_driver_version = a->driver_version < 13000 ? 13000 : (int)a->driver_version;
+    g_devs = calloc(a->n_devices ? a->n_devices : 1, sizeof *g_devs);
+    if (!g_devs)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < a->n_devices; i++) {
+        const Sluice__Wire__DeviceInfo *d = a->devices[i];
+        struct sl_fe_device *o = &g_devs[i];
+        o->ordinal = (int)i;
+        snprintf(o->name, sizeof o->name, "%s", d->name ? d->name : "");
+        if (d->uuid.len == 16) {
+            memcpy(o->uuid.bytes, d->uuid.data, 16);
+            o->has_uuid = 1;
+        }
+        o->total_mem = d->total_mem;
+        o->nattrs = d->n_attributes;
+        o->attrs = calloc(d->n_attributes ? d->n_attributes : 1, sizeof(int));
+        if (!o->attrs)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t k = 0; k < d->n_attributes; k++)
+            o->attrs[k] = d->attributes[k];
+        if (d->luid.len == 8) {
+            memcpy(o->luid, d->luid.data, 8);
+            o->has_luid = 1;
+        }
+        o->luid_mask = d->luid_device_node_mask;
+        o->primary_context = d->primary_context;
+        sl_fe_ctx_remember((CUcontext)(uintptr_t)d->primary_context, (int)i);
+        g_ndevs++;
+    }
+    return CUDA_SUCCESS;
+}
+
+static sl_code open_session(sl_client *c, sl_error *err, CUresult *rc)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    char client[128];
+    snprintf(client, sizeof client, "sluice-frontend %s pid %d", "0.1", (int)getpid());
+    Sluice__Wire__SessionOpen open = SLUICE__WIRE__SESSION_OPEN__INIT;
+    open.protocol_version = 1;
+    open.cuda_version = CUDA_VERSION;
+    open.client = client;
+    open.pid = (uint32_t)getpid();
+    open.hostname = host;
+    Sluice__Wire__ClientMessage m = SLUICE__WIRE__CLIENT_MESSAGE__INIT;
+    m.kind_case = SLUICE__WIRE__CLIENT_MESSAGE__KIND_OPEN;
+    m.open = &open;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    sl_code sc = sl_wire_encode_client(&m, NULL, &buf, &len, err);
+    if (sc)
+        return sc;
+    sc = sl_client_send(c, buf, len, NULL, 0, err);
+    free(buf);
+    if (sc)
+        return sc;
+    const void *msg;
+    uint64_t blen = 0;
+    sc = sl_client_recv(c, &msg, &len, &blen, 30000, err);
+    if (sc)
+        return sc;
+    if (blen)
+        return sl_fail(err, SL_ERR_PROTOCOL, "SessionAccept with bulk");
+    Sluice__Wire__ServerMessage *sm = NULL;
+    sc = sl_wire_decode_server(msg, len, NULL, &sm, err);
+    if (sc)
+        return sc;
+    if (sm->kind_case == SLUICE__WIRE__SERVER_MESSAGE__KIND_CLOSE) {
+        sc = sl_fail(err, SL_ERR_REFUSED, "backend refused the session: %s",
+                     sm->close->detail ? sm->close->detail : "");
+    } else if (sm->kind_case != SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT) {
+        sc = sl_fail(err, SL_ERR_PROTOCOL, "expected SessionAccept, got message kind %d",
+                     (int)sm->kind_case);
+    } else {
+        *rc = take_accept(sm->accept);
+        if (*rc == CUDA_SUCCESS)
+            sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "session %llu open: driver %u, %zu device(s)",
+                   (unsigned long long)sm->accept->session_id, sm->accept->driver_version,
+                   sm->accept->n_devices);
+    }
+    sl_wire_free_server(sm);
+    return sc;
+}
+
+static int env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+static CUresult connect_now(void)
+{
+    struct sl_fe_config cfg;
+    sl_error err;
+    if (sl_fe_config_load(NULL, &cfg, &err)) {
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "no Sluice backend configured: %s", err.msg);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    sl_tls_config tls = {.mode = SL_TLS_MUTUAL,
+                         .ca_file = cfg.ca,
+                         .cert_file = cfg.cert,
+                         .key_file = cfg.key,
+                         .server_name = getenv("SLUICE_SERVER_NAME")};
+    sl_channel_opts opts;
+    sl_channel_opts_default(&opts);
+    opts.handshake_timeout_ms = env_int("SLUICE_CONNECT_TIMEOUT_MS", 5000);
+    opts.connect_attempts = 2;
+    sl_client *c = NULL;
+    if (sl_client_connect(cfg.endpoint, &tls, &opts, &c, &err)) {
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot connect to the Sluice backend %s: %s",
+               cfg.endpoint, err.msg);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    CUresult rc = CUDA_ERROR_NO_DEVICE;
+    if (open_session(c, &err, &rc)) {
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot open a session with %s: %s", cfg.endpoint,
+               err.msg);
+        sl_client_close(c);
+        free_devices();
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    if (rc != CUDA_SUCCESS) {
+        sl_client_close(c);
+        free_devices();
+        return rc;
+    }
+    g_client = c;
+    struct sl_fe_transport tr = {tr_send, tr_recv, tr_recv_bulk, c};
+    sl_fe_rpc_attach(&tr);
+    return CUDA_SUCCESS;
+}
+
+CUresult sl_fe_ensure_session(void)
+{
+    pthread_mutex_lock(&g_conn_lock);
+    if (g_state == 0) {
+        CUresult rc = connect_now();
+        g_state = rc == CUDA_SUCCESS ? 1 : -1;
+        g_fail_rc = rc;
+    }
+    CUresult rc = g_state == 1 ? CUDA_SUCCESS : g_fail_rc;
+    pthread_mutex_unlock(&g_conn_lock);
+    return rc;
+}
+
+int sl_fe_session_driver_version(void)
+{
+    return g_driver_version;
+}
+
+int sl_fe_session_device_count(void)
+{
+    return g_ndevs;
+}
+
+const struct sl_fe_device *sl_fe_session_device(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= g_ndevs)
+        return NULL;
+    return &g_devs[ordinal];
+}
+
+__attribute__((destructor)) static void sl_fe_session_close(void)
+{
+    pthread_mutex_lock(&g_conn_lock);
+    if (g_state == 1 && g_client) {
+        sl_fe_rpc_detach();
+        sl_client_close(g_client);
+        g_client = NULL;
+    }
+    pthread_mutex_unlock(&g_conn_lock);
+}

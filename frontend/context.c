@@ -1,0 +1,237 @@
+/* Contexts as the guest sees them (docs/remoting.md "Handles and pointers"): each thread's
+ * current-context stack lives here and never travels; every Call carries the current context
+ * id. The primary context of device N is DeviceInfo.primary_context, a context the backend made
+ * for this session; retain/release only count locally. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export_tables.h"
+#include "fe.h"
+#include "hooks.h"
+
+#define STACK_MAX 64
+#define MAX_CTX   256
+
+static _Thread_local CUcontext t_stack[STACK_MAX];
+static _Thread_local int t_depth;
+
+static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    CUcontext ctx;
+    int device;
+} g_known[MAX_CTX];
+static int g_nknown;
+static int g_primary_refs[64];
+
+void sl_fe_ctx_remember(CUcontext ctx, int device)
+{
+    if (!ctx)
+        return;
+    pthread_mutex_lock(&g_ctx_lock);
+    int i;
+    for (i = 0; i < g_nknown && g_known[i].ctx != ctx; i++)
+        ;
+    if (i == g_nknown && g_nknown < MAX_CTX)
+        g_nknown++;
+    if (i < MAX_CTX) {
+        g_known[i].ctx = ctx;
+        g_known[i].device = device;
+    }
+    pthread_mutex_unlock(&g_ctx_lock);
+}
+
+void sl_fe_ctx_forget(CUcontext ctx)
+{
+    pthread_mutex_lock(&g_ctx_lock);
+    for (int i = 0; i < g_nknown; i++) {
+        if (g_known[i].ctx == ctx) {
+            g_known[i] = g_known[--g_nknown];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_ctx_lock);
+    for (int i = 0; i < t_depth; i++)
+        if (t_stack[i] == ctx)
+            t_stack[i] = NULL;
+}
+
+int sl_fe_ctx_device(CUcontext ctx)
+{
+    int dev = -1;
+    pthread_mutex_lock(&g_ctx_lock);
+    for (int i = 0; i < g_nknown; i++)
+        if (g_known[i].ctx == ctx)
+            dev = g_known[i].device;
+    pthread_mutex_unlock(&g_ctx_lock);
+    return dev;
+}
+
+void sl_fe_ctx_reset(void)
+{
+    t_depth = 0;
+    pthread_mutex_lock(&g_ctx_lock);
+    g_nknown = 0;
+    memset(g_primary_refs, 0, sizeof g_primary_refs);
+    pthread_mutex_unlock(&g_ctx_lock);
+}
+
+CUcontext sl_fe_current_context(void)
+{
+    return t_depth ? t_stack[t_depth - 1] : NULL;
+}
+
+uint64_t sl_fe_current_ctx_id(void)
+{
+    return (uint64_t)(uintptr_t)sl_fe_current_context();
+}
+
+void sl_fe_ctx_push(CUcontext ctx)
+{
+    if (t_depth < STACK_MAX)
+        t_stack[t_depth++] = ctx;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    if (!ctx) {
+        if (t_depth)
+            t_depth--;
+        return CUDA_SUCCESS;
+    }
+    if (t_depth)
+        t_stack[t_depth - 1] = ctx;
+    else
+        t_stack[t_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = sl_fe_current_context();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (t_depth >= STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    t_stack[t_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+    return cuCtxPushCurrent_v2(ctx);
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    if (!t_depth)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUcontext c = t_stack[--t_depth];
+    if (pctx)
+        *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+    return cuCtxPopCurrent_v2(pctx);
+}
+
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!ctx)
+        ctx = sl_fe_current_context();
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    int d = sl_fe_ctx_device(ctx);
+    if (d < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = d;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    return cuCtxGetDevice_v2(device, NULL);
+}
+
+CUresult sl_fe_context_id(CUcontext ctx, uint64_t *id)
+{
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* the backend's ids: kind in the top 8 bits, a per-session counter below (from 1) */
+    *id = (uint64_t)(uintptr_t)ctx & ((UINT64_C(1) << 56) - 1);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    if (!ctxId)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!ctx)
+        ctx = sl_fe_current_context();
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    uint64_t id;
+    CUresult rc = sl_fe_context_id(ctx, &id);
+    if (rc == CUDA_SUCCESS)
+        *ctxId = id;
+    return rc;
+}
+
+CUresult sl_fe_primary_ctx_handle(CUdevice dev, CUcontext *pctx)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = sl_fe_ensure_session();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    const struct sl_fe_device *d = sl_fe_session_device(dev);
+    if (!d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pctx = (CUcontext)(uintptr_t)d->primary_context;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    CUresult rc = sl_fe_primary_ctx_handle(dev, pctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&g_ctx_lock);
+    if (dev < 64)
+        g_primary_refs[dev]++;
+    pthread_mutex_unlock(&g_ctx_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CUresult rc = sl_fe_ensure_session();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!sl_fe_session_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_ctx_lock);
+    if (g_primary_refs[dev] > 0)
+        g_primary_refs[dev]--;
+    else
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_unlock(&g_ctx_lock);
+    return rc;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}

@@ -1,0 +1,162 @@
+/* Internals of the guest libcuda.so.1 runtime (config, connection, rpc, device, context,
+ * memory, modules, launches, callbacks). Everything here has hidden visibility: the library
+ * exports only the driver API names (frontend/libcuda.map). */
+#ifndef SLUICE_FRONTEND_FE_H
+#define SLUICE_FRONTEND_FE_H
+
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <cuda.h>
+
+#include "sluice/error.h"
+#include "sluice_session.pb-c.h"
+
+#define SL_FE_COMPONENT "frontend"
+
+/* ------------------------------------------------------------------ config.c */
+struct sl_fe_config {
+    char dir[512];
+    char endpoint[512];
+    char ca[600], cert[600], key[600];
+};
+
+/* Reads <dir>/backend.conf and checks that the three credential files are readable.
+ * dir NULL: $SLUICE_CONFIG_DIR, else /etc/sluice. The error names the missing file. */
+sl_code sl_fe_config_load(const char *dir, struct sl_fe_config *cfg, sl_error *err);
+/* Parses backend.conf text ("endpoint = tcp://HOST:PORT", '#' comments, blank lines). */
+sl_code sl_fe_config_parse(const char *text, struct sl_fe_config *cfg, sl_error *err);
+
+/* ------------------------------------------------------------------ connection.c */
+struct sl_fe_device {
+    int ordinal;
+    char name[256];
+    CUuuid uuid;
+    int has_uuid;
+    uint64_t total_mem;
+    int *attrs;
+    size_t nattrs;
+    unsigned char luid[8];
+    int has_luid;
+    unsigned luid_mask;
+    uint64_t primary_context;
+};
+
+/* Connects and opens the session once (thread-safe); later calls return the first outcome.
+ * CUDA_SUCCESS, CUDA_ERROR_NO_DEVICE (no config, nothing reachable) or
+ * CUDA_ERROR_DEVICE_UNAVAILABLE (the session was lost). */
+CUresult sl_fe_ensure_session(void);
+/* The driver version the backend reported (>= 13000), 0 before a session exists. */
+int sl_fe_session_driver_version(void);
+int sl_fe_session_device_count(void);
+const struct sl_fe_device *sl_fe_session_device(int ordinal);
+
+/* ------------------------------------------------------------------ rpc.c */
+/* The transport the rpc layer talks through (tests replace it). */
+struct sl_fe_transport {
+    sl_code (*send)(void *t, const void *msg, size_t len, const struct iovec *bulk, size_t n,
+                    sl_error *e);
+    sl_code (*recv)(void *t, const void **msg, size_t *len, uint64_t *bulk_len, int timeout_ms,
+                    sl_error *e);
+    sl_code (*recv_bulk)(void *t, void *dst, size_t len, sl_error *e);
+    void *t;
+};
+
+/* Installs the transport of a fresh session (seq restarts at 1). */
+void sl_fe_rpc_attach(const struct sl_fe_transport *tr);
+/* Forgets the transport (the session is gone): every later call fails with
+ * CUDA_ERROR_DEVICE_UNAVAILABLE. */
+void sl_fe_rpc_detach(void);
+/* Back to the initial state (tests). */
+void sl_fe_rpc_reset(void);
+
+struct sl_fe_rpc_limits {
+    size_t frame_calls;     /* pending calls that force a flush (256) */
+    size_t frame_bulk;      /* pending bulk that forces a flush (4 MiB) */
+    size_t inflight_calls;  /* unanswered async calls before an slFence (4096) */
+    uint64_t inflight_bulk; /* unanswered async bulk before an slFence (256 MiB) */
+};
+void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l);
+
+/* Statistics for tests. */
+struct sl_fe_rpc_stats {
+    uint64_t frames_sent, calls_sent, fences, callbacks_run, deferred_errors;
+};
+void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st);
+
+/* A synchronous call with bulk in (n segments, sent after the call) and bulk out (the reply's
+ * bulk is decrypted into out, at most out_cap bytes; the rest is discarded and the call fails).
+ * *out_len (may be NULL) receives the number of bytes written. */
+CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
+                         size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply);
+/* An async call with bulk in (copied or sent before returning: the caller may reuse it). */
+CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n);
+/* Sends slFence and waits: every earlier call executed. Returns the deferred error if any. */
+CUresult sl_fe_fence(void);
+/* Non-zero while the calling thread runs a host callback. */
+int sl_fe_in_callback(void);
+
+/* ------------------------------------------------------------------ callback.c */
+/* Registers a host function for a stream; returns its id (non-zero). kind 0: CUhostFn
+ * fn(user), kind 1: CUstreamCallback fn(stream, status, user). One-shot. */
+uint64_t sl_fe_callback_register(int kind, void (*fn)(void), void *user, CUstream stream);
+/* Runs the callback registered under id (then forgets it); 0 if none. */
+int sl_fe_callback_run(uint64_t id);
+void sl_fe_callback_forget(uint64_t id);
+
+/* ------------------------------------------------------------------ context.c */
+/* The calling thread's current context id (0 = none), what goes into Call.context. */
+uint64_t sl_fe_current_ctx_id(void);
+/* Pushes ctx (a context just created) on the calling thread's stack. */
+void sl_fe_ctx_push(CUcontext ctx);
+/* The device of a context handle; -1 if unknown. */
+int sl_fe_ctx_device(CUcontext ctx);
+void sl_fe_ctx_remember(CUcontext ctx, int device);
+void sl_fe_ctx_forget(CUcontext ctx);
+/* Test helper: clears the calling thread's stack and the tables. */
+void sl_fe_ctx_reset(void);
+
+/* ------------------------------------------------------------------ hostmem.c */
+/* 1 if [p, p+len) lies in guest host memory we know of (cuMemAllocHost/HostAlloc/Register)
+ * or is mapped in this process; used by cuMemcpy with unified addresses. */
+int sl_fe_is_host_pointer(const void *p);
+
+/* ------------------------------------------------------------------ module.c */
+enum sl_fe_image_format {
+    SL_FE_IMAGE_INVALID = 0,
+    SL_FE_IMAGE_WRAPPER = 1,
+    SL_FE_IMAGE_FATBIN = 2,
+    SL_FE_IMAGE_ELF = 3,
+    SL_FE_IMAGE_PTX = 4,
+};
+/* Measures an image: its format, the pointer to the bytes to ship (the fatbin for a wrapper)
+ * and their length. max bounds how far we read for PTX (0: 1 GiB). */
+enum sl_fe_image_format sl_fe_image_measure(const void *image, const void **bytes, size_t *len);
+/* SHA-256 of len bytes. */
+void sl_fe_sha256(const void *data, size_t len, uint8_t out[32]);
+/* slLoadImage: target 1 module, 2 library. */
+CUresult sl_fe_load_image(const void *image, uint32_t target, const uint32_t *jit_opts,
+                          const uint64_t *jit_vals, size_t njit, uint64_t *handle);
+
+/* ------------------------------------------------------------------ launch.c */
+struct sl_fe_param_layout {
+    uint32_t count;
+    size_t *offsets, *sizes;
+    size_t total; /* max(offset + size) */
+};
+/* Packs params[i] at their offsets into buf (capacity cap); returns bytes used or 0 and sets
+ * *rc on failure. */
+size_t sl_fe_pack_params(const struct sl_fe_param_layout *l, void **params, uint8_t *buf,
+                         size_t cap);
+/* The extra-array buffer (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE); 0 on success. */
+int sl_fe_parse_extra(void **extra, const void **buf, size_t *len);
+/* Test helper: drops the layout cache. */
+void sl_fe_layout_cache_clear(void);
+
+/* ------------------------------------------------------------------ misc */
+/* Fills call->context etc. before the rpc layer sends it. */
+#define SL_FE_MAX_COPY_CHUNK ((size_t)32 << 20)
+
+#endif

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Generates docs/coverage.md: every CUDA driver call of proto/api/cuda_driver.api and what
+libcuda.so.1 does with it. A call's state follows from the table flags and the frontend
+sources (a hand-written call is implemented when frontend/*.c defines it):
+
+  remoted (generated)   a generated stub forwards it (async: coalesced, not answered)
+  remoted (hand-written) hand code in frontend/ marshals it and the backend runs it
+  local                 answered in the guest, never sent (LOCAL below)
+  not supported         CUDA_ERROR_NOT_SUPPORTED, logged once (sl_fe_unsupported)
+
+Usage: gen_coverage.py --write|--check [docs/coverage.md]"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TABLE = os.path.join(ROOT, "proto", "api", "cuda_driver.api")
+FRONTEND = os.path.join(ROOT, "frontend")
+
+# Hand-written calls answered without a round trip.
+LOCAL = {
+    "cuInit": "connects (lazily) and opens the session",
+    "cuDriverGetVersion": "backend driver version, >= 13000; connects lazily",
+    "cuDeviceGet": "SessionAccept.devices", "cuDeviceGetCount": "SessionAccept.devices",
+    "cuDeviceGetName": "SessionAccept.devices", "cuDeviceGetUuid": "SessionAccept.devices",
+    "cuDeviceGetUuid_v2": "SessionAccept.devices", "cuDeviceGetLuid": "SessionAccept.devices",
+    "cuDeviceTotalMem": "SessionAccept.devices", "cuDeviceTotalMem_v2": "SessionAccept.devices",
+    "cuDeviceGetAttribute": "SessionAccept.devices", "cuDeviceGetPCIBusId": "from attributes",
+    "cuDeviceComputeCapability": "from attributes", "cuDeviceGetProperties": "from attributes",
+    "cuDevicePrimaryCtxRetain": "DeviceInfo.primary_context, counted locally",
+    "cuDevicePrimaryCtxRelease": "counted locally", "cuDevicePrimaryCtxRelease_v2": "counted locally",
+    "cuCtxSetCurrent": "per-thread stack", "cuCtxGetCurrent": "per-thread stack",
+    "cuCtxPushCurrent": "per-thread stack", "cuCtxPushCurrent_v2": "per-thread stack",
+    "cuCtxPopCurrent": "per-thread stack", "cuCtxPopCurrent_v2": "per-thread stack",
+    "cuCtxGetDevice": "per-thread stack", "cuCtxGetDevice_v2": "per-thread stack",
+    "cuCtxGetId": "low 56 bits of the backend's context id",
+    "cuGetProcAddress": "versioned resolver", "cuGetProcAddress_v2": "versioned resolver",
+    "cuGetExportTable": "private tables served locally",
+    "cuMemAllocHost": "guest memory, tracked (not device-visible)",
+    "cuMemAllocHost_v2": "guest memory, tracked (not device-visible)",
+    "cuMemHostAlloc": "guest memory, tracked; DEVICEMAP accepted but not device-visible",
+    "cuMemFreeHost": "guest memory", "cuMemHostRegister": "bookkeeping only",
+    "cuMemHostRegister_v2": "bookkeeping only", "cuMemHostUnregister": "bookkeeping only",
+    "cuMemHostGetFlags": "bookkeeping",
+}
+
+NOTES = {
+    "cuMemcpyDtoHAsync_v2": "completes before returning (stream synchronized, then a synchronous copy)",
+    "cuMemcpyAsync": "host destination: completes before returning",
+    "cuMemcpy2DAsync_v2": "host destination: completes before returning",
+    "cuMemcpy3DAsync_v2": "host destination: completes before returning",
+    "cuMemcpy": "unified addresses: guest memory is told from device memory locally",
+    "cuMemcpyHtoD_v2": "split into 32 MiB calls", "cuMemcpyDtoH_v2": "split into 32 MiB calls",
+    "cuPointerGetAttribute": "guest host ranges answered locally",
+    "cuPointerGetAttributes": "guest host ranges answered locally",
+    "cuModuleLoadData": "slLoadImage by SHA-256", "cuLibraryLoadData": "slLoadImage by SHA-256",
+    "cuLaunchKernel": "parameters packed with the slParamLayout cache",
+    "cuLaunchHostFunc": "runs in the guest when the backend's stream reaches it",
+}
+
+
+def table():
+    calls = []
+    cur = None
+    for line in open(TABLE):
+        m = re.match(r"call\s+(\d+)\s+(\S+)(.*)$", line)
+        if m:
+            flags = m.group(3).split()
+            cur = (int(m.group(1)), m.group(2), flags)
+            calls.append(cur)
+    return calls
+
+
+def defined_names():
+    names = set()
+    for f in sorted(os.listdir(FRONTEND)):
+        if f.endswith(".c"):
+            for m in re.finditer(r"^CUresult\s+(cu\w+)\s*\(", open(os.path.join(FRONTEND, f)).read(),
+                                 re.M):
+                names.add(m.group(1))
+    return names
+
+
+def render():
+    defined = defined_names()
+    rows = []
+    counts = {}
+    for cid, name, flags in table():
+        if "internal" in flags:
+            continue
+        if "handwritten" not in flags:
+            state = "remoted (generated)"
+        elif name in LOCAL:
+            state = "local"
+        elif name in defined:
+            state = "remoted (hand-written)"
+        else:
+            state = "not supported"
+        counts[state] = counts.get(state, 0) + 1
+        twins = [t for t in ("ptds", "ptsz") if t in flags]
+        mode = "async" if "async" in flags else "sync"
+        if state in ("local", "not supported"):
+            mode = "-"
+        note = LOCAL.get(name, "") if state == "local" else NOTES.get(name, "")
+        if twins:
+            note = (note + "; " if note else "") + "+ _" + "/_".join(twins)
+        rows.append(f"| {cid} | `{name}` | {state} | {mode} | {note} |")
+    out = ["# Driver API coverage of libcuda.so.1",
+           "",
+           "Generated by `frontend/gen_coverage.py --write` from `proto/api/cuda_driver.api` and "
+           "the frontend sources; `ctest -R frontend.coverage_doc` fails when it is stale.",
+           "",
+           "States: **remoted (generated)** a generated stub forwards the call; **remoted "
+           "(hand-written)** hand code in `frontend/` marshals it; **local** answered in the "
+           "guest without a round trip; **not supported** `CUDA_ERROR_NOT_SUPPORTED`, logged once "
+           "per call name. Calls sent before a backend is reachable connect lazily; a lost "
+           "connection makes every call return `CUDA_ERROR_DEVICE_UNAVAILABLE`.",
+           "",
+           "| state | calls |", "|---|---|"]
+    for k in sorted(counts):
+        out.append(f"| {k} | {counts[k]} |")
+    out += ["", "| id | call | state | mode | notes |", "|---|---|---|---|---|"] + rows
+    return "\n".join(out) + "\n"
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "--check"
+    path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "docs", "coverage.md")
+    text = render()
+    if mode == "--write":
+        open(path, "w").write(text)
+        return 0
+    try:
+        cur = open(path).read()
+    except OSError:
+        cur = ""
+    if cur != text:
+        print(f"{path} is stale: run python3 frontend/gen_coverage.py --write")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

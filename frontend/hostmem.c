@@ -1,0 +1,305 @@
+/* Page-locked host memory cannot be remoted as device-visible memory. cuMemAllocHost and
+ * cuMemHostAlloc hand out plain guest memory that the frontend tracks (copies to and from it
+ * work as with any host memory); cuMemHostRegister only records the range and succeeds.
+ * CU_MEMHOSTALLOC_DEVICEMAP / CU_MEMHOSTREGISTER_DEVICEMAP are accepted (cudart asks for them
+ * routinely) but the memory is not device-visible: cuMemHostGetDevicePointer answers
+ * CUDA_ERROR_NOT_SUPPORTED. cuPointerGetAttribute(s) answers host pointers locally and asks the
+ * backend about the others. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fe.h"
+#include "sluice/stub_runtime.h"
+#include "sluice/wire.h"
+
+struct range {
+    struct range *next;
+    uintptr_t base;
+    size_t len;
+    unsigned flags;
+    int owned; /* 1: cuMemAllocHost/HostAlloc (freed by cuMemFreeHost) */
+};
+
+static struct range *g_ranges;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct range *find_locked(uintptr_t p)
+{
+    for (struct range *r = g_ranges; r; r = r->next)
+        if (p >= r->base && p - r->base < (r->len ? r->len : 1))
+            return r;
+    return NULL;
+}
+
+static int tracked(const void *p, struct range *out)
+{
+    pthread_mutex_lock(&g_lock);
+    struct range *r = find_locked((uintptr_t)p);
+    if (r && out)
+        *out = *r;
+    pthread_mutex_unlock(&g_lock);
+    return r != NULL;
+}
+
+static CUresult add(void *p, size_t len, unsigned flags, int owned)
+{
+    struct range *r = malloc(sizeof *r);
+    if (!r)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r->base = (uintptr_t)p;
+    r->len = len;
+    r->flags = flags;
+    r->owned = owned;
+    pthread_mutex_lock(&g_lock);
+    if (find_locked(r->base)) {
+        pthread_mutex_unlock(&g_lock);
+        free(r);
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    }
+    r->next = g_ranges;
+    g_ranges = r;
+    pthread_mutex_unlock(&g_lock);
+    return CUDA_SUCCESS;
+}
+
+/* Removes the range starting at p; returns 1 and its ownership if found. */
+static int drop(void *p, int *owned)
+{
+    int found = 0;
+    pthread_mutex_lock(&g_lock);
+    for (struct range **pp = &g_ranges; *pp; pp = &(*pp)->next) {
+        if ((*pp)->base == (uintptr_t)p) {
+            struct range *r = *pp;
+            *pp = r->next;
+            *owned = r->owned;
+            free(r);
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return found;
+}
+
+int sl_fe_is_host_pointer(const void *p)
+{
+    if (!p)
+        return 0;
+    if (tracked(p, NULL))
+        return 1;
+    long pg = sysconf(_SC_PAGESIZE);
+    void *page = (void *)((uintptr_t)p & ~((uintptr_t)pg - 1));
+    unsigned char vec;
+    return mincore(page, (size_t)pg, &vec) == 0 || errno != ENOMEM;
+}
+
+static CUresult host_alloc(void **pp, size_t n, unsigned flags)
+{
+    if (!pp || n == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                            CU_MEMHOSTALLOC_WRITECOMBINED))
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, n))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = add(p, n, flags, 1);
+    if (rc != CUDA_SUCCESS) {
+        free(p);
+        return rc;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    return host_alloc(pp, bytesize, 0);
+}
+
+CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
+{
+    return host_alloc(pp, bytesize, 0);
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    return host_alloc(pp, bytesize, Flags);
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    int owned = 0;
+    if (!drop(p, &owned) || !owned)
+        return CUDA_ERROR_INVALID_VALUE;
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    if (!p || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return add(p, bytesize, Flags, 0);
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    return cuMemHostRegister_v2(p, bytesize, Flags);
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+    int owned = 0;
+    if (!drop(p, &owned))
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    if (owned) { /* cuMemHostUnregister on cuMemAllocHost memory: keep it tracked */
+        add(p, 0, 0, 1);
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    struct range r = {0};
+    if (!pFlags || !tracked(p, &r))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pFlags = r.flags;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ pointer attributes */
+static size_t attr_size(CUpointer_attribute a)
+{
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+        return 4;
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+/* A guest host range: answered here. */
+static CUresult host_attr(const struct range *r, CUpointer_attribute a, void *data, uintptr_t p)
+{
+    uint64_t v64 = 0;
+    uint32_t v32 = 0;
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        v32 = CU_MEMORYTYPE_HOST;
+        break;
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        v64 = sl_fe_current_ctx_id();
+        break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        v64 = p;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        return CUDA_ERROR_NOT_SUPPORTED; /* not device-visible under Sluice */
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        v64 = r->base;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        v64 = r->len;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        v64 = r->base;
+        break;
+    default:
+        break; /* IS_MANAGED, DEVICE_ORDINAL, MAPPED, ...: 0 */
+    }
+    if (attr_size(a) == 4)
+        memcpy(data, &v32, 4);
+    else
+        memcpy(data, &v64, 8);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    size_t sz = attr_size(attribute);
+    if (!data || !sz)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct range r = {0};
+    if (tracked((void *)(uintptr_t)ptr, &r))
+        return host_attr(&r, attribute, data, (uintptr_t)ptr);
+    if (sl_fe_is_host_pointer((void *)(uintptr_t)ptr))
+        return CUDA_ERROR_INVALID_VALUE; /* unregistered host memory, as the driver says */
+    Sluice__Cuda__CuPointerGetAttributeRequest req =
+        SLUICE__CUDA__CU_POINTER_GET_ATTRIBUTE_REQUEST__INIT;
+    req.data = sz;
+    req.attribute = (uint32_t)attribute;
+    req.ptr = ptr;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuPointerGetAttribute;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_POINTER_GET_ATTRIBUTE;
+    call.cu_pointer_get_attribute = &req;
+    uint8_t buf[8] = {0};
+    size_t got = 0;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call_bulk(&call, NULL, 0, buf, sz, &got, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        sl_fe_reply_free(rep);
+    }
+    if (rc == CUDA_SUCCESS && got != sz)
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        memcpy(data, buf, sz);
+    return rc;
+}
+
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+                                void **data, CUdeviceptr ptr)
+{
+    if (!attributes || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct range r = {0};
+    int is_tracked = tracked((void *)(uintptr_t)ptr, &r);
+    int unregistered = !is_tracked && sl_fe_is_host_pointer((void *)(uintptr_t)ptr);
+    for (unsigned i = 0; i < numAttributes; i++) {
+        size_t sz = attr_size(attributes[i]);
+        if (!data[i])
+            continue;
+        if (!sz)
+            return CUDA_ERROR_INVALID_VALUE;
+        CUresult rc;
+        if (unregistered) { /* the driver reports unregistered host memory as all zero */
+            memset(data[i], 0, sz);
+            continue;
+        }
+        rc = is_tracked ? host_attr(&r, attributes[i], data[i], (uintptr_t)ptr)
+                        : cuPointerGetAttribute(data[i], attributes[i], ptr);
+        if (rc == CUDA_ERROR_NOT_SUPPORTED) {
+            memset(data[i], 0, sz);
+            continue;
+        }
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}

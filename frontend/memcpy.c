@@ -1,0 +1,420 @@
+/* Copies with host sides (docs/remoting.md "Copies"). Host -> device: the bytes follow the call
+ * as bulk; device -> host: the reply's bulk is decrypted straight into the destination. Copies
+ * over 32 MiB are split into 32 MiB calls. Copies into guest memory complete before the call
+ * returns, also the *Async ones (v1): the frontend synchronizes the stream first, then copies
+ * synchronously, so the copy sees the stream's earlier work. 2D/3D copies gather or scatter
+ * their host rectangle into or from one contiguous bulk; the pod sent has the host pointer
+ * cleared and the host pitch set to the row width. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe.h"
+#include "sluice/stub_runtime.h"
+#include "sluice/wire.h"
+
+/* Takes the reply's result (and frees the reply) when there is one. Call it in a statement of
+ * its own after the call that fills rep: written as finish(sl_fe_call(.., &rep), rep), the
+ * argument rep may be read before the call stores the reply (unspecified evaluation order; GCC
+ * reads it first), which dropped every error of the synchronous HtoD and DtoD copies. */
+static CUresult finish(CUresult rc, Sluice__Wire__Reply *rep)
+{
+    if (rep) {
+        rc = (CUresult)rep->result;
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+static CUresult htod(bool pt, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async)
+{
+    if (n && !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t off = 0;
+    do {
+        size_t c = n - off > SL_FE_MAX_COPY_CHUNK ? SL_FE_MAX_COPY_CHUNK : n - off;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        call.per_thread_stream = pt;
+        struct iovec iov = {(void *)((const char *)src + off), c};
+        CUresult rc;
+        if (async) {
+            Sluice__Cuda__CuMemcpyHtoDAsyncV2Request r =
+                SLUICE__CUDA__CU_MEMCPY_HTO_DASYNC_V2_REQUEST__INIT;
+            r.dst_device = dst + off;
+            r.src_host = c;
+            r.byte_count = c;
+            r.h_stream = (uint64_t)(uintptr_t)s;
+            call.call_id = SL_CALL_cuMemcpyHtoDAsync_v2;
+            call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_HTO_DASYNC_V2;
+            call.cu_memcpy_hto_dasync_v2 = &r;
+            rc = sl_fe_enqueue_async_bulk(&call, &iov, c ? 1 : 0);
+        } else {
+            Sluice__Cuda__CuMemcpyHtoDV2Request r = SLUICE__CUDA__CU_MEMCPY_HTO_DV2_REQUEST__INIT;
+            r.dst_device = dst + off;
+            r.src_host = c;
+            r.byte_count = c;
+            call.call_id = SL_CALL_cuMemcpyHtoD_v2;
+            call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_HTO_D_V2;
+            call.cu_memcpy_hto_d_v2 = &r;
+            Sluice__Wire__Reply *rep = NULL;
+            rc = sl_fe_call_bulk(&call, &iov, c ? 1 : 0, NULL, 0, NULL, &rep);
+            rc = finish(rc, rep);
+        }
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        off += c;
+    } while (off < n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult stream_sync(bool pt, CUstream s)
+{
+    return pt ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
+}
+
+static CUresult dtoh(bool pt, void *dst, CUdeviceptr src, size_t n)
+{
+    if (n && !dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t off = 0;
+    do {
+        size_t c = n - off > SL_FE_MAX_COPY_CHUNK ? SL_FE_MAX_COPY_CHUNK : n - off;
+        Sluice__Cuda__CuMemcpyDtoHV2Request r = SLUICE__CUDA__CU_MEMCPY_DTO_HV2_REQUEST__INIT;
+        r.dst_host = c;
+        r.src_device = src + off;
+        r.byte_count = c;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        call.per_thread_stream = pt;
+        call.call_id = SL_CALL_cuMemcpyDtoH_v2;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_H_V2;
+        call.cu_memcpy_dto_h_v2 = &r;
+        Sluice__Wire__Reply *rep = NULL;
+        size_t got = 0;
+        CUresult rc = sl_fe_call_bulk(&call, NULL, 0, (char *)dst + off, c, &got, &rep);
+        rc = finish(rc, rep);
+        if (rc == CUDA_SUCCESS && got != c)
+            rc = CUDA_ERROR_UNKNOWN;
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        off += c;
+    } while (off < n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult dtod(bool pt, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
+                     int unified)
+{
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.per_thread_stream = pt;
+    Sluice__Cuda__CuMemcpyDtoDV2Request r = SLUICE__CUDA__CU_MEMCPY_DTO_DV2_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpyDtoDAsyncV2Request ra =
+        SLUICE__CUDA__CU_MEMCPY_DTO_DASYNC_V2_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpyRequest u = SLUICE__CUDA__CU_MEMCPY_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpyAsyncRequest ua = SLUICE__CUDA__CU_MEMCPY_ASYNC_REQUEST__INIT;
+    if (unified && async) {
+        ua.dst = dst, ua.src = src, ua.byte_count = n, ua.h_stream = (uint64_t)(uintptr_t)s;
+        call.call_id = SL_CALL_cuMemcpyAsync;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_ASYNC;
+        call.cu_memcpy_async = &ua;
+    } else if (unified) {
+        u.dst = dst, u.src = src, u.byte_count = n;
+        call.call_id = SL_CALL_cuMemcpy;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY;
+        call.cu_memcpy = &u;
+    } else if (async) {
+        ra.dst_device = dst, ra.src_device = src, ra.byte_count = n;
+        ra.h_stream = (uint64_t)(uintptr_t)s;
+        call.call_id = SL_CALL_cuMemcpyDtoDAsync_v2;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_DASYNC_V2;
+        call.cu_memcpy_dto_dasync_v2 = &ra;
+    } else {
+        r.dst_device = dst, r.src_device = src, r.byte_count = n;
+        call.call_id = SL_CALL_cuMemcpyDtoD_v2;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_D_V2;
+        call.cu_memcpy_dto_d_v2 = &r;
+    }
+    if (async)
+        return sl_fe_enqueue_async(&call);
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    return finish(rc, rep);
+}
+
+/* ------------------------------------------------------------------ 1D entry points */
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return htod(false, dstDevice, srcHost, ByteCount, NULL, 0);
+}
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return htod(true, dstDevice, srcHost, ByteCount, NULL, 0);
+}
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtoh(false, dstHost, srcDevice, ByteCount);
+}
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtoh(true, dstHost, srcDevice, ByteCount);
+}
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtod(false, dstDevice, srcDevice, ByteCount, NULL, 0, 0);
+}
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtod(true, dstDevice, srcDevice, ByteCount, NULL, 0, 0);
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                              CUstream hStream)
+{
+    return htod(false, dstDevice, srcHost, ByteCount, hStream, 1);
+}
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return htod(true, dstDevice, srcHost, ByteCount, hStream, 1);
+}
+
+static CUresult dtoh_async(bool pt, void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    CUresult rc = stream_sync(pt, s);
+    return rc != CUDA_SUCCESS ? rc : dtoh(pt, dst, src, n);
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream)
+{
+    return dtoh_async(false, dstHost, srcDevice, ByteCount, hStream);
+}
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return dtoh_async(true, dstHost, srcDevice, ByteCount, hStream);
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream)
+{
+    return dtod(false, dstDevice, srcDevice, ByteCount, hStream, 1, 0);
+}
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return dtod(true, dstDevice, srcDevice, ByteCount, hStream, 1, 0);
+}
+
+/* Unified addresses: the frontend tells guest memory (its own ranges, or mapped here) from
+ * device memory. */
+static CUresult unified(bool pt, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async)
+{
+    int dh = sl_fe_is_host_pointer((void *)(uintptr_t)dst);
+    int sh = sl_fe_is_host_pointer((void *)(uintptr_t)src);
+    if (dh && sh) {
+        CUresult rc = async ? stream_sync(pt, s) : CUDA_SUCCESS;
+        if (rc == CUDA_SUCCESS && n)
+            memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+        return rc;
+    }
+    if (sh)
+        return htod(pt, dst, (const void *)(uintptr_t)src, n, s, async);
+    if (dh)
+        return async ? dtoh_async(pt, (void *)(uintptr_t)dst, src, n, s)
+                     : dtoh(pt, (void *)(uintptr_t)dst, src, n);
+    return dtod(pt, dst, src, n, s, async, 1);
+}
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return unified(false, dst, src, ByteCount, NULL, 0);
+}
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return unified(true, dst, src, ByteCount, NULL, 0);
+}
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return unified(false, dst, src, ByteCount, hStream, 1);
+}
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return unified(true, dst, src, ByteCount, hStream, 1);
+}
+
+/* ------------------------------------------------------------------ 2D / 3D */
+struct side {
+    CUmemorytype *type;
+    const void **host;
+    size_t *pitch, *height, *x, *y, *z;
+};
+
+static int is_host_side(CUmemorytype t, const void *p)
+{
+    return t == CU_MEMORYTYPE_HOST || (t == CU_MEMORYTYPE_UNIFIED && sl_fe_is_host_pointer(p));
+}
+
+/* copy3d: every 2D copy is a 3D one of depth 1 (own struct, sent as the caller's pod). */
+static CUresult copy_rect(bool pt, int three_d, void *pod, size_t podlen, struct side src,
+                          struct side dst, size_t width, size_t height, size_t depth, CUstream s,
+                          int async)
+{
+    int sh = is_host_side(*src.type, *src.host);
+    int dh = is_host_side(*dst.type, *dst.host);
+    if (sh && dh)
+        return CUDA_ERROR_NOT_SUPPORTED; /* host to host rectangles: not remoted */
+    size_t total = width * height * depth;
+    uint8_t *tmp = NULL;
+    const uint8_t *hbase = NULL;
+    size_t hpitch = 0, hheight = 0, hx = 0, hy = 0, hz = 0;
+    struct side *h = sh ? &src : dh ? &dst : NULL;
+    if (h) {
+        hbase = *h->host;
+        hpitch = *h->pitch ? *h->pitch : width;
+        hheight = h->height && *h->height ? *h->height : height;
+        hx = *h->x, hy = *h->y, hz = h->z ? *h->z : 0;
+        if (!hbase)
+            return CUDA_ERROR_INVALID_VALUE;
+        *h->type = CU_MEMORYTYPE_HOST;
+        *h->host = NULL;
+        *h->pitch = width;
+        if (h->height)
+            *h->height = height;
+        *h->x = *h->y = 0;
+        if (h->z)
+            *h->z = 0;
+        tmp = total ? malloc(total) : NULL;
+        if (total && !tmp)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (sh) {
+        for (size_t z = 0; z < depth; z++)
+            for (size_t y = 0; y < height; y++)
+                memcpy(tmp + (z * height + y) * width,
+                       hbase + ((hz + z) * hheight + hy + y) * hpitch + hx, width);
+    }
+    CUresult rc = CUDA_SUCCESS;
+    if (dh && async)
+        rc = stream_sync(pt, s);
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.per_thread_stream = pt;
+    Sluice__Cuda__CuMemcpy2DV2Request r2 = SLUICE__CUDA__CU_MEMCPY2_DV2_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpy3DV2Request r3 = SLUICE__CUDA__CU_MEMCPY3_DV2_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpy2DAsyncV2Request r2a = SLUICE__CUDA__CU_MEMCPY2_DASYNC_V2_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpy3DAsyncV2Request r3a = SLUICE__CUDA__CU_MEMCPY3_DASYNC_V2_REQUEST__INIT;
+    ProtobufCBinaryData bd = {podlen, pod};
+    int send_async = async && !dh;
+    if (three_d && send_async) {
+        r3a.p_copy = bd, r3a.h_stream = (uint64_t)(uintptr_t)s;
+        call.call_id = SL_CALL_cuMemcpy3DAsync_v2;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY3_DASYNC_V2;
+        call.cu_memcpy3_dasync_v2 = &r3a;
+    } else if (three_d) {
+        r3.p_copy = bd;
+        call.call_id = SL_CALL_cuMemcpy3D_v2;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY3_D_V2;
+        call.cu_memcpy3_d_v2 = &r3;
+    } else if (send_async) {
+        r2a.p_copy = bd, r2a.h_stream = (uint64_t)(uintptr_t)s;
+        call.call_id = SL_CALL_cuMemcpy2DAsync_v2;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY2_DASYNC_V2;
+        call.cu_memcpy2_dasync_v2 = &r2a;
+    } else {
+        r2.p_copy = bd;
+        call.call_id = SL_CALL_cuMemcpy2D_v2;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY2_D_V2;
+        call.cu_memcpy2_d_v2 = &r2;
+    }
+    struct iovec iov = {tmp, total};
+    if (rc == CUDA_SUCCESS && send_async) {
+        rc = sl_fe_enqueue_async_bulk(&call, &iov, sh && total ? 1 : 0);
+    } else if (rc == CUDA_SUCCESS) {
+        Sluice__Wire__Reply *rep = NULL;
+        size_t got = 0;
+        rc = sl_fe_call_bulk(&call, &iov, sh && total ? 1 : 0, dh ? tmp : NULL, dh ? total : 0,
+                             &got, &rep);
+        rc = finish(rc, rep);
+        if (rc == CUDA_SUCCESS && dh && got != total)
+            rc = CUDA_ERROR_UNKNOWN;
+    }
+    if (rc == CUDA_SUCCESS && dh) {
+        uint8_t *hb = (uint8_t *)(uintptr_t)hbase;
+        for (size_t z = 0; z < depth; z++)
+            for (size_t y = 0; y < height; y++)
+                memcpy(hb + ((hz + z) * hheight + hy + y) * hpitch + hx,
+                       tmp + (z * height + y) * width, width);
+    }
+    free(tmp);
+    return rc;
+}
+
+static CUresult copy2d(bool pt, const CUDA_MEMCPY2D *p, CUstream s, int async)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEMCPY2D c = *p;
+    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcPitch, NULL,
+                       &c.srcXInBytes,   &c.srcY,    NULL};
+    struct side dst = {&c.dstMemoryType,
+                       (const void **)&c.dstHost,
+                       &c.dstPitch,
+                       NULL,
+                       &c.dstXInBytes,
+                       &c.dstY,
+                       NULL};
+    return copy_rect(pt, 0, &c, sizeof c, src, dst, c.WidthInBytes, c.Height, 1, s, async);
+}
+
+static CUresult copy3d(bool pt, const CUDA_MEMCPY3D *p, CUstream s, int async)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEMCPY3D c = *p;
+    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcPitch, &c.srcHeight,
+                       &c.srcXInBytes,   &c.srcY,    &c.srcZ};
+    struct side dst = {&c.dstMemoryType, (const void **)&c.dstHost,
+                       &c.dstPitch,      &c.dstHeight,
+                       &c.dstXInBytes,   &c.dstY,
+                       &c.dstZ};
+    return copy_rect(pt, 1, &c, sizeof c, src, dst, c.WidthInBytes, c.Height, c.Depth ? c.Depth : 1,
+                     s, async);
+}
+
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+{
+    return copy2d(false, pCopy, NULL, 0);
+}
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+{
+    return copy2d(true, pCopy, NULL, 0);
+}
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
+{
+    return copy2d(false, pCopy, NULL, 0);
+}
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+{
+    return copy2d(true, pCopy, NULL, 0);
+}
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    return copy2d(false, pCopy, hStream, 1);
+}
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    return copy2d(true, pCopy, hStream, 1);
+}
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
+{
+    return copy3d(false, pCopy, NULL, 0);
+}
+CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
+{
+    return copy3d(true, pCopy, NULL, 0);
+}
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    return copy3d(false, pCopy, hStream, 1);
+}
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    return copy3d(true, pCopy, hStream, 1);
+}

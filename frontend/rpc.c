@@ -1,0 +1,557 @@
+/* The call layer (docs/remoting.md "Synchronous and asynchronous calls"): seq numbers, the
+ * pending CallFrame, coalescing, flushes, back-pressure through slFence, deferred errors,
+ * device printf output, host callbacks, and the stub runtime of sluice/stub_runtime.h.
+ *
+ * One mutex (g_io) covers the pending frame and the channel. A thread making a synchronous call
+ * appends it to the pending frame, sends the frame and reads until its reply arrives, running
+ * the host callbacks and writing the printf output it reads on the way. The pending frame is
+ * kept encoded: each Call is packed as a CallFrame.calls element (tag 1, length, bytes) right
+ * behind room for the ClientMessage.calls header, so sending needs no copy of the calls. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fe.h"
+#include "sluice/log.h"
+#include "sluice/stub_runtime.h"
+#include "sluice/wire.h"
+
+#define HDR_ROOM   16 /* ClientMessage tag + varint length, written right-aligned at send */
+#define SMALL_BULK ((size_t)64 << 10) /* async bulk up to this is copied and coalesced */
+
+static pthread_mutex_t g_io = PTHREAD_MUTEX_INITIALIZER;
+static struct sl_fe_transport g_tr;
+static int g_attached, g_dead;
+static uint64_t g_seq;
+
+static uint8_t *g_pend;   /* HDR_ROOM + encoded CallFrame elements */
+static size_t g_pend_len; /* bytes after HDR_ROOM */
+static size_t g_pend_cap;
+static size_t g_pend_calls;
+static uint8_t *g_pbulk; /* copied bulk of the pending async calls, in call order */
+static size_t g_pbulk_len, g_pbulk_cap;
+
+static size_t g_inflight_calls; /* async calls sent or pending since the last reply */
+static uint64_t g_inflight_bulk;
+
+static struct sl_fe_rpc_limits g_lim = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20};
+static struct sl_fe_rpc_stats g_stats;
+static _Thread_local int t_in_callback;
+
+void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l)
+{
+    pthread_mutex_lock(&g_io);
+    g_lim = *l;
+    pthread_mutex_unlock(&g_io);
+}
+
+void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st)
+{
+    pthread_mutex_lock(&g_io);
+    *st = g_stats;
+    pthread_mutex_unlock(&g_io);
+}
+
+int sl_fe_in_callback(void)
+{
+    return t_in_callback;
+}
+
+static void pending_clear(void)
+{
+    g_pend_len = 0;
+    g_pend_calls = 0;
+    g_pbulk_len = 0;
+}
+
+void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
+{
+    pthread_mutex_lock(&g_io);
+    g_tr = *tr;
+    g_attached = 1;
+    g_dead = 0;
+    g_seq = 0;
+    g_inflight_calls = 0;
+    g_inflight_bulk = 0;
+    pending_clear();
+    pthread_mutex_unlock(&g_io);
+}
+
+void sl_fe_rpc_detach(void)
+{
+    pthread_mutex_lock(&g_io);
+    g_dead = 1;
+    pending_clear();
+    pthread_mutex_unlock(&g_io);
+}
+
+void sl_fe_rpc_reset(void)
+{
+    pthread_mutex_lock(&g_io);
+    g_attached = 0;
+    g_dead = 0;
+    g_seq = 0;
+    g_inflight_calls = 0;
+    g_inflight_bulk = 0;
+    memset(&g_stats, 0, sizeof g_stats);
+    pending_clear();
+    free(g_pend);
+    free(g_pbulk);
+    g_pend = g_pbulk = NULL;
+    g_pend_cap = g_pbulk_cap = 0;
+    pthread_mutex_unlock(&g_io);
+}
+
+/* ------------------------------------------------------------------ encoding helpers */
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        p[n++] = (uint8_t)(b | (v ? 0x80 : 0));
+    } while (v);
+    return n;
+}
+
+static int reserve(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 4096;
+    while (c < need)
+        c *= 2;
+    uint8_t *b = realloc(*buf, c);
+    if (!b)
+        return -1;
+    *buf = b;
+    *cap = c;
+    return 0;
+}
+
+/* Appends call (already given seq/context/bulk_length) to the pending frame. */
+static CUresult pending_append(const Sluice__Wire__Call *call)
+{
+    sl_error e;
+    if (sl_wire_check_call(call, NULL, &e)) {
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "refusing to send call %u: %s", call->call_id, e.msg);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    size_t sz = sluice__wire__call__get_packed_size(call);
+    if (reserve(&g_pend, &g_pend_cap, HDR_ROOM + g_pend_len + 11 + sz))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint8_t *p = g_pend + HDR_ROOM + g_pend_len;
+    size_t n = 0;
+    p[n++] = 0x0a; /* CallFrame.calls = 1, length-delimited */
+    n += put_varint(p + n, sz);
+    n += sluice__wire__call__pack(call, p + n);
+    g_pend_len += n;
+    g_pend_calls++;
+    return CUDA_SUCCESS;
+}
+
+static CUresult lost(const char *what, const sl_error *e)
+{
+    if (!g_dead)
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT,
+               "connection to the backend lost (%s: %s); CUDA calls now fail with "
+               "CUDA_ERROR_DEVICE_UNAVAILABLE",
+               what, e ? e->msg : "closed");
+    g_dead = 1;
+    pending_clear();
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+/* Sends the pending frame followed by its copied bulk and the extra segments. */
+static CUresult pending_send(const struct iovec *extra, size_t n_extra)
+{
+    if (g_pend_calls == 0)
+        return CUDA_SUCCESS;
+    uint8_t hdr[HDR_ROOM];
+    size_t h = 0;
+    hdr[h++] = 0x12; /* ClientMessage.calls = 2 */
+    h += put_varint(hdr + h, g_pend_len);
+    uint8_t *msg = g_pend + HDR_ROOM - h;
+    memcpy(msg, hdr, h);
+    struct iovec iov[8];
+    size_t ni = 0;
+    if (g_pbulk_len)
+        iov[ni++] = (struct iovec){g_pbulk, g_pbulk_len};
+    for (size_t i = 0; i < n_extra && ni < 8; i++)
+        if (extra[i].iov_len)
+            iov[ni++] = extra[i];
+    sl_error e;
+    sl_code rc = g_tr.send(g_tr.t, msg, h + g_pend_len, iov, ni, &e);
+    g_stats.frames_sent++;
+    g_stats.calls_sent += g_pend_calls;
+    pending_clear();
+    if (rc)
+        return lost("send", &e);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ receiving */
+static void write_stdout(const ProtobufCBinaryData *d)
+{
+    if (!d->len)
+        return;
+    fflush(stdout);
+    size_t off = 0;
+    while (off < d->len) {
+        ssize_t w = write(1, d->data + off, d->len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
+static CUresult send_callback_done(uint64_t id)
+{
+    Sluice__Wire__CallbackDone done = SLUICE__WIRE__CALLBACK_DONE__INIT;
+    Sluice__Wire__ClientMessage m = SLUICE__WIRE__CLIENT_MESSAGE__INIT;
+    done.id = id;
+    m.kind_case = SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLBACK_DONE;
+    m.callback_done = &done;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    sl_error e;
+    if (sl_wire_encode_client(&m, NULL, &buf, &len, &e))
+        return lost("encode callback_done", &e);
+    sl_code rc = g_tr.send(g_tr.t, buf, len, NULL, 0, &e);
+    free(buf);
+    return rc ? lost("send", &e) : CUDA_SUCCESS;
+}
+
+struct waiter {
+    uint64_t seq;
+    void *out;
+    size_t out_cap;
+    size_t out_len;
+    int out_overflow;
+    Sluice__Wire__Reply *reply;
+};
+
+/* Reads messages until the reply to w->seq arrived. */
+static CUresult read_until(struct waiter *w)
+{
+    for (;;) {
+        const void *msg;
+        size_t len;
+        uint64_t blen = 0;
+        sl_error e;
+        sl_code rc = g_tr.recv(g_tr.t, &msg, &len, &blen, 1000, &e);
+        if (rc == SL_ERR_TIMEOUT)
+            continue;
+        if (rc)
+            return lost("receive", &e);
+        Sluice__Wire__ServerMessage *m = NULL;
+        if (sl_wire_decode_server(msg, len, NULL, &m, &e)) {
+            return lost("decode", &e);
+        }
+        uint64_t owed = blen;
+        CUresult res = CUDA_SUCCESS;
+        int done = 0;
+        switch (m->kind_case) {
+        case SLUICE__WIRE__SERVER_MESSAGE__KIND_CALLBACK: {
+            uint64_t id = m->callback->id, fnid = m->callback->fn;
+            t_in_callback = 1;
+            int ran = sl_fe_callback_run(fnid);
+            t_in_callback = 0;
+            if (ran)
+                g_stats.callbacks_run++;
+            else
+                sl_log(SL_LOG_WARNING, SL_FE_COMPONENT, "host callback %llu unknown; answered",
+                       (unsigned long long)fnid);
+            res = send_callback_done(id);
+            break;
+        }
+        case SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES: {
+            Sluice__Wire__ReplyFrame *f = m->replies;
+            for (size_t i = 0; i < f->n_replies && res == CUDA_SUCCESS; i++) {
+                Sluice__Wire__Reply *r = f->replies[i];
+                write_stdout(&r->stdout_data);
+                if (r->failed_seq) {
+                    g_stats.deferred_errors++;
+                    sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT,
+                           "deferred error %d of call seq %llu reported at seq %llu", r->result,
+                           (unsigned long long)r->failed_seq, (unsigned long long)r->seq);
+                }
+                if (r->bulk_length > owed) {
+                    sl_error pe;
+                    sl_fail(&pe, SL_ERR_PROTOCOL, "reply bulk over the announced bulk");
+                    res = lost("protocol", &pe);
+                    break;
+                }
+                if (r->bulk_length) {
+                    int mine = r->seq == w->seq;
+                    size_t take = 0;
+                    if (mine && w->out) {
+                        take = r->bulk_length <= w->out_cap ? (size_t)r->bulk_length : w->out_cap;
+                        if (r->bulk_length > w->out_cap)
+                            w->out_overflow = 1;
+                    }
+                    if (take && g_tr.recv_bulk(g_tr.t, w->out, take, &e)) {
+                        res = lost("receive bulk", &e);
+                        break;
+                    }
+                    if (r->bulk_length > take &&
+                        g_tr.recv_bulk(g_tr.t, NULL, (size_t)(r->bulk_length - take), &e)) {
+                        res = lost("receive bulk", &e);
+                        break;
+                    }
+                    owed -= r->bulk_length;
+                    if (mine)
+                        w->out_len = take;
+                }
+                if (r->seq == w->seq) {
+                    w->reply = r;
+                    f->replies[i] = NULL; /* detached: freed by sl_fe_reply_free */
+                    done = 1;
+                }
+                /* every call up to this reply has executed */
+                g_inflight_calls = 0;
+                g_inflight_bulk = 0;
+            }
+            break;
+        }
+        case SLUICE__WIRE__SERVER_MESSAGE__KIND_CLOSE: {
+            sl_error ce;
+            sl_fail(&ce, SL_ERR_CLOSED, "backend closed the session: %s",
+                    m->close->detail ? m->close->detail : "");
+            res = lost("session", &ce);
+            break;
+        }
+        default: {
+            sl_error pe;
+            sl_fail(&pe, SL_ERR_PROTOCOL, "unexpected server message %d", (int)m->kind_case);
+            res = lost("protocol", &pe);
+            break;
+        }
+        }
+        if (res == CUDA_SUCCESS && owed && !done) {
+            if (g_tr.recv_bulk(g_tr.t, NULL, (size_t)owed, &e))
+                res = lost("receive bulk", &e);
+        }
+        sl_wire_free_server(m);
+        if (res != CUDA_SUCCESS) {
+            if (w->reply) {
+                sluice__wire__reply__free_unpacked(w->reply, NULL);
+                w->reply = NULL;
+            }
+            return res;
+        }
+        if (done)
+            return CUDA_SUCCESS;
+    }
+}
+
+/* ------------------------------------------------------------------ entry points */
+static CUresult begin(void)
+{
+    if (t_in_callback)
+        return CUDA_ERROR_NOT_PERMITTED;
+    for (;;) {
+        pthread_mutex_lock(&g_io);
+        if (g_attached)
+            break;
+        pthread_mutex_unlock(&g_io);
+        CUresult rc = sl_fe_ensure_session();
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        pthread_mutex_lock(&g_io);
+        if (!g_attached) {
+            pthread_mutex_unlock(&g_io);
+            return CUDA_ERROR_DEVICE_UNAVAILABLE;
+        }
+        break;
+    }
+    if (g_dead) {
+        pthread_mutex_unlock(&g_io);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    return CUDA_SUCCESS; /* g_io held */
+}
+
+static uint64_t bulk_total(const struct iovec *in, size_t n)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < n; i++)
+        t += in[i].iov_len;
+    return t;
+}
+
+static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
+                            size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply)
+{
+    call->seq = ++g_seq;
+    if (!call->context)
+        call->context = sl_fe_current_ctx_id();
+    call->bulk_length = bulk_total(in, n);
+    CUresult rc = pending_append(call);
+    if (rc != CUDA_SUCCESS) {
+        g_seq--;
+        return rc;
+    }
+    rc = pending_send(in, n);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct waiter w = {.seq = call->seq, .out = out, .out_cap = out_cap};
+    rc = read_until(&w);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (out_len)
+        *out_len = w.out_len;
+    *reply = w.reply;
+    if (sl_log_enabled(SL_LOG_DEBUG)) {
+        const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu ctx %llx -> %d%s%s", ci ? ci->name : "?",
+               (unsigned long long)call->seq, (unsigned long long)call->context, w.reply->result,
+               w.reply->detail && *w.reply->detail ? ": " : "",
+               w.reply->detail ? w.reply->detail : "");
+    }
+    if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
+        w.reply->result = CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
+                         size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply)
+{
+    *reply = NULL;
+    if (n > 7)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = begin();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = call_locked(call, in, n, out, out_cap, out_len, reply);
+    pthread_mutex_unlock(&g_io);
+    return rc;
+}
+
+CUresult sl_fe_call(Sluice__Wire__Call *call, Sluice__Wire__Reply **reply)
+{
+    return sl_fe_call_bulk(call, NULL, 0, NULL, 0, NULL, reply);
+}
+
+void sl_fe_reply_free(Sluice__Wire__Reply *reply)
+{
+    if (reply)
+        sluice__wire__reply__free_unpacked(reply, NULL);
+}
+
+/* slFence with g_io held. */
+static CUresult fence_locked(void)
+{
+    Sluice__Cuda__SlFenceRequest req = SLUICE__CUDA__SL_FENCE_REQUEST__INIT;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_slFence;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_FENCE;
+    call.sl_fence = &req;
+    Sluice__Wire__Reply *rep = NULL;
+    g_stats.fences++;
+    CUresult rc = call_locked(&call, NULL, 0, NULL, 0, NULL, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+CUresult sl_fe_fence(void)
+{
+    CUresult rc = begin();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = fence_locked();
+    pthread_mutex_unlock(&g_io);
+    return rc;
+}
+
+CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n)
+{
+    if (n > 7)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = begin();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t blen = bulk_total(in, n);
+    call->seq = ++g_seq;
+    if (!call->context)
+        call->context = sl_fe_current_ctx_id();
+    call->bulk_length = blen;
+    int direct = blen > SMALL_BULK;
+    if (!direct && blen) {
+        if (reserve(&g_pbulk, &g_pbulk_cap, g_pbulk_len + blen)) {
+            g_seq--;
+            pthread_mutex_unlock(&g_io);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    rc = pending_append(call);
+    if (rc != CUDA_SUCCESS) {
+        g_seq--;
+        pthread_mutex_unlock(&g_io);
+        return rc;
+    }
+    if (!direct) {
+        for (size_t i = 0; i < n; i++) {
+            if (in[i].iov_len)
+                memcpy(g_pbulk + g_pbulk_len, in[i].iov_base, in[i].iov_len);
+            g_pbulk_len += in[i].iov_len;
+        }
+    }
+    g_inflight_calls++;
+    g_inflight_bulk += blen;
+    if (sl_log_enabled(SL_LOG_DEBUG)) {
+        const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu queued (async)", ci ? ci->name : "?",
+               (unsigned long long)call->seq);
+    }
+    if (direct)
+        rc = pending_send(in, n); /* the guest's buffer is encrypted before send returns */
+    else if (g_pend_calls >= g_lim.frame_calls || g_pbulk_len >= g_lim.frame_bulk)
+        rc = pending_send(NULL, 0);
+    if (rc == CUDA_SUCCESS &&
+        (g_inflight_calls >= g_lim.inflight_calls || g_inflight_bulk >= g_lim.inflight_bulk))
+        rc = fence_locked();
+    pthread_mutex_unlock(&g_io);
+    return rc;
+}
+
+CUresult sl_fe_enqueue_async(Sluice__Wire__Call *call)
+{
+    return sl_fe_enqueue_async_bulk(call, NULL, 0);
+}
+
+/* ------------------------------------------------------------------ unsupported */
+struct seen {
+    struct seen *next;
+    const char *name;
+};
+static struct seen *g_seen;
+static pthread_mutex_t g_seen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+CUresult sl_fe_unsupported(const char *name)
+{
+    pthread_mutex_lock(&g_seen_lock);
+    struct seen *s = g_seen;
+    while (s && strcmp(s->name, name) != 0)
+        s = s->next;
+    if (!s) {
+        s = malloc(sizeof *s);
+        if (s) {
+            s->name = name;
+            s->next = g_seen;
+            g_seen = s;
+        }
+        sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
+               "%s is not supported by Sluice: returning CUDA_ERROR_NOT_SUPPORTED", name);
+    }
+    pthread_mutex_unlock(&g_seen_lock);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

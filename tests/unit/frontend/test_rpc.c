@@ -1,0 +1,339 @@
+/* The call layer (frontend/rpc.c) against an in-process fake transport that plays the
+ * backend: it decodes every ClientMessage the frontend sends and answers each synchronous call
+ * with canned ServerMessages. Covers coalescing, deferred errors, printf output, host callbacks
+ * before the synchronous reply, and the slFence back-pressure. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fe.h"
+#include "sluice/wire.h"
+
+/* ------------------------------------------------------------------ the fake backend */
+#define QMAX 16
+static struct {
+    uint8_t *q[QMAX];
+    size_t qlen[QMAX];
+    int qn, qhead;
+    uint8_t *cur;
+    /* what the frontend sent */
+    int frames, calls, callback_done;
+    uint64_t last_callback_done;
+    uint32_t call_ids[8192];
+    uint64_t bulk_bytes;
+    /* script for the next synchronous reply */
+    int32_t next_result;
+    uint64_t next_failed_seq;
+    const char *next_stdout;
+    int callback_first; /* send HostCallback{id 99, fn = last cuLaunchHostFunc id} first */
+    uint64_t host_fn_id;
+} F;
+
+static void queue_server(Sluice__Wire__ServerMessage *m)
+{
+    uint8_t *buf;
+    size_t len;
+    sl_error e;
+    assert_int_equal(sl_wire_encode_server(m, NULL, &buf, &len, &e), SL_OK);
+    assert_true(F.qn < QMAX);
+    F.q[F.qn] = buf;
+    F.qlen[F.qn++] = len;
+}
+
+static void answer(const Sluice__Wire__Call *c)
+{
+    if (F.callback_first) {
+        Sluice__Wire__HostCallback hc = SLUICE__WIRE__HOST_CALLBACK__INIT;
+        hc.id = 99;
+        hc.fn = F.host_fn_id;
+        Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
+        m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_CALLBACK;
+        m.callback = &hc;
+        queue_server(&m);
+        F.callback_first = 0;
+    }
+    Sluice__Wire__Reply r = SLUICE__WIRE__REPLY__INIT;
+    r.seq = c->seq;
+    r.call_id = c->call_id;
+    r.result = F.next_result;
+    r.failed_seq = F.next_failed_seq;
+    if (F.next_stdout) {
+        r.stdout_data.data = (uint8_t *)F.next_stdout;
+        r.stdout_data.len = strlen(F.next_stdout);
+    }
+    F.next_result = 0;
+    F.next_failed_seq = 0;
+    F.next_stdout = NULL;
+    Sluice__Wire__Reply *rs[1] = {&r};
+    Sluice__Wire__ReplyFrame f = SLUICE__WIRE__REPLY_FRAME__INIT;
+    f.n_replies = 1;
+    f.replies = rs;
+    Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
+    m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES;
+    m.replies = &f;
+    queue_server(&m);
+}
+
+static sl_code fake_send(void *t, const void *msg, size_t len, const struct iovec *bulk, size_t n,
+                         sl_error *e)
+{
+    (void)t;
+    for (size_t i = 0; i < n; i++)
+        F.bulk_bytes += bulk[i].iov_len;
+    Sluice__Wire__ClientMessage *m = NULL;
+    if (sl_wire_decode_client(msg, len, NULL, &m, e))
+        return e->code;
+    if (m->kind_case == SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLBACK_DONE) {
+        F.callback_done++;
+        F.last_callback_done = m->callback_done->id;
+    } else if (m->kind_case == SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS) {
+        F.frames++;
+        for (size_t i = 0; i < m->calls->n_calls; i++) {
+            const Sluice__Wire__Call *c = m->calls->calls[i];
+            if (F.calls < 8192)
+                F.call_ids[F.calls] = c->call_id;
+            F.calls++;
+            if (c->call_id == SL_CALL_cuLaunchHostFunc)
+                F.host_fn_id = c->cu_launch_host_func->fn;
+            const struct sl_call_info *ci = sl_call_lookup(c->call_id);
+            if (!(ci->flags & SL_CALL_ASYNC))
+                answer(c);
+        }
+    }
+    sl_wire_free_client(m);
+    return SL_OK;
+}
+
+static sl_code fake_recv(void *t, const void **msg, size_t *len, uint64_t *bulk_len, int timeout_ms,
+                         sl_error *e)
+{
+    (void)t;
+    (void)timeout_ms;
+    free(F.cur);
+    F.cur = NULL;
+    if (F.qhead == F.qn)
+        return sl_fail(e, SL_ERR_PEER_LOST, "fake backend has nothing to say");
+    F.cur = F.q[F.qhead];
+    *msg = F.cur;
+    *len = F.qlen[F.qhead++];
+    if (F.qhead == F.qn)
+        F.qhead = F.qn = 0;
+    *bulk_len = 0;
+    return SL_OK;
+}
+
+static sl_code fake_recv_bulk(void *t, void *dst, size_t len, sl_error *e)
+{
+    (void)t;
+    (void)dst;
+    (void)len;
+    return sl_fail(e, SL_ERR_PROTOCOL, "no bulk here");
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    free(F.cur);
+    memset(&F, 0, sizeof F);
+    sl_fe_rpc_reset();
+    struct sl_fe_transport tr = {fake_send, fake_recv, fake_recv_bulk, NULL};
+    sl_fe_rpc_attach(&tr);
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20};
+    sl_fe_rpc_set_limits(&l);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ tests */
+static void coalescing(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(F.frames, 0); /* nothing sent yet */
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(F.frames, 1);
+    assert_int_equal(F.calls, 11);
+    assert_int_equal(F.call_ids[10], SL_CALL_cuCtxSynchronize);
+    struct sl_fe_rpc_stats st;
+    sl_fe_rpc_stats(&st);
+    assert_int_equal(st.frames_sent, 1);
+}
+
+static void frame_limit_flushes(void **state)
+{
+    (void)state;
+    struct sl_fe_rpc_limits l = {4, (size_t)4 << 20, 4096, (uint64_t)256 << 20};
+    sl_fe_rpc_set_limits(&l);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(F.frames, 2);
+    assert_int_equal(F.calls, 8);
+}
+
+static void deferred_error_at_next_sync(void **state)
+{
+    (void)state;
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    F.next_result = CUDA_ERROR_LAUNCH_FAILED;
+    F.next_failed_seq = 1;
+    assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
+    struct sl_fe_rpc_stats st;
+    sl_fe_rpc_stats(&st);
+    assert_int_equal(st.deferred_errors, 1);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
+static void stdout_data_written(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(p[1], 1);
+    F.next_stdout = "hello from the device\n";
+    CUresult rc = cuCtxSynchronize();
+    dup2(saved, 1);
+    close(saved);
+    close(p[1]);
+    assert_int_equal(rc, CUDA_SUCCESS);
+    char buf[64] = {0};
+    assert_int_equal(read(p[0], buf, sizeof buf - 1), 22);
+    assert_string_equal(buf, "hello from the device\n");
+    close(p[0]);
+}
+
+static int g_ran;
+static int g_done_when_ran;
+static void host_fn(void *user)
+{
+    g_ran = *(int *)user;
+    g_done_when_ran = F.callback_done;
+}
+
+static void host_callback_before_reply(void **state)
+{
+    (void)state;
+    int v = 42;
+    g_ran = 0;
+    assert_int_equal(cuLaunchHostFunc(NULL, host_fn, &v), CUDA_SUCCESS);
+    assert_int_equal(g_ran, 0);
+    F.callback_first = 1;
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(g_ran, 42);
+    assert_int_equal(g_done_when_ran, 0); /* ran before its callback_done was sent */
+    assert_int_equal(F.callback_done, 1);
+    assert_int_equal(F.last_callback_done, 99);
+    assert_int_not_equal(F.host_fn_id, 0);
+}
+
+static void backpressure_fence(void **state)
+{
+    (void)state;
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 8, (uint64_t)256 << 20};
+    sl_fe_rpc_set_limits(&l);
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(F.frames, 0);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(F.frames, 1);
+    assert_int_equal(F.calls, 9);
+    assert_int_equal(F.call_ids[8], SL_CALL_slFence);
+    struct sl_fe_rpc_stats st;
+    sl_fe_rpc_stats(&st);
+    assert_int_equal(st.fences, 1);
+    /* the fence's reply answered everything: 7 more do not fence again */
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    sl_fe_rpc_stats(&st);
+    assert_int_equal(st.fences, 1);
+}
+
+static void fence_reports_deferred_error(void **state)
+{
+    (void)state;
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 2, (uint64_t)256 << 20};
+    sl_fe_rpc_set_limits(&l);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    F.next_result = CUDA_ERROR_ILLEGAL_ADDRESS;
+    F.next_failed_seq = 1;
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+static void async_bulk_is_copied(void **state)
+{
+    (void)state;
+    uint8_t data[1000];
+    memset(data, 7, sizeof data);
+    assert_int_equal(cuMemcpyHtoDAsync_v2(0x2000, data, sizeof data, NULL), CUDA_SUCCESS);
+    memset(data, 0, sizeof data); /* the caller may reuse its buffer at once */
+    assert_int_equal(F.frames, 0);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(F.bulk_bytes, 1000);
+    assert_int_equal(F.call_ids[0], SL_CALL_cuMemcpyHtoDAsync_v2);
+}
+
+/* The synchronous copies return the backend's answer (a regression: the reply used to be read
+ * before the call stored it, so every refusal came back as CUDA_SUCCESS and the reply leaked). */
+static void sync_copy_errors_are_returned(void **state)
+{
+    (void)state;
+    uint8_t data[64];
+    memset(data, 7, sizeof data);
+    F.next_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(cuMemcpyHtoD_v2(0x2000, data, sizeof data), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(F.call_ids[0], SL_CALL_cuMemcpyHtoD_v2);
+    F.next_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(cuMemcpyHtoD_v2_ptds(0x2000, data, sizeof data), CUDA_ERROR_INVALID_VALUE);
+    F.next_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(cuMemcpyDtoD_v2(0x2000, 0x3000, sizeof data), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(F.call_ids[2], SL_CALL_cuMemcpyDtoD_v2);
+    assert_int_equal(cuMemcpyHtoD_v2(0x2000, data, sizeof data), CUDA_SUCCESS);
+    assert_int_equal(cuMemcpyDtoD_v2(0x2000, 0x3000, sizeof data), CUDA_SUCCESS);
+}
+
+static void lost_connection_fails_cleanly(void **state)
+{
+    (void)state;
+    sl_fe_rpc_detach();
+    assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_DEVICE_UNAVAILABLE);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_ERROR_DEVICE_UNAVAILABLE);
+}
+
+static void unsupported_returns_not_supported(void **state)
+{
+    (void)state;
+    assert_int_equal(cuGraphDebugDotPrint(NULL, "x", 0), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuGraphDebugDotPrint(NULL, "x", 0), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(coalescing, setup),
+        cmocka_unit_test_setup(frame_limit_flushes, setup),
+        cmocka_unit_test_setup(deferred_error_at_next_sync, setup),
+        cmocka_unit_test_setup(stdout_data_written, setup),
+        cmocka_unit_test_setup(host_callback_before_reply, setup),
+        cmocka_unit_test_setup(backpressure_fence, setup),
+        cmocka_unit_test_setup(fence_reports_deferred_error, setup),
+        cmocka_unit_test_setup(async_bulk_is_copied, setup),
+        cmocka_unit_test_setup(sync_copy_errors_are_returned, setup),
+        cmocka_unit_test_setup(lost_connection_fails_cleanly, setup),
+        cmocka_unit_test_setup(unsupported_returns_not_supported, setup),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    sl_fe_rpc_reset();
+    free(F.cur);
+    return rc;
+}

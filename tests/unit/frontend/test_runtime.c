@@ -1,0 +1,274 @@
+/* The frontend runtime's pure pieces: backend.conf parsing, image measuring, kernel parameter
+ * packing, the per-thread context stack. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <elf.h>
+
+#include "fe.h"
+#include "hooks.h"
+
+static void config_parse(void **state)
+{
+    (void)state;
+    struct sl_fe_config c;
+    sl_error e;
+    assert_int_equal(sl_fe_config_parse("# comment\n\n endpoint = tcp://10.0.0.5:7000 \n", &c, &e),
+                     SL_OK);
+    assert_string_equal(c.endpoint, "tcp://10.0.0.5:7000");
+    assert_int_equal(sl_fe_config_parse("endpoint=tcp://h:1 # trailing\nother = x\n", &c, &e),
+                     SL_OK);
+    assert_string_equal(c.endpoint, "tcp://h:1");
+    assert_int_equal(sl_fe_config_parse("# nothing\n", &c, &e), SL_ERR_CONFIG);
+    assert_non_null(strstr(e.msg, "endpoint"));
+    assert_int_equal(sl_fe_config_parse("endpoint tcp://h:1\n", &c, &e), SL_ERR_CONFIG);
+    assert_int_equal(sl_fe_config_parse("endpoint = http://h:1\n", &c, &e), SL_ERR_CONFIG);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void config_load_names_missing_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sl-fe-conf-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct sl_fe_config c;
+    sl_error e;
+    assert_int_equal(sl_fe_config_load(dir, &c, &e), SL_ERR_CONFIG);
+    assert_non_null(strstr(e.msg, "backend.conf"));
+    write_file(dir, "backend.conf", "endpoint = tcp://127.0.0.1:5\n");
+    write_file(dir, "ca.pem", "x");
+    write_file(dir, "client.pem", "x");
+    assert_int_equal(sl_fe_config_load(dir, &c, &e), SL_ERR_CONFIG);
+    assert_non_null(strstr(e.msg, "client.key"));
+    write_file(dir, "client.key", "x");
+    assert_int_equal(sl_fe_config_load(dir, &c, &e), SL_OK);
+    assert_non_null(strstr(c.cert, "client.pem"));
+    const char *names[] = {"backend.conf", "ca.pem", "client.pem", "client.key"};
+    for (int i = 0; i < 4; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+/* ------------------------------------------------------------------ images */
+static void image_fatbin_and_wrapper(void **state)
+{
+    (void)state;
+    static uint8_t fatbin[64 + 100];
+    memset(fatbin, 0xee, sizeof fatbin);
+    uint32_t magic = 0xba55ed50u;
+    uint16_t ver = 1, hs = 16;
+    uint64_t files = 100;
+    memcpy(fatbin, &magic, 4);
+    memcpy(fatbin + 4, &ver, 2);
+    memcpy(fatbin + 6, &hs, 2);
+    memcpy(fatbin + 8, &files, 8);
+    const void *b;
+    size_t n;
+    assert_int_equal(sl_fe_image_measure(fatbin, &b, &n), SL_FE_IMAGE_FATBIN);
+    assert_ptr_equal(b, fatbin);
+    assert_int_equal(n, 116);
+    struct {
+        uint32_t magic, version;
+        const void *data, *fn;
+    } w = {0x466243b1u, 1, fatbin, NULL};
+    assert_int_equal(sl_fe_image_measure(&w, &b, &n), SL_FE_IMAGE_WRAPPER);
+    assert_ptr_equal(b, fatbin);
+    assert_int_equal(n, 116);
+    /* a wrapper around something that is not a fatbin */
+    static uint8_t junk[32] = {1, 2, 3};
+    w.data = junk;
+    assert_int_equal(sl_fe_image_measure(&w, &b, &n), SL_FE_IMAGE_INVALID);
+}
+
+static void image_elf(void **state)
+{
+    (void)state;
+    static uint8_t img[4096];
+    memset(img, 0, sizeof img);
+    Elf64_Ehdr eh = {0};
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_ehsize = sizeof eh;
+    eh.e_shoff = 1024;
+    eh.e_shnum = 2;
+    eh.e_shentsize = sizeof(Elf64_Shdr);
+    eh.e_phoff = 64;
+    eh.e_phnum = 1;
+    eh.e_phentsize = sizeof(Elf64_Phdr);
+    memcpy(img, &eh, sizeof eh);
+    Elf64_Shdr sh[2] = {{0}};
+    sh[1].sh_type = SHT_PROGBITS;
+    sh[1].sh_offset = 2000;
+    sh[1].sh_size = 500; /* the last byte of the image: 2500 */
+    memcpy(img + 1024, sh, sizeof sh);
+    Elf64_Phdr ph = {0};
+    ph.p_offset = 200;
+    ph.p_filesz = 100;
+    memcpy(img + 64, &ph, sizeof ph);
+    const void *b;
+    size_t n;
+    assert_int_equal(sl_fe_image_measure(img, &b, &n), SL_FE_IMAGE_ELF);
+    assert_int_equal(n, 2500);
+    sh[1].sh_type = SHT_NOBITS; /* takes no file space: the header table ends the image */
+    memcpy(img + 1024, sh, sizeof sh);
+    assert_int_equal(sl_fe_image_measure(img, &b, &n), SL_FE_IMAGE_ELF);
+    assert_int_equal(n, 1024 + 2 * sizeof(Elf64_Shdr));
+}
+
+static void image_ptx_and_garbage(void **state)
+{
+    (void)state;
+    const char *ptx = "//\n.version 8.0\n.target sm_90\n.visible .entry k() { ret; }\n";
+    const void *b;
+    size_t n;
+    assert_int_equal(sl_fe_image_measure(ptx, &b, &n), SL_FE_IMAGE_PTX);
+    assert_int_equal(n, strlen(ptx) + 1);
+    static const uint8_t garbage[] = {0x13, 0x37, 0x00, 0xff, 0x01, 0x02, 0x00};
+    assert_int_equal(sl_fe_image_measure(garbage, &b, &n), SL_FE_IMAGE_INVALID);
+    assert_int_equal(sl_fe_image_measure("hello world", &b, &n), SL_FE_IMAGE_INVALID);
+    assert_int_equal(sl_fe_image_measure(NULL, &b, &n), SL_FE_IMAGE_INVALID);
+}
+
+static void sha256_vector(void **state)
+{
+    (void)state;
+    uint8_t d[32];
+    sl_fe_sha256("abc", 3, d);
+    static const uint8_t want[4] = {0xba, 0x78, 0x16, 0xbf};
+    assert_memory_equal(d, want, 4);
+}
+
+/* ------------------------------------------------------------------ parameters */
+static void params_pack(void **state)
+{
+    (void)state;
+    size_t offs[3] = {0, 8, 16}, sizes[3] = {4, 8, 4};
+    struct sl_fe_param_layout l = {3, offs, sizes, 20};
+    int a = 7;
+    uint64_t p = 0x1122334455667788ull;
+    float f = 2.5f;
+    void *params[3] = {&a, &p, &f};
+    uint8_t buf[64];
+    memset(buf, 0xaa, sizeof buf);
+    assert_int_equal(sl_fe_pack_params(&l, params, buf, sizeof buf), 20);
+    assert_memory_equal(buf, &a, 4);
+    assert_int_equal(buf[4], 0); /* padding zeroed */
+    assert_memory_equal(buf + 8, &p, 8);
+    assert_memory_equal(buf + 16, &f, 4);
+    assert_int_equal(sl_fe_pack_params(&l, params, buf, 10), 0); /* too small */
+    params[1] = NULL;
+    assert_int_equal(sl_fe_pack_params(&l, params, buf, sizeof buf), 0);
+}
+
+static void params_extra(void **state)
+{
+    (void)state;
+    uint8_t argbuf[24];
+    size_t sz = sizeof argbuf;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, argbuf, CU_LAUNCH_PARAM_BUFFER_SIZE, &sz,
+                     CU_LAUNCH_PARAM_END};
+    const void *b;
+    size_t n;
+    assert_int_equal(sl_fe_parse_extra(extra, &b, &n), 0);
+    assert_ptr_equal(b, argbuf);
+    assert_int_equal(n, 24);
+    void *bad[] = {(void *)(uintptr_t)0x77, argbuf, CU_LAUNCH_PARAM_END};
+    assert_int_not_equal(sl_fe_parse_extra(bad, &b, &n), 0);
+    void *nosize[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, argbuf, CU_LAUNCH_PARAM_END};
+    assert_int_not_equal(sl_fe_parse_extra(nosize, &b, &n), 0);
+}
+
+/* ------------------------------------------------------------------ contexts */
+#define C1 ((CUcontext)(uintptr_t)0x0100000000000001ull)
+#define C2 ((CUcontext)(uintptr_t)0x0100000000000002ull)
+
+static void ctx_stack(void **state)
+{
+    (void)state;
+    sl_fe_ctx_reset();
+    sl_fe_ctx_remember(C1, 0);
+    sl_fe_ctx_remember(C2, 1);
+    CUcontext c = (CUcontext)1;
+    assert_int_equal(cuCtxGetCurrent(&c), CUDA_SUCCESS);
+    assert_null(c);
+    assert_int_equal(sl_fe_current_ctx_id(), 0);
+    CUdevice d;
+    assert_int_equal(cuCtxGetDevice(&d), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuCtxSetCurrent(C1), CUDA_SUCCESS);
+    assert_int_equal(cuCtxPushCurrent_v2(C2), CUDA_SUCCESS);
+    assert_int_equal(sl_fe_current_ctx_id(), (uint64_t)(uintptr_t)C2);
+    assert_int_equal(cuCtxGetDevice(&d), CUDA_SUCCESS);
+    assert_int_equal(d, 1);
+    unsigned long long id;
+    assert_int_equal(cuCtxGetId(NULL, &id), CUDA_SUCCESS);
+    assert_int_equal(id, 2);
+    assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_SUCCESS);
+    assert_ptr_equal(c, C2);
+    assert_ptr_equal(sl_fe_current_context(), C1);
+    assert_int_equal(cuCtxSetCurrent(C2), CUDA_SUCCESS); /* replaces the top */
+    assert_int_equal(cuCtxGetDevice_v2(&d, C1), CUDA_SUCCESS);
+    assert_int_equal(d, 0);
+    assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_SUCCESS);
+    assert_ptr_equal(c, C2);
+    assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuCtxSetCurrent(NULL), CUDA_SUCCESS); /* empty: no-op */
+    assert_int_equal(cuCtxPushCurrent_v2(NULL), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+static void *other_thread(void *arg)
+{
+    (void)arg;
+    return sl_fe_current_context();
+}
+
+static void ctx_stack_is_per_thread(void **state)
+{
+    (void)state;
+    sl_fe_ctx_reset();
+    assert_int_equal(cuCtxSetCurrent(C1), CUDA_SUCCESS);
+    pthread_t t;
+    void *seen = (void *)1;
+    assert_int_equal(pthread_create(&t, NULL, other_thread, NULL), 0);
+    pthread_join(t, &seen);
+    assert_null(seen);
+    assert_ptr_equal(sl_fe_current_context(), C1);
+    sl_fe_ctx_reset();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(config_parse),
+        cmocka_unit_test(config_load_names_missing_file),
+        cmocka_unit_test(image_fatbin_and_wrapper),
+        cmocka_unit_test(image_elf),
+        cmocka_unit_test(image_ptx_and_garbage),
+        cmocka_unit_test(sha256_vector),
+        cmocka_unit_test(params_pack),
+        cmocka_unit_test(params_extra),
+        cmocka_unit_test(ctx_stack),
+        cmocka_unit_test(ctx_stack_is_per_thread),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
