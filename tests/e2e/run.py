@@ -108,6 +108,24 @@ def kill_group(proc, grace=5.0):
         proc.wait()
 
 
+def asan_runtime(lib):
+    """The AddressSanitizer runtime lib links against (a -DSLUICE_SANITIZE=ON build), or None.
+    A sanitized libcuda.so.1 inside a program that is not sanitized (NVIDIA's cudart, nvcc's
+    code) only works with the runtime loaded first, so such runs get it in LD_PRELOAD."""
+    try:
+        out = subprocess.run(["ldd", lib], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for line in out.splitlines():
+        m = re.match(r"\s*(libasan\.so[.0-9]*)\s*=>\s*(\S+)", line)
+        if m:
+            return m.group(2) if os.path.exists(m.group(2)) else m.group(1)
+    return None
+
+
+SANITIZER_REPORT = re.compile(r"ERROR: (Address|Leak)Sanitizer|: runtime error: ")
+
+
 def tail(path, n=40):
     try:
         with open(path, errors="replace") as f:
@@ -193,6 +211,14 @@ def run_one(args, name, variant, mode, pki, work, driver, frontend_dir):
             env["SLUICE_CONFIG_DIR"] = backend.conf
             env["LD_LIBRARY_PATH"] = ":".join(
                 p for p in [frontend_dir, cuda_lib, env.get("LD_LIBRARY_PATH", "")] if p)
+            if args.asan_runtime:
+                # The program is not sanitized; our libcuda.so.1 is. Leak checking is off: the
+                # program's cudart never frees its globals, and the frontend's own leaks are the
+                # unit tests' business (frontend.* under ASan).
+                env["LD_PRELOAD"] = ":".join(
+                    p for p in [args.asan_runtime, env.get("LD_PRELOAD", "")] if p)
+                env["ASAN_OPTIONS"] = ":".join(
+                    p for p in ["detect_leaks=0", env.get("ASAN_OPTIONS", "")] if p)
         t0 = time.time()
         proc = subprocess.Popen([exe], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
@@ -214,11 +240,23 @@ def run_one(args, name, variant, mode, pki, work, driver, frontend_dir):
             rec["reason"] = f"exit status {rec['rc']}"
         elif missing and not rec["reason"]:
             rec["reason"] = "output lacks: " + "; ".join(missing)
-        rec["ok"] = rec["rc"] == 0 and not missing
+        if SANITIZER_REPORT.search(text) and not rec["reason"]:
+            rec["reason"] = "sanitizer report in the program's output"
+        rec["ok"] = rec["rc"] == 0 and not missing and not SANITIZER_REPORT.search(text)
         return rec, backend
     finally:
         if backend:
             backend.stop()
+            # A sanitized backend reports and may go on (or die between calls): its log decides.
+            try:
+                with open(backend.log, errors="replace") as f:
+                    blog = f.read()
+            except OSError:
+                blog = ""
+            if SANITIZER_REPORT.search(blog):
+                rec["ok"] = False
+                rec["reason"] = (rec["reason"] + "; " if rec["reason"] else "") + \
+                    "sanitizer report in the backend's log"
 
 
 def check_table(args):
@@ -269,6 +307,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, PKI)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every program's output")
     args = ap.parse_args()
+    args.asan_runtime = None
 
     build = os.path.abspath(args.build)
     args.programs_dir = args.programs_dir or os.path.join(build, "tests", "cuda")
@@ -288,6 +327,11 @@ def main():
         lib = find_first([os.path.join(build, "frontend", "libcuda.so.1"),
                           os.path.join(build, "frontend", "**", "libcuda.so.1")])
         frontend_dir = args.frontend_dir or (os.path.dirname(lib) if lib else None)
+        args.asan_runtime = asan_runtime(os.path.join(frontend_dir, "libcuda.so.1")) \
+            if frontend_dir else None
+        if args.asan_runtime:
+            print(f"frontend built with AddressSanitizer: programs run with "
+                  f"LD_PRELOAD={args.asan_runtime} ASAN_OPTIONS=detect_leaks=0", flush=True)
         for what, path in [("driver", driver), ("sluice-backend", args.backend),
                            ("frontend libcuda.so.1 folder", frontend_dir)]:
             if not path or not os.path.exists(path):
