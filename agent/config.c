@@ -1,6 +1,8 @@
 /* Configuration file parsing and validation. */
 #include "config.h"
 
+#include "ca.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +27,12 @@ void ag_config_defaults(ag_config *c)
     snprintf(c->backend_group, sizeof c->backend_group, "sluice-backend");
     snprintf(c->backend_path, sizeof c->backend_path, "/usr/bin/sluice-backend");
     snprintf(c->driver_path, sizeof c->driver_path, "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+    c->registry_slots = 8;
+    c->enroll_clock_skew_s = 60;
+    c->enroll_fail_per_minute = 5;
+    c->enroll_fail_burst = 5;
+    c->client_cert_lifetime_s = AG_CA_CLIENT_LIFETIME_DEFAULT;
+    c->server_cert_lifetime_s = AG_CA_SERVER_LIFETIME_DEFAULT;
     c->reboot_debounce_s = 5;
     c->restart_backoff_max_s = 60;
     c->backend_stop_grace_s = 5;
@@ -83,6 +91,39 @@ static sl_code num(const where *w, const char *v, long lo, long hi, int *out, sl
         return bad(w, e, msg);
     }
     *out = (int)n;
+    return SL_OK;
+}
+
+/* N, Ns, Nm, Nh or Nd, within lo..hi seconds */
+static sl_code duration(const where *w, const char *v, long lo, long hi, int *out, sl_error *e)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10), mul = 1;
+    if (!*v || errno || end == v || n < 0 || (end[0] && end[1]))
+        return bad(w, e, "expected a duration such as 3600, 90m, 12h or 7d");
+    switch (*end) {
+    case '\0':
+    case 's':
+        break;
+    case 'm':
+        mul = 60;
+        break;
+    case 'h':
+        mul = 3600;
+        break;
+    case 'd':
+        mul = 86400;
+        break;
+    default:
+        return bad(w, e, "expected a duration such as 3600, 90m, 12h or 7d");
+    }
+    if (n > hi / mul || n * mul < lo) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s outside %ld..%ld seconds", v, lo, hi);
+        return bad(w, e, msg);
+    }
+    *out = (int)(n * mul);
     return SL_OK;
 }
 
@@ -182,6 +223,22 @@ static sl_code set_key(const where *w, const char *k, const char *v, ag_config *
         return path(w, v, c->registry_cert, e);
     if (!strcmp(k, "registry_key"))
         return path(w, v, c->registry_key, e);
+    if (!strcmp(k, "registry_slots"))
+        return num(w, v, 0, 4096, &c->registry_slots, e);
+    if (!strcmp(k, "enroll_token_issuer"))
+        return str(w, v, c->enroll_token_issuer, sizeof c->enroll_token_issuer, e);
+    if (!strcmp(k, "enroll_clock_skew"))
+        return num(w, v, 0, 300, &c->enroll_clock_skew_s, e);
+    if (!strcmp(k, "enroll_failures_per_minute"))
+        return num(w, v, 1, 600, &c->enroll_fail_per_minute, e);
+    if (!strcmp(k, "enroll_failure_burst"))
+        return num(w, v, 1, 100, &c->enroll_fail_burst, e);
+    if (!strcmp(k, "client_cert_lifetime"))
+        return duration(w, v, AG_CA_LIFETIME_MIN, AG_CA_CLIENT_LIFETIME_MAX,
+                        &c->client_cert_lifetime_s, e);
+    if (!strcmp(k, "server_cert_lifetime"))
+        return duration(w, v, AG_CA_LIFETIME_MIN, AG_CA_SERVER_LIFETIME_MAX,
+                        &c->server_cert_lifetime_s, e);
     if (!strcmp(k, "reboot_debounce"))
         return num(w, v, 0, 10, &c->reboot_debounce_s, e);
     if (!strcmp(k, "restart_backoff_max"))

@@ -27,9 +27,17 @@ typedef struct ag_config {
     char token_public_key[AG_PATH_MAX]; /* nova-hook's Ed25519 public key (PEM) */
     char registry_endpoint[256];        /* tcp://HOST:PORT; "" = no reporting */
     char registry_ca[AG_PATH_MAX], registry_cert[AG_PATH_MAX], registry_key[AG_PATH_MAX];
-    int reboot_debounce_s;     /* 0..10 */
-    int restart_backoff_max_s; /* 1..300 */
-    int backend_stop_grace_s;  /* 1..60 */
+    int registry_slots; /* AgentInfo.slots_total, 0..4096 */
+    /* enrollment (agent/enroll.h) and the host CA (agent/ca.h) */
+    char enroll_token_issuer[128]; /* required token iss; "" = any */
+    int enroll_clock_skew_s;       /* 0..300 */
+    int enroll_fail_per_minute;    /* rate limit: failures per minute per source, 1..600 */
+    int enroll_fail_burst;         /* rate limit: bucket size, 1..100 */
+    int client_cert_lifetime_s;    /* 1 h .. 30 d */
+    int server_cert_lifetime_s;    /* 1 h .. 397 d */
+    int reboot_debounce_s;         /* 0..10 */
+    int restart_backoff_max_s;     /* 1..300 */
+    int backend_stop_grace_s;      /* 1..60 */
     ag_policy policy;
 } ag_config;
 

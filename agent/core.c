@@ -15,6 +15,8 @@
 
 struct ag_core {
     const ag_config *cfg;
+    void (*placement)(void *user, const ag_instance *in, int placed);
+    void *placement_user;
     ag_instances *inst;
     ag_supervisor *sup;
     ag_virt *virt;
@@ -22,7 +24,7 @@ struct ag_core {
     int in_resync;
     struct {
         int fd;
-        void (*fn)(void *);
+        int (*fn)(void *);
         void *user;
     } watch[MAX_WATCH];
     int n_watch;
@@ -65,6 +67,12 @@ static int load(ag_core *c, const ag_obs *o, ag_instance *in, int *known)
     return 1;
 }
 
+static void report(ag_core *c, const ag_instance *in, int placed)
+{
+    if (c->placement)
+        c->placement(c->placement_user, in, placed);
+}
+
 static void revoke_now(ag_core *c, ag_instance *in, const char *reason)
 {
     ag_supervisor_revoke(c->sup, in->project_id, in->uuid, reason);
@@ -93,8 +101,11 @@ static void on_up(ag_core *c, const ag_obs *o)
         sl_log(SL_LOG_NOTICE, COMPONENT, "instance %s (%s, project %s, flavor %s): running, %s",
                in.uuid, in.domain, in.project_id, in.flavor,
                in.gpu ? "GPU flavor" : "not a GPU flavor");
-    if (in.gpu)
+    if (in.gpu) {
+        if (!was_running)
+            report(c, &in, 1);
         ag_supervisor_ensure(c->sup, in.project_id);
+    }
 }
 
 static void schedule_revoke(ag_core *c, ag_instance *in, const char *reason)
@@ -127,6 +138,7 @@ static void on_gone(ag_core *c, ag_instance *in, const char *reason)
     ag_instances_remove(c->inst, in->uuid);
     if (in->gpu && had) {
         revoke_now(c, in, reason);
+        report(c, in, 0);
         ag_supervisor_release(c->sup, in->project_id);
     }
 }
@@ -148,12 +160,16 @@ static void on_meta(ag_core *c, const ag_obs *o)
     if (old.gpu && !in.gpu && (old.running || old.revoke_at_ms)) {
         revoke_now(c, &in, "no longer a GPU flavor");
         ag_instances_put(c->inst, &in);
+        report(c, &in, 0);
         ag_supervisor_release(c->sup, in.project_id);
         return;
     }
     ag_instances_put(c->inst, &in);
-    if (in.gpu && in.running)
+    if (in.gpu && in.running) {
+        if (!old.gpu || strcmp(old.project_id, in.project_id) || strcmp(old.flavor, in.flavor))
+            report(c, &in, 1);
         ag_supervisor_ensure(c->sup, in.project_id);
+    }
 }
 
 static void resync_end(ag_core *c)
@@ -223,6 +239,7 @@ static int timers(ag_core *c)
             continue;
         revoke_now(c, &cur, cur.stop_reason[0] ? cur.stop_reason : "stopped");
         ag_instances_put(c->inst, &cur);
+        report(c, &cur, 0);
         ag_supervisor_release(c->sup, cur.project_id);
     }
     free(all);
@@ -237,6 +254,8 @@ sl_code ag_core_new(const ag_core_opts *o, ag_core **out, sl_error *e)
         return sl_fail(e, SL_ERR_NOMEM, "out of memory");
     }
     c->cfg = o->cfg;
+    c->placement = o->placement;
+    c->placement_user = o->placement_user;
     ag_supervisor_opts so = {o->cfg, c->inst, o->issue, o->issue_user};
     sl_code rc = ag_supervisor_new(&so, &c->sup, e);
     if (rc == SL_OK)
@@ -249,7 +268,7 @@ sl_code ag_core_new(const ag_core_opts *o, ag_core **out, sl_error *e)
     return SL_OK;
 }
 
-int ag_core_watch(ag_core *c, int fd, void (*fn)(void *user), void *user)
+int ag_core_watch(ag_core *c, int fd, int (*fn)(void *user), void *user)
 {
     if (c->n_watch >= MAX_WATCH)
         return -1;
@@ -280,7 +299,7 @@ void ag_core_run_once(ag_core *c, int timeout_ms)
     timers(c);
     ag_supervisor_tick(c->sup);
     for (int i = 0; i < c->n_watch; i++)
-        c->watch[i].fn(c->watch[i].user);
+        c->watch[i].fd = c->watch[i].fn(c->watch[i].user);
 }
 
 ag_instances *ag_core_instances(ag_core *c)

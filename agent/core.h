@@ -2,7 +2,10 @@
  * turned into the instance table, backends started for a project's first running GPU instance
  * and stopped after its last, revocations after a stop (debounced for reboots), timers.
  * One thread runs ag_core_run_once; other threads may call ag_instances_get and the
- * ag_backend_* functions. */
+ * ag_backend_* functions. The backends are forked by that thread with PR_SET_PDEATHSIG=SIGTERM,
+ * which fires when the forking *thread* exits: call ag_core_free on the same thread, before it
+ * ends, or the backends get SIGTERM before their Shutdown (sent to a vanished peer:
+ * "Host unreachable"). */
 #ifndef AG_CORE_H
 #define AG_CORE_H
 
@@ -16,13 +19,21 @@ typedef struct ag_core_opts {
     const ag_config *cfg; /* must outlive the core */
     ag_issue_fn issue;    /* backend server certificates (NULL: none) */
     void *issue_user;
+    /* A GPU instance runs here (placed = 1), or stopped for good, i.e. after the reboot
+     * debounce, or was undefined or stopped being a GPU flavor (placed = 0). Called on the loop
+     * thread; must not block (the registry reporter, agent/report.h, only queues). NULL: none. */
+    void (*placement)(void *user, const ag_instance *in, int placed);
+    void *placement_user;
 } ag_core_opts;
 
 sl_code ag_core_new(const ag_core_opts *o, ag_core **out, sl_error *e);
 
 /* Extra descriptors for the loop (the enrollment server, signals): fn runs on the loop thread
- * when fd is readable and at least once a second. Up to 8. */
-int ag_core_watch(ag_core *c, int fd, void (*fn)(void *user), void *user);
+ * after every wait of ag_core_run_once, which is when fd became readable and at least once a
+ * second (so edge-triggered descriptors such as ZMQ_FD and timers behind them work). fn returns
+ * the descriptor to watch from then on: its own fd again, or a new one when it changed (the
+ * enrollment server re-binds when it renews its certificate). Up to 8. */
+int ag_core_watch(ag_core *c, int fd, int (*fn)(void *user), void *user);
 
 /* Waits up to timeout_ms for work, then does it. */
 void ag_core_run_once(ag_core *c, int timeout_ms);

@@ -12,10 +12,9 @@
 #include "ca.h"
 #include "config.h"
 #include "core.h"
-#include "sluice/log.h"
-#ifdef SLUICE_AGENT_HAVE_ENROLL
 #include "enroll.h"
-#endif
+#include "report.h"
+#include "sluice/log.h"
 
 #define COMPONENT "agent"
 
@@ -76,7 +75,7 @@ typedef struct sigwatch {
     volatile int stop;
 } sigwatch;
 
-static void on_signal(void *user)
+static int on_signal(void *user)
 {
     sigwatch *w = user;
     struct signalfd_siginfo si;
@@ -84,9 +83,9 @@ static void on_signal(void *user)
         sl_log(SL_LOG_NOTICE, COMPONENT, "signal %u: stopping", si.ssi_signo);
         w->stop = 1;
     }
+    return w->fd;
 }
 
-#ifdef SLUICE_AGENT_HAVE_ENROLL
 static int env_lookup(void *user, const char *uuid, ag_instance *out)
 {
     return ag_instances_get(ag_core_instances(user), uuid, out);
@@ -99,13 +98,23 @@ static void env_issued(void *user, const ag_instance *inst, const char *fp, int6
 {
     ag_backend_grant(ag_core_supervisor(user), inst, fp, not_after);
 }
-static void on_enroll(void *user)
+/* Runs after every wait of the loop, so at least once a second (the channel's timers; ZMQ_FD is
+ * edge-triggered). The server re-binds when it renews its certificate: the fd may change. */
+static int on_enroll(void *user)
 {
     sl_error e;
     if (ag_enroll_poll(user, 0, &e) != SL_OK)
         sl_log(SL_LOG_ERR, COMPONENT, "enrollment server: %s", e.msg);
+    return ag_enroll_fd(user);
 }
-#endif
+
+static void on_placement(void *user, const ag_instance *in, int placed)
+{
+    if (placed)
+        ag_report_place(user, in->uuid, in->project_id, in->flavor);
+    else
+        ag_report_remove(user, in->uuid);
+}
 
 int main(int argc, char **argv)
 {
@@ -163,23 +172,44 @@ int main(int argc, char **argv)
     sigwatch sw = {signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC), 0};
 
     ag_ca *ca = NULL;
-    if (ag_ca_open(cfg.ca_dir, NULL, &ca, &e) != SL_OK) {
+    ag_ca_opts cao = {cfg.client_cert_lifetime_s, cfg.server_cert_lifetime_s};
+    if (ag_ca_open(cfg.ca_dir, &cao, &ca, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, COMPONENT, "host CA %s: %s", cfg.ca_dir, e.msg);
         return 1;
     }
+    char endpoint[128], advertised[128], replay[600];
+    snprintf(endpoint, sizeof endpoint,
+             strchr(cfg.enroll_addr, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", cfg.enroll_addr,
+             cfg.enroll_port);
+    snprintf(advertised, sizeof advertised,
+             strchr(cfg.advertise_address, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d",
+             cfg.advertise_address, cfg.enroll_port);
+    ag_report *rep = NULL;
+    if (cfg.registry_endpoint[0]) {
+        ag_report_opts ro = {0};
+        ro.endpoint = cfg.registry_endpoint;
+        ro.ca_file = cfg.registry_ca;
+        ro.cert_file = cfg.registry_cert;
+        ro.key_file = cfg.registry_key;
+        ro.enroll_endpoint = advertised;
+        ro.slots = (uint32_t)cfg.registry_slots;
+        ro.version = SLUICE_VERSION;
+        ro.ca_pem = ag_ca_cert_pem(ca);
+        if (ag_report_start(&ro, &rep, &e) != SL_OK) {
+            sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
+            ag_ca_close(ca);
+            return 1;
+        }
+    }
     ag_core *core = NULL;
-    ag_core_opts co = {&cfg, issue, ca};
+    ag_core_opts co = {&cfg, issue, ca, rep ? on_placement : NULL, rep};
     if (ag_core_new(&co, &core, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
+        ag_report_stop(rep);
         ag_ca_close(ca);
         return 1;
     }
     ag_core_watch(core, sw.fd, on_signal, &sw);
-#ifdef SLUICE_AGENT_HAVE_ENROLL
-    char endpoint[128], replay[600];
-    snprintf(endpoint, sizeof endpoint,
-             strchr(cfg.enroll_addr, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", cfg.enroll_addr,
-             cfg.enroll_port);
     snprintf(replay, sizeof replay, "%s/enroll-replay.db", cfg.state_dir);
     const char *names[] = {cfg.advertise_address};
     ag_enroll_opts eo = {0};
@@ -187,20 +217,22 @@ int main(int argc, char **argv)
     eo.server_names = names;
     eo.n_server_names = 1;
     eo.token_key_file = cfg.token_public_key;
+    eo.token_issuer = cfg.enroll_token_issuer[0] ? cfg.enroll_token_issuer : NULL;
+    eo.token_skew_s = cfg.enroll_clock_skew_s ? cfg.enroll_clock_skew_s : -1;
     eo.replay_db = replay;
+    eo.ratelimit.per_minute = cfg.enroll_fail_per_minute;
+    eo.ratelimit.burst = cfg.enroll_fail_burst;
     ag_enroll_env env = {env_lookup, env_endpoint, env_issued, core};
     ag_enroll *enr = NULL;
     if (ag_enroll_open(&eo, ca, &env, &enr, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, COMPONENT, "enrollment server: %s", e.msg);
         ag_core_free(core);
+        ag_report_stop(rep);
         ag_ca_close(ca);
         return 1;
     }
     ag_core_watch(core, ag_enroll_fd(enr), on_enroll, enr);
     sl_log(SL_LOG_NOTICE, COMPONENT, "enrollment on %s", ag_enroll_endpoint(enr));
-#else
-    sl_log(SL_LOG_WARNING, COMPONENT, "built without the enrollment server (agent/enroll.c)");
-#endif
     sl_log(SL_LOG_NOTICE, COMPONENT,
            "sluice-agent started (libvirt %s, backends on %s, "
            "ports %d..%d)",
@@ -208,9 +240,8 @@ int main(int argc, char **argv)
     while (!sw.stop)
         ag_core_run_once(core, 1000);
     ag_core_free(core);
-#ifdef SLUICE_AGENT_HAVE_ENROLL
     ag_enroll_close(enr);
-#endif
+    ag_report_stop(rep);
     ag_ca_close(ca);
     close(sw.fd);
     sl_log(SL_LOG_NOTICE, COMPONENT, "sluice-agent stopped");

@@ -293,6 +293,48 @@ static void test_config_errors(void **st)
     expect_conf_error("[flavour g1]\n", "unknown section kind");
     expect_conf_error("[flavor g 1]\n", "name may hold only");
     expect_conf_error("[tier gold]\ntier = x\n", "unknown key in a [tier] section");
+    /* enrollment, CA lifetimes and registry slots */
+    assert_int_equal(conf("", &c, &e), SL_OK);
+    assert_string_equal(c.enroll_token_issuer, "");
+    assert_int_equal(c.enroll_clock_skew_s, 60);
+    assert_int_equal(c.enroll_fail_per_minute, 5);
+    assert_int_equal(c.enroll_fail_burst, 5);
+    assert_int_equal(c.client_cert_lifetime_s, 7 * 86400);
+    assert_int_equal(c.server_cert_lifetime_s, 30 * 86400);
+    assert_int_equal(c.registry_slots, 8);
+    assert_int_equal(conf("enroll_token_issuer = sluice-novahook\nenroll_clock_skew = 0\n"
+                          "enroll_failures_per_minute = 12\nenroll_failure_burst = 3\n"
+                          "client_cert_lifetime = 12h\nserver_cert_lifetime = 90d\n"
+                          "registry_slots = 16\n",
+                          &c, &e),
+                     SL_OK);
+    assert_string_equal(c.enroll_token_issuer, "sluice-novahook");
+    assert_int_equal(c.enroll_clock_skew_s, 0);
+    assert_int_equal(c.enroll_fail_per_minute, 12);
+    assert_int_equal(c.enroll_fail_burst, 3);
+    assert_int_equal(c.client_cert_lifetime_s, 12 * 3600);
+    assert_int_equal(c.server_cert_lifetime_s, 90 * 86400);
+    assert_int_equal(c.registry_slots, 16);
+    assert_int_equal(conf("client_cert_lifetime = 3600\nserver_cert_lifetime = 120m\n", &c, &e),
+                     SL_OK);
+    assert_int_equal(c.client_cert_lifetime_s, 3600);
+    assert_int_equal(c.server_cert_lifetime_s, 7200);
+    expect_conf_error("enroll_clock_skew = 301\n",
+                      "agent.conf:3: enroll_clock_skew: 301 outside 0..300");
+    expect_conf_error("enroll_failures_per_minute = 0\n",
+                      "enroll_failures_per_minute: 0 outside 1..600");
+    expect_conf_error("enroll_failure_burst = many\n", "enroll_failure_burst: not an integer");
+    expect_conf_error("enroll_token_issuer = caf\xc3\xa9\n",
+                      "enroll_token_issuer: value is not printable");
+    expect_conf_error("client_cert_lifetime = 31d\n",
+                      "agent.conf:3: client_cert_lifetime: 31d outside 3600..2592000 seconds");
+    expect_conf_error("client_cert_lifetime = 59m\n", "client_cert_lifetime: 59m outside");
+    expect_conf_error("client_cert_lifetime = 7w\n", "client_cert_lifetime: expected a duration");
+    expect_conf_error("server_cert_lifetime = -1d\n", "server_cert_lifetime: expected a duration");
+    expect_conf_error("server_cert_lifetime = 398d\n", "server_cert_lifetime: 398d outside");
+    expect_conf_error("server_cert_lifetime = 99999999999d\n",
+                      "server_cert_lifetime: 99999999999d outside");
+    expect_conf_error("registry_slots = 5000\n", "registry_slots: 5000 outside 0..4096");
     ag_config_defaults(&c);
     assert_int_equal(ag_config_parse("x.conf", "run_dir = /x\n", &c, &e), SL_ERR_CONFIG);
     assert_string_equal(e.msg, "x.conf: advertise_address: required key missing");

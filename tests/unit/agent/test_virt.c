@@ -1,6 +1,8 @@
 /* The agent in-process against libvirt: test:///default (the full scenario) or, with argument
- * "qemu", a real libvirtd at qemu:///system with a diskless TCG domain. A fake backend
- * (fake_backend.c) records the control messages it gets in STATE/backends/PROJECT/events.log. */
+ * "qemu", a real libvirtd at qemu:///system with a diskless TCG domain, or, with "registry ...",
+ * registry reporting to a real sluice-novahook (run by test_registry.py, which makes the PKI).
+ * A fake backend (fake_backend.c) records the control messages it gets in
+ * STATE/backends/PROJECT/events.log. */
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 #include <pthread.h>
@@ -15,9 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+
 #include <cmocka.h>
 
 #include "core.h"
+#include "report.h"
 
 #define P1  "11111111111141118111111111111111"
 #define P2  "22222222222242228222222222222222"
@@ -33,30 +39,53 @@ static volatile int loop_stop;
 static virConnectPtr rw;
 static char tmp[256];
 static int qemu_mode;
+static ag_report *rep;
+/* registry mode: NOVAHOOK CONFIG REGISTRY_CLI DB ENDPOINT CA CERT KEY */
+static char **reg_args;
 
+/* The backends are children of this thread: PR_SET_PDEATHSIG (SIGTERM) fires when the thread
+ * that forked them exits, so ag_core_free (Shutdown to each backend) must run here, before the
+ * thread ends, or the backends are already dying when it is sent (docs/agent.md). */
 static void *loop(void *arg)
 {
     (void)arg;
     while (!loop_stop)
         ag_core_run_once(core, 50);
+    ag_core_free(core);
     return NULL;
+}
+
+static void on_placement(void *user, const ag_instance *in, int placed)
+{
+    if (placed)
+        ag_report_place(user, in->uuid, in->project_id, in->flavor);
+    else
+        ag_report_remove(user, in->uuid);
 }
 
 static void agent_start(void)
 {
     sl_error e;
-    ag_core_opts o = {&cfg, NULL, NULL};
+    ag_core_opts o = {&cfg, NULL, NULL, rep ? on_placement : NULL, rep};
     if (ag_core_new(&o, &core, &e) != SL_OK)
         fail_msg("ag_core_new: %s", e.msg);
     loop_stop = 0;
     pthread_create(&loop_th, NULL, loop, NULL);
 }
 
+/* The core without the loop thread (tests that run ag_core_run_once themselves). */
+static void agent_start_paused(void)
+{
+    sl_error e;
+    ag_core_opts o = {&cfg, NULL, NULL, NULL, NULL};
+    if (ag_core_new(&o, &core, &e) != SL_OK)
+        fail_msg("ag_core_new: %s", e.msg);
+}
+
 static void agent_stop(void)
 {
     loop_stop = 1;
-    pthread_join(loop_th, NULL);
-    ag_core_free(core);
+    pthread_join(loop_th, NULL); /* the loop thread frees the core */
     core = NULL;
 }
 
@@ -288,7 +317,9 @@ static void test_restart(void **st)
     ag_backend_grant(ag_core_supervisor(core), &in, SHA, time(NULL) + 3600);
     WAIT_FOR(count_lines(P1, "grant " U3) == 1, 5);
 
-    agent_stop();
+    int shutdowns = count_lines(P1, "shutdown");
+    agent_stop(); /* the backend is told to shut down (not killed by PR_SET_PDEATHSIG first) */
+    assert_int_equal(count_lines(P1, "shutdown"), shutdowns + 1);
     assert_int_equal(virDomainDestroy(d3), 0); /* stops while the agent is away */
     int before = count_lines(P1, "grant " U1);
     agent_start();
@@ -341,10 +372,192 @@ static void test_qemu(void **st)
     virDomainFree(d);
 }
 
+/* ag_core_watch: the callback runs at least once a second without any I/O, and the descriptor
+ * it returns is the one watched next (the enrollment server's fd changes when it re-binds). */
+typedef struct watch_t {
+    int a[2], b[2];
+    int calls;
+} watch_t;
+
+static int watch_fn(void *user)
+{
+    watch_t *w = user;
+    char buf[16];
+    w->calls++;
+    while (read(w->a[0], buf, sizeof buf) > 0 || read(w->b[0], buf, sizeof buf) > 0)
+        ;
+    return w->b[0]; /* from the first call on, watch b */
+}
+
+static void test_watch(void **st)
+{
+    (void)st;
+    agent_stop(); /* run the loop on this thread */
+    agent_start_paused();
+    static watch_t w;
+    assert_int_equal(pipe2(w.a, O_NONBLOCK), 0);
+    assert_int_equal(pipe2(w.b, O_NONBLOCK), 0);
+    assert_int_equal(ag_core_watch(core, w.a[0], watch_fn, &w), 0);
+    /* no I/O at all: called within about a second */
+    double t0 = now_s();
+    ag_core_run_once(core, 5000);
+    double took = now_s() - t0;
+    assert_true(w.calls >= 1);
+    assert_true(took < 1.5);
+    /* now b is watched: a write to b ends the wait at once */
+    int before = w.calls;
+    assert_int_equal(write(w.b[1], "x", 1), 1);
+    t0 = now_s();
+    ag_core_run_once(core, 5000);
+    took = now_s() - t0;
+    assert_true(w.calls == before + 1);
+    fprintf(stderr, "watch: woken by the new fd after %.3f s\n", took);
+    assert_true(took < 0.2);
+    for (int i = 0; i < 2; i++) {
+        close(w.a[i]);
+        close(w.b[i]);
+    }
+    ag_core_free(core);
+    core = NULL;
+    agent_start();
+}
+
+/* ---- registry reporting against a real sluice-novahook */
+
+static pid_t novahook_pid;
+
+static void novahook_start(void)
+{
+    char log[512];
+    snprintf(log, sizeof log, "%s/novahook.log", tmp);
+    novahook_pid = fork();
+    if (novahook_pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        dup2(fd, 2);
+        execl(reg_args[0], reg_args[0], "--config", reg_args[1], (char *)NULL);
+        _exit(127);
+    }
+}
+
+static void novahook_stop(void)
+{
+    if (novahook_pid > 0) {
+        kill(novahook_pid, SIGTERM);
+        waitpid(novahook_pid, NULL, 0);
+    }
+    novahook_pid = 0;
+}
+
+/* 1 when `sluice-registry instances --host HOST` lists uuid */
+static int registry_lists(const char *uuid)
+{
+    char cmd[1024], line[512];
+    snprintf(cmd, sizeof cmd, "%s --db %s instances --host %s 2>/dev/null", reg_args[2],
+             reg_args[3], ag_report_host(rep));
+    FILE *f = popen(cmd, "r");
+    int found = 0;
+    while (f && fgets(line, sizeof line, f))
+        found |= strstr(line, uuid) != NULL;
+    if (f)
+        pclose(f);
+    return found;
+}
+
+static int report_idle(void)
+{
+    ag_report_stats s;
+    ag_report_get_stats(rep, &s);
+    return s.connected && s.pending == 0;
+}
+
+static void test_registry(void **st)
+{
+    (void)st;
+    WAIT_FOR(ag_core_libvirt_connected(core), 5);
+    /* the registry is down at first: the agent goes on, placements wait */
+    virDomainPtr d1 = define("instance-00000011", U1, 1, "g1.small", P1);
+    virDomainPtr d2 = define("instance-00000012", U2, 0, "m1.small", P2);
+    assert_int_equal(virDomainCreate(d1), 0);
+    assert_int_equal(virDomainCreate(d2), 0);
+    WAIT_FOR(running(U1) && running(U2) && backend_pid(P1) > 0, 10);
+    usleep(3000 * 1000); /* longer than one connection attempt (2 s): retries happen */
+    ag_report_stats s;
+    ag_report_get_stats(rep, &s);
+    assert_int_equal(s.connected, 0);
+    assert_int_equal(s.pending, 1);
+
+    double t0 = now_s();
+    novahook_start();
+    WAIT_FOR(report_idle(), 15);
+    fprintf(stderr, "registry: placement arrived %.2f s after the registry started\n",
+            now_s() - t0);
+    assert_true(registry_lists(U1));
+    assert_false(registry_lists(U2)); /* not a GPU flavor */
+
+    /* a stop: removed after the debounce */
+    assert_int_equal(virDomainDestroy(d1), 0);
+    WAIT_FOR(!registry_lists(U1), 10);
+
+    /* registry restarted with a placement made meanwhile: re-sent on reconnect */
+    novahook_stop();
+    assert_int_equal(virDomainCreate(d1), 0);
+    WAIT_FOR(running(U1), 5);
+    usleep(500 * 1000);
+    novahook_start();
+    WAIT_FOR(report_idle() && registry_lists(U1), 15);
+    ag_report_get_stats(rep, &s);
+    assert_true(s.sessions >= 2);
+
+    /* undefine: removed at once */
+    assert_int_equal(virDomainDestroy(d1), 0);
+    assert_int_equal(virDomainUndefine(d1), 0);
+    WAIT_FOR(!registry_lists(U1), 10);
+    virDomainDestroy(d2);
+    virDomainFree(d1);
+    virDomainFree(d2);
+    novahook_stop();
+}
+
+static int setup_registry(void **st)
+{
+    ag_report_opts o = {0};
+    o.endpoint = reg_args[4];
+    o.ca_file = reg_args[5];
+    o.cert_file = reg_args[6];
+    o.key_file = reg_args[7];
+    o.enroll_endpoint = "tcp://127.0.0.1:7400";
+    o.slots = 4;
+    o.version = "test";
+    o.ca_pem = NULL;
+    o.retry_max_ms = 1000;
+    o.call_timeout_ms = 2000;
+    sl_error e;
+    if (ag_report_start(&o, &rep, &e) != SL_OK) {
+        fprintf(stderr, "ag_report_start: %s\n", e.msg);
+        return -1;
+    }
+    return setup(st);
+}
+
+static int teardown_registry(void **st)
+{
+    novahook_stop();
+    int rc = teardown(st);
+    ag_report_stop(rep);
+    rep = NULL;
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     qemu_mode = argc > 1 && !strcmp(argv[1], "qemu");
+    if (argc == 10 && !strcmp(argv[1], "registry")) {
+        reg_args = argv + 2;
+        const struct CMUnitTest reg[] = {cmocka_unit_test(test_registry)};
+        return cmocka_run_group_tests(reg, setup_registry, teardown_registry);
+    }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_watch),
         cmocka_unit_test(test_lifecycle),
         cmocka_unit_test(test_restart),
     };
