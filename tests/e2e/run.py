@@ -145,7 +145,11 @@ class Backend:
         fmt = dict(project=PROJECT, driver=driver, endpoint=self.endpoint, pki=pki, allow=allow)
         argv = [args.backend] + [a.format(**fmt) for a in BACKEND_ARGS] + args.backend_arg
         env = dict(os.environ)
-        env.pop("LD_LIBRARY_PATH", None)  # never our libcuda.so.1 on the backend's path
+        # Never our libcuda.so.1 on the backend's path; keep the rest (the GPU machine finds
+        # libzmq and friends through LD_LIBRARY_PATH).
+        keep = [p for p in env.get("LD_LIBRARY_PATH", "").split(":")
+                if p and not os.path.exists(os.path.join(p, "libcuda.so.1"))]
+        env["LD_LIBRARY_PATH"] = ":".join(keep)
         if args.double_mem_mib:
             env["SLUICE_DOUBLE_MEM_MIB"] = str(args.double_mem_mib)
         self.argv = argv
