@@ -1,11 +1,16 @@
 /* sluice-backend internals shared by the files of backend/ (one concern per file).
  *
- * Threads: the main thread runs the channel (server.c): it polls the sl_server, the agent's
- * control socket (control.c) and an eventfd the workers signal; it decodes ClientMessages, takes
- * their bulk into job buffers and queues them on the session. Each session has one worker
- * thread (session.c) that owns the session's CUDA contexts, handle table and allocation table:
- * only the worker touches them, so they need no lock. Workers hand encoded replies back to the
- * channel thread through the outbox. */
+ * Processes: the server process (server.c) never loads the driver; each session runs in a
+ * worker process of its own (worker.c: the same binary, `--session-worker FD`), because a
+ * sticky CUDA error poisons a whole process. Inside a worker the session code below runs as
+ * before; the unit tests run it on threads of the server process instead.
+ *
+ * Threads: the main thread runs the channel (server.c): it polls the sl_server, the workers'
+ * sockets, the agent's control socket (control.c) and an eventfd in-process workers signal; it
+ * decodes ClientMessages, takes their bulk and hands them to the session. Each session has one
+ * worker thread (session.c) that owns the session's CUDA contexts, handle table and allocation
+ * table: only the worker touches them, so they need no lock. Workers hand encoded replies back to
+ * the channel thread through the outbox. */
 #ifndef SLUICE_BACKEND_H
 #define SLUICE_BACKEND_H
 
@@ -156,6 +161,7 @@ struct be_job {
     struct be_job *next;
     Sluice__Wire__ClientMessage *msg; /* a CallFrame */
     uint8_t **bulk;                   /* per call, NULL when none */
+    uint8_t *blob;                    /* when set, bulk[i] point into it (worker.c) */
     size_t bytes;
 };
 
@@ -234,6 +240,9 @@ void be_register_module(struct sl_be_dispatch_entry *t);
 void be_register_launch(struct sl_be_dispatch_entry *t);
 void be_register_callback(struct sl_be_dispatch_entry *t);
 void be_register_session(struct sl_be_dispatch_entry *t);
+/* occupancy.c; registered from be_register_launch (launch.c) so that session.c's setup needs
+ * no change. */
+void be_register_occupancy(struct sl_be_dispatch_entry *t);
 
 /* Helper for hand handlers: allocate a reply member message. */
 #define BE_REPLY(reply, field, CASE, Type, init)                                                   \
@@ -284,13 +293,56 @@ int be_printf_active(void);
 /* ---------------------------------------------------------------- server.c */
 struct be_config {
     const char *project, *listen, *cert, *key, *ca, *driver, *control, *allow, *state_dir;
+    /* Set by main: each session runs in `worker_exe --session-worker FD ...` (worker.c) and
+     * the server never loads the driver. NULL (unit tests): sessions run on threads of this
+     * process with the api/devs given to be_server_run. */
+    const char *worker_exe;
+    unsigned max_sessions; /* live sessions; 0 = BE_DEFAULT_MAX_SESSIONS */
 };
+#define BE_DEFAULT_MAX_SESSIONS 64u
+#define BE_WORKER_GRACE_MS      5000 /* after the socket is closed, then SIGKILL */
 
 /* Outbox: what workers send through the channel thread. */
 void be_outbox_push_reply(struct be_server *srv, sl_peer peer, uint8_t *msg, size_t len,
                           uint8_t *bulk, size_t bulk_len);
 /* Ends a session from the worker side (protocol violation found late). */
 void be_outbox_push_close(struct be_server *srv, sl_peer peer, sl_code code, const char *why);
+/* In a session worker process (srv == NULL) the outbox goes to this sink instead. */
+typedef void (*be_outbox_sink)(int close_it, sl_code code, const char *why, const uint8_t *msg,
+                               size_t len, const uint8_t *bulk, size_t blen);
+void be_outbox_set_sink(be_outbox_sink f);
+/* The encoded ServerMessage{accept} for session s on devs. */
+sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s, uint8_t **buf,
+                         size_t *len, sl_error *e);
+
+/* ---------------------------------------------------------------- worker.c */
+enum { BE_IPC_MSG = 1, BE_IPC_SEND = 2, BE_IPC_CLOSE = 3 };
+#define BE_IPC_RECORD   ((size_t)65536)              /* largest SOCK_SEQPACKET record */
+#define BE_IPC_ALIGN(x) (((x) + 15) & ~(uint64_t)15) /* each call's bulk starts aligned */
+struct be_ipc_hdr {
+    uint32_t type;
+    int32_t code; /* BE_IPC_CLOSE: the sl_code */
+    uint64_t msg_len, bulk_len;
+};
+struct be_ipc_rx {
+    struct be_ipc_hdr hdr;
+    size_t hdr_got;
+    uint64_t got;
+    uint8_t *msg, *bulk; /* the message being received (msg is NUL terminated) */
+    uint8_t *spare;      /* the last record read */
+    size_t spare_off, spare_len;
+};
+/* 1: a message is in rx (then be_ipc_rx_next); 2: nothing more now (nonblock); -1: malformed;
+ * -2: EOF or error. */
+int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock);
+void be_ipc_rx_next(struct be_ipc_rx *rx);
+void be_ipc_rx_free(struct be_ipc_rx *rx);
+/* dlopen + checks (real driver, not our frontend) + cuInit + device facts. */
+sl_code be_driver_open(const char *path, struct sl_driver_api *api, struct be_devices *devs,
+                       void **dl, int *nbound, sl_error *e);
+int be_probe_main(const char *driver, const char *project);
+int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
+                   const char *project);
 
 /* Grants (control.c keeps them, server.c's accept hook asks). */
 struct be_grants;

@@ -358,4 +358,5 @@ void be_register_launch(struct sl_be_dispatch_entry *t)
     t[SL_CALL_cuLaunchKernel].handler = h_launch;
     t[SL_CALL_cuLaunchKernelEx].handler = h_launch_ex;
     t[SL_CALL_cuLaunchCooperativeKernel].handler = h_launch_coop;
+    be_register_occupancy(t); /* backend/occupancy.c: kernels' occupancy queries */
 }

@@ -1,6 +1,7 @@
-/* sluice-backend: flags, the driver, signals, logs. One process per tenant (project) per host;
- * the agent's supervisor starts it with exactly the flags below. */
-#include <dlfcn.h>
+/* sluice-backend: flags, the driver check, signals, logs. One process per tenant (project) per
+ * host; the agent's supervisor starts it with exactly the flags below. This process never loads
+ * the driver: a probe child checks it at start, and each session runs in a worker process of
+ * its own (hidden mode `--session-worker FD`, worker.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -27,7 +29,7 @@ static void usage(FILE *f)
         f,
         "usage: sluice-backend --project ID --listen tcp://ADDR:PORT --cert FILE --key FILE\n"
         "                      --ca FILE --driver PATH/libcuda.so.1 [--control ipc://PATH]\n"
-        "                      [--allow FILE] [--state-dir DIR] [--help]\n"
+        "                      [--allow FILE] [--state-dir DIR] [--max-sessions N] [--help]\n"
         "\n"
         "Serves one tenant's remote CUDA sessions on the real driver (docs/backend.md).\n"
         "  --project ID      the tenant; only client certificates with OU=ID are accepted\n"
@@ -38,6 +40,7 @@ static void usage(FILE *f)
         "  --control EP      the agent's control socket (ipc://...): grants, revocations\n"
         "  --allow FILE      instance uuids granted without an agent (one per line, # comments)\n"
         "  --state-dir DIR   a directory for the backend's state (must exist)\n"
+        "  --max-sessions N  live sessions (each one is a worker process); default 64\n"
         "Environment: SLUICE_LOG_LEVEL=err|warning|notice|info|debug\n");
 }
 
@@ -63,8 +66,61 @@ static int id_ok(const char *s)
     return 1;
 }
 
+/* Hidden modes: `--session-worker FD --driver PATH --session-id N --instance I --project P` (a
+ * session's worker process) and `--probe-driver PATH --project P` (the start-up driver check).
+ * Returns -1 when argv is neither. */
+static int hidden_mode(int argc, char **argv)
+{
+    if (argc < 2 || (strcmp(argv[1], "--session-worker") && strcmp(argv[1], "--probe-driver")))
+        return -1;
+    const char *driver = NULL, *instance = "", *project = "";
+    unsigned long long sid = 0;
+    int fd = -1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--session-worker"))
+            fd = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--probe-driver") || !strcmp(argv[i], "--driver"))
+            driver = argv[i + 1];
+        else if (!strcmp(argv[i], "--session-id"))
+            sid = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--instance"))
+            instance = argv[i + 1];
+        else if (!strcmp(argv[i], "--project"))
+            project = argv[i + 1];
+    }
+    if (!driver)
+        return 2;
+    if (!strcmp(argv[1], "--probe-driver"))
+        return be_probe_main(driver, project);
+    if (fd < 0)
+        return 2;
+    return be_worker_main(fd, driver, sid, instance, project);
+}
+
+/* Runs `exe --probe-driver PATH` and waits: 0 when the driver loads and initialises. */
+static int probe_driver(const char *exe, const char *driver, const char *project)
+{
+    char *argv[] = {(char *)exe, "--probe-driver", (char *)driver,
+                    "--project", (char *)project,  NULL};
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execv(exe, argv);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 int main(int argc, char **argv)
 {
+    int hm = hidden_mode(argc, argv);
+    if (hm >= 0)
+        return hm;
     struct be_config cfg = {0};
     static const struct option opts[] = {{"project", required_argument, 0, 'p'},
                                          {"listen", required_argument, 0, 'l'},
@@ -75,6 +131,7 @@ int main(int argc, char **argv)
                                          {"control", required_argument, 0, 'C'},
                                          {"allow", required_argument, 0, 'A'},
                                          {"state-dir", required_argument, 0, 's'},
+                                         {"max-sessions", required_argument, 0, 'm'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
@@ -107,6 +164,16 @@ int main(int argc, char **argv)
         case 's':
             cfg.state_dir = optarg;
             break;
+        case 'm': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end || v < 1 || v > 4096) {
+                fprintf(stderr, "sluice-backend: --max-sessions must be 1..4096\n");
+                return 2;
+            }
+            cfg.max_sessions = (unsigned)v;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -156,38 +223,14 @@ int main(int argc, char **argv)
         sl_log(SL_LOG_WARNING, BE_COMPONENT,
                "neither --control nor --allow: every guest will be refused");
 
-    /* the real driver */
-    void *dl = dlopen(cfg.driver, RTLD_NOW | RTLD_LOCAL);
-    if (!dl) {
-        sl_log(SL_LOG_ERR, BE_COMPONENT, "--driver %s: %s", cfg.driver, dlerror());
+    /* The driver is loaded by children only: a probe now, a worker per session later. */
+    /* /proc/self/exe: the running binary, even if the package replaced the file meanwhile */
+    static const char exe[] = "/proc/self/exe";
+    cfg.worker_exe = exe;
+    if (probe_driver(exe, cfg.driver, cfg.project) != 0) {
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "--driver %s cannot be used (see above)", cfg.driver);
         return 1;
     }
-    if (!dlsym(dl, "cuDriverGetVersion") || !dlsym(dl, "cuInit")) {
-        sl_log(SL_LOG_ERR, BE_COMPONENT, "--driver %s does not export the CUDA driver API",
-               cfg.driver);
-        return 1;
-    }
-    if (dlsym(dl, "sl_fe_call") || dlsym(dl, "sl_fe_export_table")) {
-        sl_log(SL_LOG_ERR, BE_COMPONENT,
-               "--driver %s is Sluice's own frontend; point it at the real NVIDIA driver",
-               cfg.driver);
-        return 1;
-    }
-    static struct sl_driver_api api;
-    int nbound = sl_driver_api_load(&api, dl);
-    sl_error e;
-    if (be_printf_init(&e) != SL_OK) {
-        sl_log(SL_LOG_ERR, BE_COMPONENT, "device printf capture: %s", e.msg);
-        return 1;
-    }
-    struct be_devices devs;
-    if (be_devices_load(&api, &devs, &e) != SL_OK) {
-        sl_log(SL_LOG_ERR, BE_COMPONENT, "--driver %s: %s", cfg.driver, e.msg);
-        return 1;
-    }
-    sl_log(SL_LOG_NOTICE, BE_COMPONENT,
-           "project %s: driver %s, version %d, %d device%s, %d entry points bound", cfg.project,
-           cfg.driver, devs.driver_version, devs.count, devs.count == 1 ? "" : "s", nbound);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -197,10 +240,7 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    be_dispatch_setup();
-    int rc = be_server_run(&cfg, &api, &devs, &stop_flag);
-    be_devices_free(&devs);
-    be_images_clear();
+    int rc = be_server_run(&cfg, NULL, NULL, &stop_flag);
     sl_log(SL_LOG_NOTICE, BE_COMPONENT, "project %s: stopped%s", cfg.project,
            rc ? " after an error" : "");
     return rc;

@@ -1,9 +1,9 @@
-/* Device printf: the driver (and the test double) writes kernel printf output to fd 1. At start
- * fd 1 becomes the write end of a pipe; the calls that may produce output (launches and
- * synchronizing calls, session.c) run under one process-wide lock, and the pipe is drained into
- * that session's pending output right after, so output is attributed to the session whose call
- * produced it. The output travels in the next reply's stdout_data (at most 1 MiB; beyond that it
- * is dropped with a log line). */
+/* Device printf: the driver (and the test double) writes kernel printf output to fd 1. At the
+ * start of a session's worker process (worker.c) fd 1 becomes the write end of a pipe; the calls
+ * that may produce output (launches and synchronizing calls, session.c) run under the lock and
+ * the pipe is drained into the session's pending output right after. One session per process:
+ * the lock only matters for the unit tests' in-process sessions. The output travels in the next
+ * reply's stdout_data (at most 1 MiB; beyond that it is dropped with a log line). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

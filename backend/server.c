@@ -1,12 +1,27 @@
-/* The channel thread: sl_server events, the workers' outbox (eventfd), the agent's control
- * socket, all in one zmq_poll loop. Decodes ClientMessages, takes each call's bulk into a job
- * buffer (bounded per call), queues CallFrames on the session, answers SessionOpen with the
- * device facts, ends a session on SessionClose, a lost peer, revocation or a protocol violation
- * (malformed messages end that session only). */
+/* The channel thread: sl_server events, the session workers' sockets, the in-process workers'
+ * outbox (eventfd), the agent's control socket, all in one zmq_poll loop. Decodes and checks
+ * ClientMessages, ends a session on SessionClose, a lost peer, revocation or a protocol
+ * violation (malformed messages end that session only).
+ *
+ * Process mode (cfg->worker_exe, what sluice-backend runs): this process never loads the
+ * driver. SessionOpen starts `worker_exe --session-worker FD ...` (worker.c) for the session;
+ * the worker answers SessionAccept itself. Checked CallFrames (message bytes and the calls' bulk,
+ * taken straight into the message for the worker) and CallbackDone go to the worker through a
+ * SOCK_SEQPACKET socketpair; what it sends back goes to the guest. A worker that dies ends its
+ * own session only (the guest gets CLOSE with the reason); ending a session closes the socket,
+ * then SIGKILL after BE_WORKER_GRACE_MS. Thread mode (unit tests): sessions run on threads of
+ * this process (session.c) with the api/devs given to be_server_run. */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -25,9 +40,26 @@ struct be_out {
     char why[160];
 };
 
+struct be_tx {
+    struct be_tx *next;
+    uint8_t *buf; /* be_ipc_hdr + message + bulk */
+    size_t len, off;
+};
+
 struct be_sess_node {
     struct be_sess_node *next;
-    sl_be_session *s;
+    sl_peer peer;
+    uint64_t id;
+    char instance[64], project[64];
+    sl_be_session *s; /* thread mode */
+    /* process mode */
+    pid_t pid; /* 0 once reaped */
+    int fd;    /* socket to the worker, -1 once closed */
+    struct be_ipc_rx rx;
+    struct be_tx *tx_head, *tx_tail;
+    size_t tx_bytes;
+    int64_t kill_at; /* ms (monotonic) after which the worker gets SIGKILL; 0 = not asked */
+    int killed;
     int ended; /* the channel session is gone; waiting for the worker */
 };
 
@@ -44,7 +76,22 @@ struct be_server {
     struct be_sess_node *sessions;
     uint64_t next_session;
     volatile int *stop;
+    unsigned live;
 };
+
+static be_outbox_sink sink; /* a session worker process: the outbox goes to its parent */
+
+void be_outbox_set_sink(be_outbox_sink f)
+{
+    sink = f;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* ---------------------------------------------------------------- outbox */
 
@@ -65,7 +112,9 @@ static void out_push(struct be_server *srv, struct be_out *o)
 void be_outbox_push_reply(struct be_server *srv, sl_peer peer, uint8_t *msg, size_t len,
                           uint8_t *bulk, size_t bulk_len)
 {
-    if (!srv) { /* a bare session in a test */
+    if (!srv) { /* a session worker process, or a bare session in a test */
+        if (sink)
+            sink(0, SL_OK, NULL, msg, len, bulk, bulk_len);
         free(msg);
         free(bulk);
         return;
@@ -82,8 +131,11 @@ void be_outbox_push_reply(struct be_server *srv, sl_peer peer, uint8_t *msg, siz
 
 void be_outbox_push_close(struct be_server *srv, sl_peer peer, sl_code code, const char *why)
 {
-    if (!srv)
+    if (!srv) {
+        if (sink)
+            sink(1, code, why, NULL, 0, NULL, 0);
         return;
+    }
     struct be_out *o = calloc(1, sizeof *o);
     if (!o)
         return;
@@ -97,7 +149,7 @@ void be_outbox_push_close(struct be_server *srv, sl_peer peer, sl_code code, con
 static struct be_sess_node *find(struct be_server *srv, sl_peer peer)
 {
     for (struct be_sess_node *n = srv->sessions; n; n = n->next)
-        if (n->s->peer == peer && !n->ended)
+        if (n->peer == peer && !n->ended)
             return n;
     return NULL;
 }
@@ -134,28 +186,104 @@ static void drain_outbox(struct be_server *srv)
 
 /* ---------------------------------------------------------------- sessions */
 
+static void tx_free(struct be_sess_node *n)
+{
+    for (struct be_tx *t = n->tx_head, *x; t; t = x) {
+        x = t->next;
+        free(t->buf);
+        free(t);
+    }
+    n->tx_head = n->tx_tail = NULL;
+    n->tx_bytes = 0;
+}
+
 static void end_session(struct be_server *srv, struct be_sess_node *n, const char *why)
 {
     if (n->ended)
         return;
     n->ended = 1;
+    srv->live--;
     sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu instance %s project %s: closing (%s)",
-           (unsigned long long)n->s->id, n->s->instance, n->s->project, why);
-    be_session_close(n->s);
-    (void)srv;
+           (unsigned long long)n->id, n->instance, n->project, why);
+    if (n->s) {
+        be_session_close(n->s);
+        return;
+    }
+    /* the worker sees EOF, frees everything and exits; SIGKILL if it takes too long */
+    tx_free(n);
+    if (n->fd >= 0) {
+        close(n->fd);
+        n->fd = -1;
+    }
+    n->kill_at = now_ms() + BE_WORKER_GRACE_MS;
+}
+
+static void node_free(struct be_sess_node *n)
+{
+    if (n->s)
+        be_session_free(n->s);
+    tx_free(n);
+    be_ipc_rx_free(&n->rx);
+    if (n->fd >= 0)
+        close(n->fd);
+    free(n);
+}
+
+/* A worker process exited with status st. */
+static void worker_exited(struct be_server *srv, struct be_sess_node *n, int st)
+{
+    char how[96];
+    if (WIFSIGNALED(st))
+        snprintf(how, sizeof how, "signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(st));
+    n->pid = 0;
+    if (n->ended) {
+        sl_log(n->killed ? SL_LOG_WARNING : SL_LOG_INFO, BE_COMPONENT,
+               "session %llu instance %s project %s: worker ended (%s%s)",
+               (unsigned long long)n->id, n->instance, n->project, how,
+               n->killed ? ", killed after the grace period" : "");
+        return;
+    }
+    char why[160];
+    snprintf(why, sizeof why, "session worker died: %s; session ended", how);
+    sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu instance %s project %s: %s",
+           (unsigned long long)n->id, n->instance, n->project, why);
+    sl_error e;
+    sl_server_disconnect(srv->srv, n->peer, SL_ERR_CLOSED, why, &e);
+    end_session(srv, n, why);
 }
 
 static void reap(struct be_server *srv, int wait)
 {
-    for (struct be_sess_node **p = &srv->sessions; *p;) {
-        struct be_sess_node *n = *p;
-        if (n->ended && (wait || atomic_load(&n->s->finished))) {
-            *p = n->next;
-            be_session_free(n->s);
-            free(n);
-        } else {
-            p = &n->next;
+    for (;;) {
+        int pending = 0;
+        for (struct be_sess_node **p = &srv->sessions; *p;) {
+            struct be_sess_node *n = *p;
+            if (n->pid > 0) {
+                int st;
+                pid_t r = waitpid(n->pid, &st, WNOHANG);
+                if (r == n->pid || (r < 0 && errno == ECHILD)) {
+                    if (r < 0)
+                        st = 0;
+                    worker_exited(srv, n, st);
+                } else if (n->ended && !n->killed && now_ms() >= n->kill_at) {
+                    kill(n->pid, SIGKILL);
+                    n->killed = 1;
+                }
+            }
+            int done = n->s ? (wait || atomic_load(&n->s->finished)) : n->pid == 0;
+            if (n->ended && done) {
+                *p = n->next;
+                node_free(n);
+            } else {
+                pending += n->ended;
+                p = &n->next;
+            }
         }
+        if (!wait || !pending)
+            return;
+        usleep(20000);
     }
 }
 
@@ -164,73 +292,25 @@ static void violation(struct be_server *srv, sl_peer peer, sl_code code, const c
     sl_error e;
     struct be_sess_node *n = find(srv, peer);
     sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu instance %s project %s: %s; ending it",
-           n ? (unsigned long long)n->s->id : 0ULL, n ? n->s->instance : "?",
-           n ? n->s->project : "?", why);
+           n ? (unsigned long long)n->id : 0ULL, n ? n->instance : "?", n ? n->project : "?", why);
     sl_server_disconnect(srv->srv, peer, code, why, &e);
     if (n)
         end_session(srv, n, why);
 }
 
-static int send_msg(struct be_server *srv, sl_peer peer, Sluice__Wire__ServerMessage *m)
+sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s, uint8_t **buf,
+                         size_t *len, sl_error *e)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    sl_error e;
-    int rc = -1;
-    if (sl_wire_encode_server(m, NULL, &buf, &len, &e) == SL_OK &&
-        sl_server_send(srv->srv, peer, buf, len, NULL, 0, &e) == SL_OK)
-        rc = 0;
-    else
-        sl_log(SL_LOG_WARNING, BE_COMPONENT, "peer %llu: send: %s", (unsigned long long)peer,
-               e.msg);
-    free(buf);
-    return rc;
-}
-
-static void on_open(struct be_server *srv, const sl_server_event *ev,
-                    const Sluice__Wire__SessionOpen *o)
-{
-    if (find(srv, ev->peer)) {
-        violation(srv, ev->peer, SL_ERR_PROTOCOL, "a second SessionOpen");
-        return;
-    }
-    if (o->protocol_version != 1) {
-        violation(srv, ev->peer, SL_ERR_PROTOCOL, "protocol version not 1");
-        return;
-    }
-    sl_be_session *s = be_session_new(++srv->next_session, srv->api, srv->devs);
-    struct be_sess_node *n = s ? calloc(1, sizeof *n) : NULL;
-    sl_error e;
-    if (!n) {
-        be_session_free(s);
-        sl_server_disconnect(srv->srv, ev->peer, SL_ERR_NOMEM, "out of memory", &e);
-        return;
-    }
-    s->peer = ev->peer;
-    s->srv = srv;
-    snprintf(s->instance, sizeof s->instance, "%s", ev->identity->instance_id);
-    snprintf(s->project, sizeof s->project, "%s", ev->identity->project_id);
-    if (be_session_start(s, &e) != SL_OK) {
-        be_session_free(s);
-        free(n);
-        sl_server_disconnect(srv->srv, ev->peer, e.code, e.msg, &e);
-        return;
-    }
-    n->s = s;
-    n->next = srv->sessions;
-    srv->sessions = n;
-
-    int nd = srv->devs->count;
+    int nd = devs ? devs->count : 0;
     Sluice__Wire__DeviceInfo *di = calloc(nd ? (size_t)nd : 1, sizeof *di);
     Sluice__Wire__DeviceInfo **dp = calloc(nd ? (size_t)nd : 1, sizeof *dp);
     if (!di || !dp) {
         free(di);
         free(dp);
-        violation(srv, ev->peer, SL_ERR_NOMEM, "out of memory");
-        return;
+        return sl_fail(e, SL_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < nd; i++) {
-        const struct be_device *d = &srv->devs->dev[i];
+        const struct be_device *d = &devs->dev[i];
         sluice__wire__device_info__init(&di[i]);
         di[i].ordinal = i;
         di[i].name = (char *)d->name;
@@ -245,10 +325,10 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
         di[i].primary_context = s->primary_ids[i];
         dp[i] = &di[i];
     }
+    int dv = devs ? devs->driver_version : 0;
     Sluice__Wire__SessionAccept acc = SLUICE__WIRE__SESSION_ACCEPT__INIT;
     acc.protocol_version = 1;
-    acc.driver_version =
-        (uint32_t)(srv->devs->driver_version < 13000 ? 13000 : srv->devs->driver_version);
+    acc.driver_version = (uint32_t)(dv < 13000 ? 13000 : dv);
     acc.session_id = s->id;
     acc.max_message_bytes = SL_WIRE_MAX_MESSAGE;
     acc.max_bulk_bytes = BE_MAX_BULK_PER_CALL;
@@ -257,16 +337,243 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
     Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
     m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT;
     m.accept = &acc;
-    send_msg(srv, ev->peer, &m);
+    sl_code rc = sl_wire_encode_server(&m, NULL, buf, len, e);
     free(di);
     free(dp);
-    sl_log(SL_LOG_NOTICE, BE_COMPONENT,
-           "session %llu instance %s project %s: opened (guest pid %u on %.64s, %.80s, CUDA %u)",
-           (unsigned long long)s->id, s->instance, s->project, o->pid,
-           o->hostname ? o->hostname : "", o->client ? o->client : "", o->cuda_version);
+    return rc;
 }
 
-/* Takes every call's bulk into its own buffer, then queues the frame. */
+/* Starts `worker_exe --session-worker FD ...` for n. */
+static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_error *e)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+        return sl_fail(e, SL_ERR_IO, "socketpair: %s", strerror(errno));
+    int sz = 4 << 20;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    char fdstr[16], idstr[24];
+    snprintf(fdstr, sizeof fdstr, "%d", sv[1]);
+    snprintf(idstr, sizeof idstr, "%llu", (unsigned long long)n->id);
+    char *argv[] = {(char *)srv->cfg->worker_exe,
+                    "--session-worker",
+                    fdstr,
+                    "--driver",
+                    (char *)srv->cfg->driver,
+                    "--session-id",
+                    idstr,
+                    "--instance",
+                    n->instance,
+                    "--project",
+                    n->project,
+                    NULL};
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return sl_fail(e, SL_ERR_IO, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) { /* only async-signal-safe calls until exec */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        fcntl(sv[1], F_SETFD, 0);
+        execv(srv->cfg->worker_exe, argv);
+        _exit(127);
+    }
+    close(sv[1]);
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+    n->pid = pid;
+    n->fd = sv[0];
+    return SL_OK;
+}
+
+/* Queues one message for n's worker: header, msg, then the calls' bulk taken from the channel
+ * straight into the buffer, each call's at a 16-byte aligned offset (BE_IPC_ALIGN: parameter
+ * buffers keep the alignment a malloc'd buffer has). f: the frame, NULL without bulk. */
+static sl_code worker_send(struct be_server *srv, struct be_sess_node *n, const void *msg,
+                           size_t len, const Sluice__Wire__CallFrame *f, sl_error *e)
+{
+    uint64_t bulk_len = 0;
+    for (size_t i = 0; f && i < f->n_calls; i++)
+        if (f->calls[i]->bulk_length)
+            bulk_len = BE_IPC_ALIGN(bulk_len) + f->calls[i]->bulk_length;
+    struct be_ipc_hdr h = {BE_IPC_MSG, 0, len, bulk_len};
+    size_t total = sizeof h + len + (size_t)bulk_len;
+    if (n->tx_bytes + total > BE_MAX_QUEUED_BYTES + ((size_t)64 << 20))
+        return sl_fail(e, SL_ERR_TOO_LARGE, "the session's worker does not keep up");
+    struct be_tx *t = calloc(1, sizeof *t);
+    uint8_t *buf = t ? malloc(total) : NULL;
+    if (!buf) {
+        free(t);
+        return sl_fail(e, SL_ERR_NOMEM, "out of memory");
+    }
+    memcpy(buf, &h, sizeof h);
+    memcpy(buf + sizeof h, msg, len);
+    uint8_t *bulk = buf + sizeof h + len;
+    uint64_t off = 0;
+    for (size_t i = 0; f && i < f->n_calls; i++) {
+        uint64_t bl = f->calls[i]->bulk_length;
+        if (!bl)
+            continue;
+        uint64_t at = BE_IPC_ALIGN(off);
+        memset(bulk + off, 0, (size_t)(at - off));
+        if (sl_server_recv_bulk(srv->srv, n->peer, bulk + at, (size_t)bl, e) != SL_OK) {
+            free(buf);
+            free(t);
+            return e->code;
+        }
+        off = at + bl;
+    }
+    t->buf = buf;
+    t->len = total;
+    if (n->tx_tail)
+        n->tx_tail->next = t;
+    else
+        n->tx_head = t;
+    n->tx_tail = t;
+    n->tx_bytes += total;
+    return SL_OK;
+}
+
+/* Writes what the worker's socket takes now. */
+static void worker_flush(struct be_sess_node *n)
+{
+    while (n->fd >= 0 && n->tx_head) {
+        struct be_tx *t = n->tx_head;
+        size_t k = t->len - t->off < BE_IPC_RECORD ? t->len - t->off : BE_IPC_RECORD;
+        ssize_t w = send(n->fd, t->buf + t->off, k, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* full (POLLOUT later) or gone (EOF on read, then reaped) */
+        t->off += (size_t)w;
+        if (t->off == t->len) {
+            n->tx_head = t->next;
+            if (!n->tx_head)
+                n->tx_tail = NULL;
+            n->tx_bytes -= t->len;
+            free(t->buf);
+            free(t);
+        }
+    }
+}
+
+/* What n's worker sent: messages for the guest, or the end of the session. */
+static void worker_read(struct be_server *srv, struct be_sess_node *n)
+{
+    sl_error e;
+    while (n->fd >= 0) {
+        int r = be_ipc_read(n->fd, &n->rx, 1);
+        if (r == 2)
+            return;
+        if (r < 0) { /* the worker is gone (reap() says how) or talks nonsense */
+            if (r == -1 && n->pid > 0)
+                kill(n->pid, SIGKILL);
+            close(n->fd);
+            n->fd = -1;
+            tx_free(n);
+            return;
+        }
+        if (!n->ended) {
+            if (n->rx.hdr.type == BE_IPC_SEND) {
+                struct iovec iov = {n->rx.bulk, (size_t)n->rx.hdr.bulk_len};
+                if (sl_server_send(srv->srv, n->peer, n->rx.msg, (size_t)n->rx.hdr.msg_len,
+                                   iov.iov_len ? &iov : NULL, iov.iov_len ? 1 : 0, &e) != SL_OK)
+                    sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu: send: %s",
+                           (unsigned long long)n->id, e.msg);
+            } else if (n->rx.hdr.type == BE_IPC_CLOSE) {
+                sl_code code = n->rx.hdr.code > 0 ? (sl_code)n->rx.hdr.code : SL_ERR_PROTOCOL;
+                violation(srv, n->peer, code, (const char *)n->rx.msg);
+            }
+        }
+        be_ipc_rx_next(&n->rx);
+    }
+}
+
+static void on_open(struct be_server *srv, const sl_server_event *ev,
+                    const Sluice__Wire__SessionOpen *o)
+{
+    if (find(srv, ev->peer)) {
+        violation(srv, ev->peer, SL_ERR_PROTOCOL, "a second SessionOpen");
+        return;
+    }
+    if (o->protocol_version != 1) {
+        violation(srv, ev->peer, SL_ERR_PROTOCOL, "protocol version not 1");
+        return;
+    }
+    sl_error e;
+    unsigned max = srv->cfg->max_sessions ? srv->cfg->max_sessions : BE_DEFAULT_MAX_SESSIONS;
+    if (srv->live >= max) {
+        char why[120];
+        snprintf(why, sizeof why, "the backend serves its maximum of %u sessions; try later", max);
+        sl_log(SL_LOG_WARNING, BE_COMPONENT, "refused a session of instance %s project %s: %s",
+               ev->identity->instance_id, ev->identity->project_id, why);
+        sl_server_disconnect(srv->srv, ev->peer, SL_ERR_REFUSED, why, &e);
+        return;
+    }
+    struct be_sess_node *n = calloc(1, sizeof *n);
+    if (!n) {
+        sl_server_disconnect(srv->srv, ev->peer, SL_ERR_NOMEM, "out of memory", &e);
+        return;
+    }
+    n->fd = -1;
+    n->peer = ev->peer;
+    n->id = ++srv->next_session;
+    snprintf(n->instance, sizeof n->instance, "%s", ev->identity->instance_id);
+    snprintf(n->project, sizeof n->project, "%s", ev->identity->project_id);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (srv->cfg->worker_exe) {
+        if (spawn_worker(srv, n, &e) != SL_OK) {
+            sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu instance %s: no worker: %s",
+                   (unsigned long long)n->id, n->instance, e.msg);
+            node_free(n);
+            sl_server_disconnect(srv->srv, ev->peer, e.code, e.msg, &e);
+            return;
+        }
+        /* the worker answers SessionAccept once it has loaded the driver */
+    } else {
+        sl_be_session *s = be_session_new(n->id, srv->api, srv->devs);
+        if (!s) {
+            free(n);
+            sl_server_disconnect(srv->srv, ev->peer, SL_ERR_NOMEM, "out of memory", &e);
+            return;
+        }
+        s->peer = ev->peer;
+        s->srv = srv;
+        memcpy(s->instance, n->instance, sizeof s->instance);
+        memcpy(s->project, n->project, sizeof s->project);
+        n->s = s;
+        if (be_session_start(s, &e) != SL_OK) {
+            node_free(n);
+            sl_server_disconnect(srv->srv, ev->peer, e.code, e.msg, &e);
+            return;
+        }
+    }
+    n->next = srv->sessions;
+    srv->sessions = n;
+    srv->live++;
+    if (n->s) {
+        if (be_encode_accept(srv->devs, n->s, &buf, &len, &e) != SL_OK) {
+            violation(srv, ev->peer, SL_ERR_NOMEM, "out of memory");
+            return;
+        }
+        if (sl_server_send(srv->srv, ev->peer, buf, len, NULL, 0, &e) != SL_OK)
+            sl_log(SL_LOG_WARNING, BE_COMPONENT, "peer %llu: send: %s",
+                   (unsigned long long)ev->peer, e.msg);
+        free(buf);
+    }
+    sl_log(SL_LOG_NOTICE, BE_COMPONENT,
+           "session %llu instance %s project %s: opened (guest pid %u on %.64s, %.80s, CUDA %u)%s",
+           (unsigned long long)n->id, n->instance, n->project, o->pid,
+           o->hostname ? o->hostname : "", o->client ? o->client : "", o->cuda_version,
+           n->pid ? "; worker process started" : "");
+    if (n->pid)
+        sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu: worker pid %d", (unsigned long long)n->id,
+               (int)n->pid);
+}
+
+/* Checks the calls' bulk, then takes it into the job (thread mode) or straight into the
+ * message for the session's worker (process mode). */
 static void on_calls(struct be_server *srv, const sl_server_event *ev,
                      Sluice__Wire__ClientMessage *m)
 {
@@ -294,6 +601,17 @@ static void on_calls(struct be_server *srv, const sl_server_event *ev,
         violation(srv, ev->peer, SL_ERR_PROTOCOL, "the calls' bulk lengths do not add up");
         return;
     }
+    sl_error e;
+    if (!n->s) {
+        sl_code rc = worker_send(srv, n, ev->msg, ev->len, f, &e);
+        sl_wire_free_client(m);
+        if (rc != SL_OK) {
+            violation(srv, ev->peer, e.code, e.msg);
+            return;
+        }
+        worker_flush(n);
+        return;
+    }
     struct be_job *job = calloc(1, sizeof *job);
     if (job)
         job->bulk = calloc(f->n_calls, sizeof *job->bulk);
@@ -305,7 +623,6 @@ static void on_calls(struct be_server *srv, const sl_server_event *ev,
         return;
     }
     job->msg = m;
-    sl_error e;
     for (size_t i = 0; i < f->n_calls; i++) {
         uint64_t len = f->calls[i]->bulk_length;
         if (!len)
@@ -356,8 +673,14 @@ static void on_message(struct be_server *srv, const sl_server_event *ev)
         }
         break;
     case SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLBACK_DONE:
-        if (n && m->callback_done)
+        if (n && m->callback_done && n->s) {
             be_callback_done(n->s, m->callback_done->id);
+        } else if (n && m->callback_done) {
+            if (worker_send(srv, n, ev->msg, ev->len, NULL, &e) != SL_OK)
+                violation(srv, ev->peer, e.code, e.msg);
+            else
+                worker_flush(n);
+        }
         break;
     default:
         violation(srv, ev->peer, SL_ERR_PROTOCOL, "unknown client message");
@@ -457,16 +780,46 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
             goto out;
         }
     }
+    size_t cap = 0;
+    zmq_pollitem_t *items = NULL;
+    struct be_sess_node **owner = NULL;
     while (!*stop) {
-        zmq_pollitem_t items[3] = {
-            {NULL, sl_server_fd(srv->srv), ZMQ_POLLIN, 0},
-            {NULL, srv->efd, ZMQ_POLLIN, 0},
-            {srv->ctl ? be_control_socket(srv->ctl) : NULL, srv->ctl ? 0 : -1, ZMQ_POLLIN, 0},
-        };
-        int np = zmq_poll(items, srv->ctl ? 3 : 2, 100);
+        size_t want = 3 + srv->live + 8;
+        if (want > cap) {
+            zmq_pollitem_t *ni = realloc(items, want * 2 * sizeof *ni);
+            struct be_sess_node **no = ni ? realloc(owner, want * 2 * sizeof *no) : NULL;
+            if (ni)
+                items = ni;
+            if (!no) {
+                sl_log(SL_LOG_ERR, BE_COMPONENT, "out of memory");
+                break;
+            }
+            owner = no;
+            cap = want * 2;
+        }
+        size_t ni = 0;
+        items[ni++] = (zmq_pollitem_t){NULL, sl_server_fd(srv->srv), ZMQ_POLLIN, 0};
+        items[ni++] = (zmq_pollitem_t){NULL, srv->efd, ZMQ_POLLIN, 0};
+        if (srv->ctl)
+            items[ni++] = (zmq_pollitem_t){be_control_socket(srv->ctl), 0, ZMQ_POLLIN, 0};
+        size_t first = ni;
+        for (struct be_sess_node *n = srv->sessions; n && ni < cap; n = n->next)
+            if (n->fd >= 0) {
+                owner[ni] = n;
+                items[ni++] = (zmq_pollitem_t){
+                    NULL, n->fd, (short)(ZMQ_POLLIN | (n->tx_head ? ZMQ_POLLOUT : 0)), 0};
+            }
+        int np = zmq_poll(items, (int)ni, 100);
         if (np < 0 && errno != EINTR) {
             sl_log(SL_LOG_ERR, BE_COMPONENT, "poll: %s", zmq_strerror(errno));
             break;
+        }
+        /* workers first (their replies), then the channel */
+        for (size_t i = first; np > 0 && i < ni; i++) {
+            if (items[i].revents & ZMQ_POLLOUT)
+                worker_flush(owner[i]);
+            if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+                worker_read(srv, owner[i]);
         }
         drain_outbox(srv);
         for (int k = 0; k < 4096 && !*stop; k++) {
@@ -480,6 +833,8 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
             be_control_process(srv->ctl);
         reap(srv, 0);
     }
+    free(items);
+    free(owner);
     rc = 0;
     sl_log(SL_LOG_NOTICE, BE_COMPONENT, "stopping: closing %s sessions",
            srv->sessions ? "the live" : "no");

@@ -10,6 +10,8 @@
 #include "export_tables.h"
 #include "fe.h"
 #include "hooks.h"
+#include "sluice/stub_runtime.h"
+#include "sluice/wire.h"
 
 #define STACK_MAX 64
 #define MAX_CTX   256
@@ -234,4 +236,162 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
     return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    CUcontext pc = NULL;
+    CUresult rc = sl_fe_primary_ctx_handle(dev, &pc);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuDevicePrimaryCtxResetV2Request req =
+        SLUICE__CUDA__CU_DEVICE_PRIMARY_CTX_RESET_V2_REQUEST__INIT;
+    req.dev = dev;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuDevicePrimaryCtxReset_v2;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_DEVICE_PRIMARY_CTX_RESET_V2;
+    call.cu_device_primary_ctx_reset_v2 = &req;
+    Sluice__Wire__Reply *rep = NULL;
+    rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        sl_fe_reply_free(rep);
+    }
+    if (rc == CUDA_SUCCESS)
+        sl_fe_cls_on_ctx_reset(pc); /* a reset drops context-local storage without dtors */
+    return rc;
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+/* ------------------------------------------------------------------ explicit contexts */
+static int sl_fe_is_primary_ctx(CUcontext ctx)
+{
+    int n = sl_fe_session_device_count();
+    for (int i = 0; i < n; i++) {
+        const struct sl_fe_device *d = sl_fe_session_device(i);
+        if (d && d->primary_context == (uint64_t)(uintptr_t)ctx)
+            return 1;
+    }
+    return 0;
+}
+
+/* cuCtxCreate (every version) is cuCtxCreate_v4 on the wire: the backend creates a real context
+ * for the session (owned by it, destroyed with it) and answers its id. As in CUDA, the new
+ * context becomes current: it is pushed on the calling thread's stack. Execution affinity and
+ * CIG parameters cannot be honoured remotely: CUDA_ERROR_NOT_SUPPORTED. */
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                        CUdevice dev)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ctxCreateParams) {
+        if (ctxCreateParams->numExecAffinityParams < 0 ||
+            (ctxCreateParams->numExecAffinityParams > 0 && !ctxCreateParams->execAffinityParams))
+            return CUDA_ERROR_INVALID_VALUE;
+        if (ctxCreateParams->numExecAffinityParams > 0 || ctxCreateParams->cigParams)
+            return sl_fe_unsupported("cuCtxCreate_v4 with execution affinity or CIG parameters");
+    }
+    CUresult rc = sl_fe_ensure_session();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!sl_fe_session_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (t_depth >= STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    Sluice__Cuda__CuCtxCreateV4Request req = SLUICE__CUDA__CU_CTX_CREATE_V4_REQUEST__INIT;
+    req.flags = flags;
+    req.dev = dev;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuCtxCreate_v4;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_CTX_CREATE_V4;
+    call.cu_ctx_create_v4 = &req;
+    Sluice__Wire__Reply *rep = NULL;
+    uint64_t id = 0;
+    rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        if (rc == CUDA_SUCCESS) {
+            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_CTX_CREATE_V4 && rep->cu_ctx_create_v4)
+                id = rep->cu_ctx_create_v4->pctx;
+            if (!id)
+                rc = CUDA_ERROR_UNKNOWN;
+        }
+        sl_fe_reply_free(rep);
+    }
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUcontext ctx = (CUcontext)(uintptr_t)id;
+    sl_fe_ctx_remember(ctx, dev);
+    t_stack[t_depth++] = ctx;
+    *pctx = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                        unsigned int flags, CUdevice dev)
+{
+    if (numParams < 0 || (numParams > 0 && !paramsArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (numParams > 0)
+        return sl_fe_unsupported("cuCtxCreate_v3 with execution affinity parameters");
+    return cuCtxCreate_v4(pctx, NULL, flags, dev);
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return cuCtxCreate_v4(pctx, NULL, flags, dev);
+}
+
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return cuCtxCreate_v4(pctx, NULL, flags, dev);
+}
+
+/* CUDA: "If ctx is current to the calling thread then ctx will also be popped from the current
+ * thread's context stack. If ctx is current to other threads, then ctx will remain current to
+ * those threads" (their calls then fail: the backend no longer knows the id, which is never
+ * reused). Context-local storage destructors run first, while the context still exists. */
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    if (!ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sl_fe_ctx_device(ctx) < 0 && !sl_fe_is_primary_ctx(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sl_fe_cls_on_ctx_destroy(ctx);
+    Sluice__Cuda__CuCtxDestroyV2Request req = SLUICE__CUDA__CU_CTX_DESTROY_V2_REQUEST__INIT;
+    req.ctx = (uint64_t)(uintptr_t)ctx;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuCtxDestroy_v2;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_CTX_DESTROY_V2;
+    call.cu_ctx_destroy_v2 = &req;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        sl_fe_reply_free(rep);
+    }
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (t_depth && t_stack[t_depth - 1] == ctx)
+        t_depth--;
+    if (!sl_fe_is_primary_ctx(ctx)) {
+        pthread_mutex_lock(&g_ctx_lock);
+        for (int i = 0; i < g_nknown; i++) {
+            if (g_known[i].ctx == ctx) {
+                g_known[i] = g_known[--g_nknown];
+                break;
+            }
+        }
+        pthread_mutex_unlock(&g_ctx_lock);
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDestroy(CUcontext ctx)
+{
+    return cuCtxDestroy_v2(ctx);
 }

@@ -38,9 +38,13 @@ LOCAL = {
     "cuGetExportTable": "private tables served locally",
     "cuMemAllocHost": "guest memory, tracked (not device-visible)",
     "cuMemAllocHost_v2": "guest memory, tracked (not device-visible)",
-    "cuMemHostAlloc": "guest memory, tracked; DEVICEMAP accepted but not device-visible",
-    "cuMemFreeHost": "guest memory", "cuMemHostRegister": "bookkeeping only",
-    "cuMemHostRegister_v2": "bookkeeping only", "cuMemHostUnregister": "bookkeeping only",
+    "cuMemHostAlloc": "guest memory, tracked; DEVICEMAP (mapped) refused: NOT_SUPPORTED",
+    "cuMemFreeHost": "guest memory",
+    "cuMemHostRegister": "bookkeeping only; DEVICEMAP (mapped) refused: NOT_SUPPORTED",
+    "cuMemHostRegister_v2": "bookkeeping only; DEVICEMAP (mapped) refused: NOT_SUPPORTED",
+    "cuMemHostUnregister": "bookkeeping only",
+    "cuGetErrorName": "table generated from cuda.h's CUresult enum",
+    "cuGetErrorString": "table generated from cuda.h's CUresult doxygen comments",
     "cuMemHostGetFlags": "bookkeeping",
 }
 
@@ -56,6 +60,25 @@ NOTES = {
     "cuModuleLoadData": "slLoadImage by SHA-256", "cuLibraryLoadData": "slLoadImage by SHA-256",
     "cuLaunchKernel": "parameters packed with the slParamLayout cache",
     "cuLaunchHostFunc": "runs in the guest when the backend's stream reaches it",
+    "cuCtxCreate_v4": "a real context of the session's own; pushed on the calling thread; "
+                      "exec-affinity/CIG params: NOT_SUPPORTED",
+    "cuCtxCreate_v3": "as cuCtxCreate_v4 (exec-affinity params: NOT_SUPPORTED)",
+    "cuCtxCreate_v2": "as cuCtxCreate_v4", "cuCtxCreate": "as cuCtxCreate_v4",
+    "cuCtxDestroy_v2": "popped from the calling thread if current; CLS destructors run",
+    "cuCtxDestroy": "as cuCtxDestroy_v2",
+    "cuDevicePrimaryCtxReset_v2": "drops the context's CLS entries",
+    "cuDevicePrimaryCtxReset": "as cuDevicePrimaryCtxReset_v2",
+    "cuOccupancyMaxPotentialBlockSize": "with a callback: computed in the guest (remote "
+                                        "MaxActiveBlocks per block size)",
+    "cuOccupancyMaxPotentialBlockSizeWithFlags": "with a callback: computed in the guest",
+}
+
+# Security: never forwarded, whatever the backend's driver offers (docs/remoting.md).
+REFUSED = {
+    "cuIpcGetEventHandle", "cuIpcOpenEventHandle", "cuIpcGetMemHandle", "cuIpcOpenMemHandle",
+    "cuIpcOpenMemHandle_v2", "cuIpcCloseMemHandle", "cuMemPoolExportPointer",
+    "cuMemPoolImportPointer", "cuMemPoolExportToShareableHandle",
+    "cuMemPoolImportFromShareableHandle",
 }
 
 
@@ -102,6 +125,8 @@ def render():
         if state in ("local", "not supported"):
             mode = "-"
         note = LOCAL.get(name, "") if state == "local" else NOTES.get(name, "")
+        if state == "not supported" and (name in REFUSED or name.startswith("cuMulticast")):
+            note = "refused by design (security): never forwarded"
         if twins:
             note = (note + "; " if note else "") + "+ _" + "/_".join(twins)
         rows.append(f"| {cid} | `{name}` | {state} | {mode} | {note} |")
@@ -119,7 +144,23 @@ def render():
            "| state | calls |", "|---|---|"]
     for k in sorted(counts):
         out.append(f"| {k} | {counts[k]} |")
-    out += ["", "| id | call | state | mode | notes |", "|---|---|---|---|---|"] + rows
+    out += ["",
+            "Outside the table (not cuda.h calls): `cuProfilerInitialize`, `cuProfilerStart`, "
+            "`cuProfilerStop` (cudaProfiler.h; `cudaProfilerStart/Stop`) are **local**: they "
+            "answer `CUDA_SUCCESS`, as the driver does when no profiler is attached; no profiler "
+            "can be attached to a guest's work through Sluice (`frontend/profiler.c`).",
+            "",
+            "Mapped pinned memory is refused: `cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP` "
+            "(`cudaHostAllocMapped`) and `cuMemHostRegister` with `CU_MEMHOSTREGISTER_DEVICEMAP` "
+            "(`cudaHostRegisterMapped`) answer `CUDA_ERROR_NOT_SUPPORTED` (logged once): guest "
+            "memory is not device-visible. cudart 13 passes flags 0 for `cudaMallocHost` and "
+            "`cudaHostAlloc(cudaHostAllocDefault)` (measured through tests/e2e with "
+            "`SLUICE_LOG_LEVEL=debug`, static and shared cudart, on the double and on an H200 "
+            "with UVA), so plain pinned memory works; `cuMemHostGetDevicePointer` "
+            "(`cudaHostGetDevicePointer`) is not supported, also for `cudaMallocHost` memory, "
+            "which natively (UVA) has a device pointer.",
+            "",
+            "| id | call | state | mode | notes |", "|---|---|---|---|---|"] + rows
     return "\n".join(out) + "\n"
 
 

@@ -1,9 +1,14 @@
 /* Page-locked host memory cannot be remoted as device-visible memory. cuMemAllocHost and
  * cuMemHostAlloc hand out plain guest memory that the frontend tracks (copies to and from it
  * work as with any host memory); cuMemHostRegister only records the range and succeeds.
- * CU_MEMHOSTALLOC_DEVICEMAP / CU_MEMHOSTREGISTER_DEVICEMAP are accepted (cudart asks for them
- * routinely) but the memory is not device-visible: cuMemHostGetDevicePointer answers
- * CUDA_ERROR_NOT_SUPPORTED. cuPointerGetAttribute(s) answers host pointers locally and asks the
+ * Mapped memory is refused: CU_MEMHOSTALLOC_DEVICEMAP (cuMemHostAlloc, cudaHostAllocMapped) and
+ * CU_MEMHOSTREGISTER_DEVICEMAP (cuMemHostRegister, cudaHostRegisterMapped) answer
+ * CUDA_ERROR_NOT_SUPPORTED with one log line, since a kernel given the "device pointer" of guest
+ * memory would fault. cudart 13 passes flags 0 for cudaMallocHost and cudaHostAlloc(Default)
+ * (measured through the e2e harness, static and shared cudart, on the double and on an H200 with
+ * UVA; SLUICE_LOG_LEVEL=debug logs the flags), so plain pinned allocations are unaffected.
+ * cuMemHostGetDevicePointer stays CUDA_ERROR_NOT_SUPPORTED (cudaHostGetDevicePointer fails with
+ * cudaErrorNotSupported). cuPointerGetAttribute(s) answers host pointers locally and asks the
  * backend about the others. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <errno.h>
@@ -14,6 +19,7 @@
 #include <unistd.h>
 
 #include "fe.h"
+#include "sluice/log.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
@@ -98,13 +104,17 @@ int sl_fe_is_host_pointer(const void *p)
     return mincore(page, (size_t)pg, &vec) == 0 || errno != ENOMEM;
 }
 
-static CUresult host_alloc(void **pp, size_t n, unsigned flags)
+static CUresult host_alloc(const char *name, void **pp, size_t n, unsigned flags)
 {
+    if (sl_log_enabled(SL_LOG_DEBUG))
+        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s(%zu bytes, flags 0x%x)", name, n, flags);
     if (!pp || n == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                             CU_MEMHOSTALLOC_WRITECOMBINED))
         return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CU_MEMHOSTALLOC_DEVICEMAP) /* guest memory is not device-visible */
+        return sl_fe_unsupported("cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP (mapped memory)");
     void *p = NULL;
     if (posix_memalign(&p, 4096, n))
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -119,17 +129,17 @@ static CUresult host_alloc(void **pp, size_t n, unsigned flags)
 
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-    return host_alloc(pp, bytesize, 0);
+    return host_alloc("cuMemAllocHost_v2", pp, bytesize, 0);
 }
 
 CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 {
-    return host_alloc(pp, bytesize, 0);
+    return host_alloc("cuMemAllocHost", pp, bytesize, 0);
 }
 
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
-    return host_alloc(pp, bytesize, Flags);
+    return host_alloc("cuMemHostAlloc", pp, bytesize, Flags);
 }
 
 CUresult cuMemFreeHost(void *p)
@@ -143,8 +153,14 @@ CUresult cuMemFreeHost(void *p)
 
 CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
+    if (sl_log_enabled(SL_LOG_DEBUG))
+        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "cuMemHostRegister_v2(%zu bytes, flags 0x%x)",
+               bytesize, Flags);
     if (!p || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (Flags & CU_MEMHOSTREGISTER_DEVICEMAP) /* guest memory is not device-visible */
+        return sl_fe_unsupported(
+            "cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP (mapped memory)");
     return add(p, bytesize, Flags, 0);
 }
 

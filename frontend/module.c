@@ -5,6 +5,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <elf.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,4 +381,101 @@ CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
     }
     sl_fe_reply_free(rep);
     return rc;
+}
+
+/* ------------------------------------------------------------------ names */
+/* cuFuncGetName / cuKernelGetName hand out a string that lives as long as the function: the
+ * backend's answer is kept per handle (ids are never reused), so a second query is local. */
+struct fe_name {
+    struct fe_name *next;
+    uint64_t id;
+    char *name;
+};
+static struct fe_name *g_names;
+static pthread_mutex_t g_names_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *name_cached(uint64_t id)
+{
+    const char *n = NULL;
+    pthread_mutex_lock(&g_names_lock);
+    for (struct fe_name *e = g_names; e && !n; e = e->next)
+        if (e->id == id)
+            n = e->name;
+    pthread_mutex_unlock(&g_names_lock);
+    return n;
+}
+
+static const char *name_keep(uint64_t id, const char *name)
+{
+    const char *have = name_cached(id);
+    if (have)
+        return have;
+    struct fe_name *e = malloc(sizeof *e);
+    char *copy = strdup(name);
+    if (!e || !copy) {
+        free(e);
+        free(copy);
+        return NULL;
+    }
+    e->id = id;
+    e->name = copy;
+    pthread_mutex_lock(&g_names_lock);
+    e->next = g_names;
+    g_names = e;
+    pthread_mutex_unlock(&g_names_lock);
+    return copy;
+}
+
+static CUresult get_name(const char **name, uint64_t id, int kernel)
+{
+    if (!name || !id)
+        return !name ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+    const char *have = name_cached(id);
+    if (have) {
+        *name = have;
+        return CUDA_SUCCESS;
+    }
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuFuncGetNameRequest fq = SLUICE__CUDA__CU_FUNC_GET_NAME_REQUEST__INIT;
+    Sluice__Cuda__CuKernelGetNameRequest kq = SLUICE__CUDA__CU_KERNEL_GET_NAME_REQUEST__INIT;
+    if (kernel) {
+        kq.hfunc = id;
+        call.call_id = SL_CALL_cuKernelGetName;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_KERNEL_GET_NAME;
+        call.cu_kernel_get_name = &kq;
+    } else {
+        fq.hfunc = id;
+        call.call_id = SL_CALL_cuFuncGetName;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_FUNC_GET_NAME;
+        call.cu_func_get_name = &fq;
+    }
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        if (rc == CUDA_SUCCESS) {
+            const char *n = NULL;
+            if (kernel && rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_KERNEL_GET_NAME)
+                n = rep->cu_kernel_get_name->name;
+            else if (!kernel && rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_FUNC_GET_NAME)
+                n = rep->cu_func_get_name->name;
+            if (!n)
+                rc = CUDA_ERROR_UNKNOWN;
+            else if (!(*name = name_keep(id, n)))
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+/* A kernel id is accepted as a function (the backend asks cuKernelGetName for it). */
+CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    return get_name(name, (uint64_t)(uintptr_t)hfunc, 0);
+}
+
+CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    return get_name(name, (uint64_t)(uintptr_t)hfunc, 1);
 }

@@ -748,6 +748,23 @@ EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
     LOCKED(ctx_get_id(ctx, ctxId));
 }
 
+static CUresult ctx_get_flags(unsigned int *flags)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = c->flags;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
+{
+    LOCKED(ctx_get_flags(flags));
+}
+
 EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     (void)ctx;
@@ -1760,19 +1777,165 @@ EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
     LOCKED(func_set_attr(kernel, attrib, val));
 }
 
-EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,
-                                                            int blockSize, size_t dynamicSMemSize)
+static CUresult func_name(const char **name, void *h)
 {
-    (void)dynamicSMemSize;
+    struct dbl_func *f = obj_get(h, K_FUNC);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    *name = f->kernel->name;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    LOCKED(func_name(name, hfunc));
+}
+
+EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    LOCKED(func_name(name, hfunc));
+}
+
+/* The double's occupancy model: 2048 threads, 32 blocks and 228 KiB of shared memory per SM. */
+#define DBL_SM_THREADS 2048
+#define DBL_SM_BLOCKS  32
+#define DBL_SM_SHARED  (228 * 1024)
+
+static CUresult occupancy(int *numBlocks, CUfunction func, int blockSize, size_t smem)
+{
     pthread_mutex_lock(&lock);
     CUresult rc = obj_get(func, K_FUNC) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_unlock(&lock);
     if (rc)
         return rc;
-    if (!numBlocks || blockSize <= 0 || blockSize > 1024)
+    if (!numBlocks || blockSize <= 0 || blockSize > 1024 || smem > DBL_SM_SHARED)
         return CUDA_ERROR_INVALID_VALUE;
-    int n = 2048 / blockSize;
-    *numBlocks = n > 32 ? 32 : n;
+    int n = DBL_SM_THREADS / blockSize;
+    if (smem && (int)(DBL_SM_SHARED / smem) < n)
+        n = (int)(DBL_SM_SHARED / smem);
+    *numBlocks = n > DBL_SM_BLOCKS ? DBL_SM_BLOCKS : n;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,
+                                                            int blockSize, size_t dynamicSMemSize)
+{
+    return occupancy(numBlocks, func, blockSize, dynamicSMemSize);
+}
+
+EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
+                                                                     CUfunction func, int blockSize,
+                                                                     size_t dynamicSMemSize,
+                                                                     unsigned int flags)
+{
+    if (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)
+        return CUDA_ERROR_INVALID_VALUE;
+    return occupancy(numBlocks, func, blockSize, dynamicSMemSize);
+}
+
+/* Largest block size (multiple of 32 up to the limit) with the most resident threads. */
+static CUresult potential(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize cb,
+                          size_t smem, int limit)
+{
+    if (!minGridSize || !blockSize || limit < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (limit == 0 || limit > 1024)
+        limit = 1024;
+    int best = 0, best_n = 0;
+    for (int b = (limit + 31) / 32 * 32; b > 0; b -= 32) {
+        int bs = b < limit ? b : limit, n = 0;
+        CUresult rc = occupancy(&n, func, bs, cb ? cb(bs) : smem);
+        if (rc)
+            return rc;
+        if (bs * n > best * best_n) {
+            best = bs;
+            best_n = n;
+        }
+    }
+    *minGridSize = best_n * 4; /* 4 SMs */
+    *blockSize = best;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
+                                                 CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+                                                 size_t dynamicSMemSize, int blockSizeLimit)
+{
+    return potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize,
+                     blockSizeLimit);
+}
+
+EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(
+    int *minGridSize, int *blockSize, CUfunction func,
+    CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit,
+    unsigned int flags)
+{
+    if (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)
+        return CUDA_ERROR_INVALID_VALUE;
+    return potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize,
+                     blockSizeLimit);
+}
+
+/* Clusters: at most 8 blocks per cluster (16 with the non-portable attribute, not modelled);
+ * active clusters = resident blocks of the 4 SMs / the cluster size the config asks. */
+static CUresult cluster_dim(const CUlaunchConfig *config, unsigned *dim)
+{
+    if (!config || (config->numAttrs && !config->attrs) || config->blockDimX == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *dim = 1;
+    for (unsigned i = 0; i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            *dim = config->attrs[i].value.clusterDim.x * config->attrs[i].value.clusterDim.y *
+                   config->attrs[i].value.clusterDim.z;
+    return *dim == 0 || *dim > 8 ? CUDA_ERROR_INVALID_CLUSTER_SIZE : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func,
+                                                   const CUlaunchConfig *config)
+{
+    unsigned dim;
+    int n = 0;
+    CUresult rc = cluster_dim(config, &dim);
+    if (!rc)
+        rc = occupancy(&n, func, (int)(config->blockDimX * config->blockDimY * config->blockDimZ),
+                       config->sharedMemBytes);
+    if (rc)
+        return rc;
+    if (!clusterSize)
+        return CUDA_ERROR_INVALID_VALUE;
+    *clusterSize = n * 4 < 8 ? n * 4 : 8;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
+                                             const CUlaunchConfig *config)
+{
+    unsigned dim;
+    int n = 0;
+    CUresult rc = cluster_dim(config, &dim);
+    if (!rc)
+        rc = occupancy(&n, func, (int)(config->blockDimX * config->blockDimY * config->blockDimZ),
+                       config->sharedMemBytes);
+    if (rc)
+        return rc;
+    if (!numClusters)
+        return CUDA_ERROR_INVALID_VALUE;
+    *numClusters = n * 4 / (int)dim;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func,
+                                                        int numBlocks, int blockSize)
+{
+    int n = 0;
+    CUresult rc = occupancy(&n, func, blockSize, 0);
+    if (rc)
+        return rc;
+    if (!dynamicSmemSize || numBlocks <= 0 || numBlocks > n)
+        return CUDA_ERROR_INVALID_VALUE;
+    *dynamicSmemSize = DBL_SM_SHARED / (size_t)numBlocks;
     return CUDA_SUCCESS;
 }
 
@@ -1816,6 +1979,10 @@ static CUresult launch(void *h, const unsigned grid[3], const unsigned block[3],
     if (shared > 49152 + (size_t)f->max_dynamic_shared)
         return CUDA_ERROR_INVALID_VALUE;
     const struct dbl_kernel *k = f->kernel;
+    /* crash knob for the backend's worker-death test: this kernel aborts the process */
+    const char *crash = getenv("SLUICE_DOUBLE_CRASH_KERNEL");
+    if (crash && k && strcmp(crash, k->name) == 0)
+        abort();
     void *argv[DBL_MAX_PARAMS];
     if (extra) {
         void *buf = NULL;

@@ -37,7 +37,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SKIP = 77
 
 PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback", "printf_kernel",
-            "many_launches", "large_copy", "failures", "cross_session"]
+            "many_launches", "large_copy", "failures", "cross_session", "driver_api"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
@@ -135,7 +135,7 @@ def tail(path, n=40):
 
 
 class Backend:
-    def __init__(self, args, pki, work, driver):
+    def __init__(self, args, pki, work, driver, env_extra=None):
         self.port = free_port()
         self.endpoint = f"tcp://127.0.0.1:{self.port}"
         self.log = os.path.join(work, f"backend-{self.port}.log")
@@ -152,6 +152,7 @@ class Backend:
         env["LD_LIBRARY_PATH"] = ":".join(keep)
         if args.double_mem_mib:
             env["SLUICE_DOUBLE_MEM_MIB"] = str(args.double_mem_mib)
+        env.update(env_extra or {})
         self.argv = argv
         self.logf = open(self.log, "w")
         self.proc = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT, env=env,
@@ -263,6 +264,82 @@ def run_one(args, name, variant, mode, pki, work, driver, frontend_dir):
                     "sanitizer report in the backend's log"
 
 
+CRASH_KERNEL = "_Z4vaddPKfS0_Pfi"  # vector_add's kernel: the double abort()s in its launch
+
+
+def guest_env(args, backend, frontend_dir):
+    env = dict(os.environ)
+    env.pop("SLUICE_E2E_NATIVE", None)
+    env["SLUICE_CONFIG_DIR"] = backend.conf
+    env["LD_LIBRARY_PATH"] = ":".join(
+        p for p in [frontend_dir, os.path.join(args.cuda_root, "lib64"),
+                    env.get("LD_LIBRARY_PATH", "")] if p)
+    if args.asan_runtime:
+        env["LD_PRELOAD"] = ":".join(p for p in [args.asan_runtime, env.get("LD_PRELOAD", "")]
+                                     if p)
+        env["ASAN_OPTIONS"] = ":".join(p for p in ["detect_leaks=0", env.get("ASAN_OPTIONS", "")]
+                                       if p)
+    return env
+
+
+def worker_crash(args, pki, work, driver, frontend_dir):
+    """One backend, three sessions: A (session_hold) runs throughout; B (vector_add) kills its
+    session worker (the double abort()s in its kernel launch) and must get a clean error, not a
+    hang; C (printf_kernel), new after the crash, must pass; A must never notice."""
+    exe = lambda name: os.path.join(args.programs_dir, f"{name}.static")
+    backend = Backend(args, pki, work, driver, {"SLUICE_DOUBLE_CRASH_KERNEL": CRASH_KERNEL})
+    problems = []
+    hold = None
+    try:
+        why = backend.wait_ready()
+        if why:
+            return [why]
+        env = guest_env(args, backend, frontend_dir)
+        henv = dict(env, SLUICE_HOLD_SECONDS="6")
+        hold = subprocess.Popen([exe("session_hold")], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=henv, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=die_with_parent)
+        first = hold.stdout.readline().decode(errors="replace")
+        if "SESSION OPEN" not in first:
+            return [f"session A did not open: {first.strip()}"]
+        t0 = time.time()
+        b = subprocess.run([exe("vector_add")], capture_output=True, env=env, timeout=60,
+                           stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        bout = (b.stdout + b.stderr).decode(errors="replace")
+        print(f"session B (crashing worker): rc={b.returncode} {time.time() - t0:.2f}s")
+        print("  " + "\n  ".join(bout.strip().splitlines()[-4:]))
+        if b.returncode == 0 or "PASS vector_add" in bout:
+            problems.append("session B passed although its worker crashed")
+        c = subprocess.run([exe("printf_kernel")], capture_output=True, env=env, timeout=60,
+                           stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        cout = (c.stdout + c.stderr).decode(errors="replace")
+        print(f"session C (new after the crash): rc={c.returncode}")
+        if c.returncode != 0 or check_output("printf_kernel", cout):
+            problems.append("session C failed: " + cout[-2000:])
+        hout, _ = hold.communicate(timeout=60)
+        hout = first + hout.decode(errors="replace")
+        print(f"session A (concurrent): rc={hold.returncode}, "
+              f"{hout.count('TICK')} ticks, last: {hout.strip().splitlines()[-1]}")
+        if hold.returncode != 2 or "SESSION NEVER ENDED" not in hout:
+            problems.append("session A was disturbed: " + hout[-1000:])
+        if backend.proc.poll() is not None:
+            problems.append(f"the backend exited ({backend.proc.returncode})")
+    except subprocess.TimeoutExpired as ex:
+        problems.append(f"timeout: {ex.cmd}")
+    finally:
+        if hold:
+            kill_group(hold, 1)
+        backend.stop()
+    blog = tail(backend.log, 400)
+    if not re.search(r"session worker died: signal 6", blog):
+        problems.append("the backend's log lacks 'session worker died: signal 6'")
+    if SANITIZER_REPORT.search(blog):
+        problems.append("sanitizer report in the backend's log")
+    if problems or args.verbose:
+        print("---- backend log ----\n" + tail(backend.log, 60).rstrip() + "\n----")
+    return problems
+
+
 def check_table(args):
     """The kernels the programs define (host stubs named by the mangled device name) must all be
     in the double's table, or a launch through the double fails with CUDA_ERROR_NOT_FOUND."""
@@ -310,6 +387,9 @@ def main():
                     help="device memory of the double (SLUICE_DOUBLE_MEM_MIB)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, PKI)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every program's output")
+    ap.add_argument("--worker-crash", action="store_true",
+                    help="the session-worker crash test (driver double only): one crashing "
+                         "session, one concurrent and one new session that must go on")
     args = ap.parse_args()
     args.asan_runtime = None
 
@@ -343,6 +423,26 @@ def main():
                 return SKIP
     variants = ["static", "shared"] if args.variant == "both" else [args.variant]
     names = args.program or PROGRAMS
+    if args.worker_crash:
+        if mode != "sluice-double":
+            print("SKIP: --worker-crash needs the driver double")
+            return SKIP
+        for n in ["session_hold", "vector_add", "printf_kernel"]:
+            if not os.path.exists(os.path.join(args.programs_dir, f"{n}.static")):
+                print(f"SKIP: {n}.static not built in {args.programs_dir}")
+                return SKIP
+        work = tempfile.mkdtemp(prefix="sluice-e2e-")
+        try:
+            pki = os.path.join(work, "pki")
+            subprocess.run([os.path.join(REPO, "scripts", "make-demo-pki"), pki], check=True,
+                           stdout=subprocess.DEVNULL)
+            problems = worker_crash(args, pki, work, driver, frontend_dir)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        for p in problems:
+            print(f"FAIL: {p}")
+        print(("FAIL" if problems else "PASS") + " e2e.worker_crash", flush=True)
+        return 1 if problems else 0
     for n in names:
         for v in variants:
             if not os.path.exists(os.path.join(args.programs_dir, f"{n}.{v}")):

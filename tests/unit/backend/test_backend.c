@@ -124,6 +124,105 @@ static void test_contexts(void **state)
     be_session_free(s);
 }
 
+/* ---------------------------------------------------------------- occupancy */
+
+static CUfunction occ_seen;
+static CUresult occ_max_active(int *n, CUfunction f, int block, size_t smem, unsigned flags)
+{
+    (void)smem;
+    (void)flags;
+    occ_seen = f;
+    *n = 2048 / block;
+    return CUDA_SUCCESS;
+}
+
+/* backend/occupancy.c: a kernel id is accepted as the function (the native CUkernel reaches the
+ * driver), a guest callback id is refused (the frontend computes that case), the cluster calls
+ * check the attribute bulk against the config. */
+static void test_occupancy_handlers(void **state)
+{
+    (void)state;
+    be_dispatch_setup();
+    struct sl_driver_api api = {0};
+    api.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags = occ_max_active;
+    sl_be_session *s = be_session_new(1, &api, &no_devs);
+    uint64_t kid;
+    assert_int_equal(be_handles_put(&s->h, SL_H_KERNEL, (void *)0x5150, 0, 0, &kid), CUDA_SUCCESS);
+
+    Sluice__Cuda__CuOccupancyMaxActiveBlocksPerMultiprocessorRequest rq =
+        SLUICE__CUDA__CU_OCCUPANCY_MAX_ACTIVE_BLOCKS_PER_MULTIPROCESSOR_REQUEST__INIT;
+    rq.func = kid;
+    rq.block_size = 256;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuOccupancyMaxActiveBlocksPerMultiprocessor;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_ACTIVE_BLOCKS_PER_MULTIPROCESSOR;
+    call.cu_occupancy_max_active_blocks_per_multiprocessor = &rq;
+    Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
+    assert_int_equal(sl_be_dispatch(s, &api, be_table, &call, &reply), CUDA_SUCCESS);
+    assert_int_equal(reply.cu_occupancy_max_active_blocks_per_multiprocessor->num_blocks, 8);
+    assert_ptr_equal(occ_seen, (void *)0x5150);
+    sl_be_reply_clear(&reply);
+    rq.func = kid + 1000; /* unknown */
+    reply = (Sluice__Wire__Reply)SLUICE__WIRE__REPLY__INIT;
+    assert_int_equal(sl_be_dispatch(s, &api, be_table, &call, &reply), CUDA_ERROR_INVALID_HANDLE);
+    sl_be_reply_clear(&reply);
+
+    Sluice__Cuda__CuOccupancyMaxPotentialBlockSizeRequest pq =
+        SLUICE__CUDA__CU_OCCUPANCY_MAX_POTENTIAL_BLOCK_SIZE_REQUEST__INIT;
+    pq.func = kid;
+    pq.block_size_to_dynamic_smem_size = 7; /* a guest callback: never run here */
+    call = (Sluice__Wire__Call)SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuOccupancyMaxPotentialBlockSize;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_POTENTIAL_BLOCK_SIZE;
+    call.cu_occupancy_max_potential_block_size = &pq;
+    reply = (Sluice__Wire__Reply)SLUICE__WIRE__REPLY__INIT;
+    assert_int_equal(sl_be_dispatch(s, &api, be_table, &call, &reply), CUDA_ERROR_INVALID_VALUE);
+    sl_be_reply_clear(&reply);
+
+    CUlaunchConfig cfg = {0};
+    cfg.blockDimX = 128;
+    cfg.numAttrs = 1; /* but no attribute bytes follow */
+    Sluice__Cuda__CuOccupancyMaxActiveClustersRequest cq =
+        SLUICE__CUDA__CU_OCCUPANCY_MAX_ACTIVE_CLUSTERS_REQUEST__INIT;
+    cq.func = kid;
+    cq.config.data = (uint8_t *)&cfg;
+    cq.config.len = sizeof cfg;
+    call = (Sluice__Wire__Call)SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuOccupancyMaxActiveClusters;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_ACTIVE_CLUSTERS;
+    call.cu_occupancy_max_active_clusters = &cq;
+    reply = (Sluice__Wire__Reply)SLUICE__WIRE__REPLY__INIT;
+    assert_int_equal(sl_be_dispatch(s, &api, be_table, &call, &reply), CUDA_ERROR_INVALID_VALUE);
+    sl_be_reply_clear(&reply);
+    cq.config.len = sizeof cfg - 1;
+    reply = (Sluice__Wire__Reply)SLUICE__WIRE__REPLY__INIT;
+    assert_int_equal(sl_be_dispatch(s, &api, be_table, &call, &reply), CUDA_ERROR_INVALID_VALUE);
+    sl_be_reply_clear(&reply);
+    be_session_free(s);
+}
+
+/* ---------------------------------------------------------------- security */
+
+/* IPC, pool pointer export/import and multicast are never dispatched to the driver. */
+static void test_security_calls_have_no_handler(void **state)
+{
+    (void)state;
+    be_dispatch_setup();
+    static const uint32_t ids[] = {
+        SL_CALL_cuIpcGetEventHandle,    SL_CALL_cuIpcOpenEventHandle,
+        SL_CALL_cuIpcGetMemHandle,      SL_CALL_cuIpcOpenMemHandle_v2,
+        SL_CALL_cuIpcCloseMemHandle,    SL_CALL_cuMemPoolExportPointer,
+        SL_CALL_cuMemPoolImportPointer, SL_CALL_cuMemPoolExportToShareableHandle,
+        SL_CALL_cuMulticastCreate,      SL_CALL_cuMulticastAddDevice,
+        SL_CALL_cuMulticastBindMem,     SL_CALL_cuMulticastBindAddr,
+        SL_CALL_cuMulticastUnbind,      SL_CALL_cuMulticastGetGranularity,
+    };
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+        assert_null(be_table[ids[i]].handler);
+        assert_true(sl_call_lookup(ids[i])->flags & SL_CALL_HANDWRITTEN);
+    }
+}
+
 /* ---------------------------------------------------------------- allocations */
 
 static void test_memory_ranges(void **state)
@@ -628,6 +727,8 @@ int main(void)
         cmocka_unit_test(test_handles_other_session),
         cmocka_unit_test(test_handles_many_and_module_children),
         cmocka_unit_test(test_contexts),
+        cmocka_unit_test(test_occupancy_handlers),
+        cmocka_unit_test(test_security_calls_have_no_handler),
         cmocka_unit_test(test_memory_ranges),
         cmocka_unit_test(test_devptr_hooks_isolated),
         cmocka_unit_test(test_param_rebuild),

@@ -317,6 +317,59 @@ static void unsupported_returns_not_supported(void **state)
     assert_int_equal(cuGraphDebugDotPrint(NULL, "x", 0), CUDA_ERROR_NOT_SUPPORTED);
 }
 
+/* Security: these are never forwarded, whatever the backend's driver offers. */
+static void security_calls_never_travel(void **state)
+{
+    (void)state;
+    CUipcMemHandle mh;
+    CUipcEventHandle eh;
+    CUevent ev = NULL;
+    CUmemPoolPtrExportData ed;
+    CUmemGenericAllocationHandle mc;
+    CUmulticastObjectProp prop = {0};
+    size_t gran;
+    assert_int_equal(cuIpcGetMemHandle(&mh, 0x1000), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuIpcGetEventHandle(&eh, (CUevent)0x0b00000000000001ull),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuIpcOpenEventHandle(&ev, eh), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuIpcCloseMemHandle(0x1000), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuMemPoolExportPointer(&ed, 0x1000), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuMulticastCreate(&mc, &prop), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuMulticastGetGranularity(&gran, &prop, CU_MULTICAST_GRANULARITY_MINIMUM),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuMulticastAddDevice(mc, 0), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuMulticastUnbind(mc, 0, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(F.calls, 0);
+    assert_int_equal(F.frames, 0);
+}
+
+/* The occupancy calls travel as their own calls; a kernel's id goes as the function. */
+static void occupancy_calls(void **state)
+{
+    (void)state;
+    int n = -1, grid = -1, block = -1;
+    CUfunction f = (CUfunction)(uintptr_t)0x0400000000000007ull;
+    F.next_result = CUDA_ERROR_INVALID_HANDLE;
+    assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 128, 0),
+                     CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(F.call_ids[0], SL_CALL_cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    F.next_result = CUDA_ERROR_INVALID_HANDLE;
+    assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, 128, 0, 1),
+                     CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(F.call_ids[1], SL_CALL_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    F.next_result = CUDA_ERROR_INVALID_HANDLE;
+    assert_int_equal(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 0),
+                     CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(F.call_ids[2], SL_CALL_cuOccupancyMaxPotentialBlockSize);
+    /* a success without the reply member is a protocol problem, never garbage */
+    assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 128, 0),
+                     CUDA_ERROR_UNKNOWN);
+    assert_int_equal(n, -1);
+    assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(NULL, f, 128, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(F.calls, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -331,6 +384,8 @@ int main(void)
         cmocka_unit_test_setup(sync_copy_errors_are_returned, setup),
         cmocka_unit_test_setup(lost_connection_fails_cleanly, setup),
         cmocka_unit_test_setup(unsupported_returns_not_supported, setup),
+        cmocka_unit_test_setup(security_calls_never_travel, setup),
+        cmocka_unit_test_setup(occupancy_calls, setup),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     sl_fe_rpc_reset();

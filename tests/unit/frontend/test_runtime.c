@@ -1,5 +1,6 @@
 /* The frontend runtime's pure pieces: backend.conf parsing, image measuring, kernel parameter
- * packing, the per-thread context stack. */
+ * packing, the per-thread context stack, calls answered locally (error names and strings, the
+ * profiler) and refusals made before any round trip (mapped host memory, context parameters). */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <pthread.h>
 #include <setjmp.h>
@@ -14,6 +15,10 @@
 #include <cmocka.h>
 #include <elf.h>
 
+#include <cudaProfiler.h>
+
+#include "errors.h"
+#include "exports.h"
 #include "fe.h"
 #include "hooks.h"
 
@@ -256,6 +261,111 @@ static void ctx_stack_is_per_thread(void **state)
     sl_fe_ctx_reset();
 }
 
+/* ------------------------------------------------------------------ local answers */
+static void error_names_and_strings(void **state)
+{
+    (void)state;
+    const char *s = NULL;
+    assert_int_equal(cuGetErrorName(CUDA_SUCCESS, &s), CUDA_SUCCESS);
+    assert_string_equal(s, "CUDA_SUCCESS");
+    assert_int_equal(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s), CUDA_SUCCESS);
+    assert_string_equal(s, "CUDA_ERROR_INVALID_VALUE");
+    assert_int_equal(cuGetErrorName(CUDA_ERROR_UNKNOWN, &s), CUDA_SUCCESS);
+    assert_string_equal(s, "CUDA_ERROR_UNKNOWN");
+    assert_int_equal(cuGetErrorName(CUDA_ERROR_NOT_SUPPORTED, &s), CUDA_SUCCESS);
+    assert_string_equal(s, "CUDA_ERROR_NOT_SUPPORTED");
+    s = NULL;
+    assert_int_equal(cuGetErrorString(CUDA_ERROR_INVALID_VALUE, &s), CUDA_SUCCESS);
+    assert_non_null(strstr(s, "not within an acceptable range"));
+    assert_null(strstr(s, "::")); /* doxygen markers removed */
+    assert_int_equal(cuGetErrorString(CUDA_ERROR_INVALID_CONTEXT, &s), CUDA_SUCCESS);
+    assert_true(strlen(s) > 10);
+    s = "x";
+    assert_int_equal(cuGetErrorString((CUresult)123456, &s), CUDA_ERROR_INVALID_VALUE);
+    assert_null(s);
+    s = "x";
+    assert_int_equal(cuGetErrorName((CUresult)-1, &s), CUDA_ERROR_INVALID_VALUE);
+    assert_null(s);
+    assert_int_equal(cuGetErrorName(CUDA_SUCCESS, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetErrorString(CUDA_SUCCESS, NULL), CUDA_ERROR_INVALID_VALUE);
+    /* the table is sorted and every entry has a name and a string */
+    for (size_t i = 0; i < sl_fe_error_count; i++) {
+        assert_non_null(sl_fe_error_table[i].name);
+        assert_true(sl_fe_error_table[i].string[0] != 0);
+        if (i)
+            assert_true(sl_fe_error_table[i - 1].code < sl_fe_error_table[i].code);
+    }
+}
+
+static void profiler_is_local(void **state)
+{
+    (void)state;
+    assert_int_equal(cuProfilerStart(), CUDA_SUCCESS);
+    assert_int_equal(cuProfilerStop(), CUDA_SUCCESS);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    assert_int_equal(cuProfilerInitialize(NULL, NULL, CU_OUT_CSV), CUDA_SUCCESS);
+#pragma GCC diagnostic pop
+    assert_ptr_equal(sl_fe_export_address("cuProfilerStart"), (const void *)cuProfilerStart);
+    assert_ptr_equal(sl_fe_export_address("cuProfilerStop"), (const void *)cuProfilerStop);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    assert_ptr_equal(sl_fe_export_address("cuProfilerInitialize"),
+                     (const void *)cuProfilerInitialize);
+#pragma GCC diagnostic pop
+    assert_null(sl_fe_export_address("cuProfilerNoSuchCall"));
+    /* what cudaProfilerStart gets from cuGetProcAddress */
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q;
+    assert_int_equal(cuGetProcAddress_v2("cuProfilerStart", &fn, 13000, 0, &q), CUDA_SUCCESS);
+    assert_int_equal(q, CU_GET_PROC_ADDRESS_SUCCESS);
+    assert_ptr_equal(fn, (void *)cuProfilerStart);
+}
+
+static void mapped_host_memory_refused(void **state)
+{
+    (void)state;
+    void *p = NULL;
+    assert_int_equal(cuMemHostAlloc(&p, 4096, CU_MEMHOSTALLOC_DEVICEMAP), CUDA_ERROR_NOT_SUPPORTED);
+    assert_null(p);
+    assert_int_equal(cuMemHostAlloc(&p, 4096, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuMemHostAlloc(&p, 4096, 0), CUDA_SUCCESS); /* cudaMallocHost's flags */
+    assert_true(sl_fe_is_host_pointer(p));
+    assert_int_equal(cuMemFreeHost(p), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocHost_v2(&p, 4096), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeHost(p), CUDA_SUCCESS);
+    static char buf[8192];
+    assert_int_equal(cuMemHostRegister_v2(buf, sizeof buf, CU_MEMHOSTREGISTER_DEVICEMAP),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuMemHostRegister_v2(buf, sizeof buf, CU_MEMHOSTREGISTER_PORTABLE),
+                     CUDA_SUCCESS);
+    assert_int_equal(cuMemHostUnregister(buf), CUDA_SUCCESS);
+    CUdeviceptr d;
+    assert_int_equal(cuMemHostGetDevicePointer_v2(&d, buf, 0), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+static void ctx_create_refusals(void **state)
+{
+    (void)state;
+    sl_fe_ctx_reset();
+    CUcontext c = NULL;
+    assert_int_equal(cuCtxCreate_v4(NULL, NULL, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    CUexecAffinityParam aff = {0};
+    CUctxCreateParams prm = {0};
+    prm.execAffinityParams = &aff;
+    prm.numExecAffinityParams = 1;
+    assert_int_equal(cuCtxCreate_v4(&c, &prm, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
+    prm.execAffinityParams = NULL;
+    assert_int_equal(cuCtxCreate_v4(&c, &prm, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuCtxCreate_v3(&c, NULL, 1, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuCtxCreate_v3(&c, &aff, 1, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
+    assert_null(c);
+    assert_int_equal(cuCtxDestroy_v2(NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuCtxDestroy_v2(C1), CUDA_ERROR_INVALID_CONTEXT); /* never made */
+    assert_null(sl_fe_current_context());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +379,10 @@ int main(void)
         cmocka_unit_test(params_extra),
         cmocka_unit_test(ctx_stack),
         cmocka_unit_test(ctx_stack_is_per_thread),
+        cmocka_unit_test(error_names_and_strings),
+        cmocka_unit_test(profiler_is_local),
+        cmocka_unit_test(mapped_host_memory_refused),
+        cmocka_unit_test(ctx_create_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

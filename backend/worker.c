@@ -1,0 +1,336 @@
+/* Session worker processes. The parent (server.c) never loads the driver: a sticky error such as
+ * CUDA_ERROR_ILLEGAL_ADDRESS poisons the whole process on the real driver, so every session runs
+ * in a process of its own: `sluice-backend --session-worker FD ...` (the same binary, exec'd by
+ * the parent after fork; the hidden mode loads the driver, answers SessionOpen with the device
+ * facts and runs the session code of session.c). `--probe-driver PATH` checks the driver once at
+ * start, in a short-lived child, with the same code.
+ *
+ * Parent <-> worker: a SOCK_SEQPACKET socketpair carrying a byte stream of messages
+ * (be_ipc_hdr, then msg_len bytes, then bulk_len bytes), cut into records of at most 64 KiB.
+ * Parent -> worker: BE_IPC_MSG, the ClientMessage bytes the parent decoded and checked (CallFrame
+ * or CallbackDone) and the calls' bulk, each call's at a 16-byte aligned offset; the worker
+ * decodes and checks them again. Worker ->
+ * parent: BE_IPC_SEND (an encoded ServerMessage and its bulk, for the guest) and BE_IPC_CLOSE
+ * (end the session: code, reason). EOF on the socket ends the worker (the parent closed it) or
+ * tells the parent that the worker is gone. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "sluice/log.h"
+
+/* ---------------------------------------------------------------- framing */
+
+void be_ipc_rx_next(struct be_ipc_rx *rx)
+{
+    free(rx->msg);
+    free(rx->bulk);
+    rx->msg = rx->bulk = NULL;
+    rx->hdr_got = 0;
+    rx->got = 0;
+}
+
+void be_ipc_rx_free(struct be_ipc_rx *rx)
+{
+    be_ipc_rx_next(rx);
+    free(rx->spare);
+    rx->spare = NULL;
+    rx->spare_off = rx->spare_len = 0;
+}
+
+/* Feeds n bytes; returns 1 when a message is complete, -1 on a malformed header or no memory,
+ * 0 when more is needed. *used: bytes consumed. */
+static int rx_feed(struct be_ipc_rx *rx, const uint8_t *p, size_t n, size_t *used)
+{
+    size_t k = 0;
+    if (rx->hdr_got < sizeof rx->hdr) {
+        size_t t = sizeof rx->hdr - rx->hdr_got;
+        if (t > n)
+            t = n;
+        memcpy((uint8_t *)&rx->hdr + rx->hdr_got, p, t);
+        rx->hdr_got += t;
+        k += t;
+        *used = k;
+        if (rx->hdr_got < sizeof rx->hdr)
+            return 0;
+        if (rx->hdr.msg_len > SL_WIRE_MAX_MESSAGE || rx->hdr.bulk_len > BE_MAX_QUEUED_BYTES)
+            return -1;
+        rx->msg = malloc(rx->hdr.msg_len + 1);
+        rx->bulk = rx->hdr.bulk_len ? malloc(rx->hdr.bulk_len) : NULL;
+        if (!rx->msg || (rx->hdr.bulk_len && !rx->bulk))
+            return -1;
+        rx->msg[rx->hdr.msg_len] = 0; /* BE_IPC_CLOSE's reason is a string */
+    }
+    uint64_t total = rx->hdr.msg_len + rx->hdr.bulk_len;
+    while (k < n && rx->got < total) {
+        uint64_t left = total - rx->got;
+        size_t t = n - k < left ? n - k : (size_t)left;
+        if (rx->got < rx->hdr.msg_len) {
+            uint64_t m = rx->hdr.msg_len - rx->got;
+            if (t > m)
+                t = (size_t)m;
+            memcpy(rx->msg + rx->got, p + k, t);
+        } else {
+            memcpy(rx->bulk + (rx->got - rx->hdr.msg_len), p + k, t);
+        }
+        rx->got += t;
+        k += t;
+    }
+    *used = k;
+    return rx->got == total ? 1 : 0;
+}
+
+int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock)
+{
+    if (!rx->spare && !(rx->spare = malloc(BE_IPC_RECORD)))
+        return -1;
+    for (;;) {
+        if (rx->spare_off < rx->spare_len) {
+            size_t used = 0;
+            int r = rx_feed(rx, rx->spare + rx->spare_off, rx->spare_len - rx->spare_off, &used);
+            rx->spare_off += used;
+            if (r != 0)
+                return r;
+            continue;
+        }
+        ssize_t n = recv(fd, rx->spare, BE_IPC_RECORD, nonblock ? MSG_DONTWAIT : 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 2; /* nothing more now */
+        if (n <= 0)
+            return -2; /* EOF or error */
+        rx->spare_len = (size_t)n;
+        rx->spare_off = 0;
+    }
+}
+
+/* Blocking send of one message (worker side). */
+static int ipc_send_blocking(int fd, uint32_t type, int32_t code, const void *msg, size_t len,
+                             const void *bulk, size_t blen)
+{
+    struct be_ipc_hdr h = {type, code, len, blen};
+    const uint8_t *seg[3] = {(const uint8_t *)&h, msg, bulk};
+    size_t segl[3] = {sizeof h, len, blen};
+    for (int i = 0; i < 3; i++) {
+        size_t off = 0;
+        while (off < segl[i]) {
+            size_t t = segl[i] - off < BE_IPC_RECORD ? segl[i] - off : BE_IPC_RECORD;
+            ssize_t w = send(fd, seg[i] + off, t, MSG_NOSIGNAL);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return -1;
+            off += (size_t)w;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the driver */
+
+sl_code be_driver_open(const char *path, struct sl_driver_api *api, struct be_devices *devs,
+                       void **dl_out, int *nbound, sl_error *e)
+{
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl)
+        return sl_fail(e, SL_ERR_CONFIG, "--driver %s: %s", path, dlerror());
+    if (!dlsym(dl, "cuDriverGetVersion") || !dlsym(dl, "cuInit")) {
+        dlclose(dl);
+        return sl_fail(e, SL_ERR_CONFIG, "--driver %s does not export the CUDA driver API", path);
+    }
+    if (dlsym(dl, "sl_fe_call") || dlsym(dl, "sl_fe_export_table")) {
+        dlclose(dl);
+        return sl_fail(e, SL_ERR_CONFIG,
+                       "--driver %s is Sluice's own frontend; point it at the real NVIDIA driver",
+                       path);
+    }
+    memset(api, 0, sizeof *api);
+    int nb = sl_driver_api_load(api, dl);
+    if (nbound)
+        *nbound = nb;
+    if (be_devices_load(api, devs, e) != SL_OK)
+        return e->code;
+    *dl_out = dl;
+    return SL_OK;
+}
+
+int be_probe_main(const char *driver, const char *project)
+{
+    struct sl_driver_api api;
+    struct be_devices devs;
+    void *dl = NULL;
+    int nbound = 0;
+    sl_error e;
+    if (be_driver_open(driver, &api, &devs, &dl, &nbound, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "%s", e.msg);
+        return 1;
+    }
+    sl_log(SL_LOG_NOTICE, BE_COMPONENT,
+           "project %s: driver %s, version %d, %d device%s, %d entry points bound (checked by a "
+           "probe process; each session runs in a worker process of its own)",
+           project, driver, devs.driver_version, devs.count, devs.count == 1 ? "" : "s", nbound);
+    be_devices_free(&devs);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the worker */
+
+static int w_fd = -1;
+static pthread_mutex_t w_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void w_sink(int close_it, sl_code code, const char *why, const uint8_t *msg, size_t len,
+                   const uint8_t *bulk, size_t blen)
+{
+    pthread_mutex_lock(&w_mu);
+    if (close_it)
+        ipc_send_blocking(w_fd, BE_IPC_CLOSE, (int32_t)code, why, strlen(why), NULL, 0);
+    else
+        ipc_send_blocking(w_fd, BE_IPC_SEND, 0, msg, len, bulk, blen);
+    pthread_mutex_unlock(&w_mu);
+}
+
+static void w_close(sl_code code, const char *why)
+{
+    w_sink(1, code, why, NULL, 0, NULL, 0);
+}
+
+/* One BE_IPC_MSG: a CallFrame (queued) or a CallbackDone. Takes rx's buffers. 0 = go on. */
+static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
+{
+    Sluice__Wire__ClientMessage *m = NULL;
+    sl_error e;
+    if (sl_wire_decode_client(rx->msg, rx->hdr.msg_len, NULL, &m, &e) != SL_OK) {
+        w_close(SL_ERR_PROTOCOL, e.msg);
+        return -1;
+    }
+    if (m->kind_case == SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLBACK_DONE) {
+        if (m->callback_done)
+            be_callback_done(s, m->callback_done->id);
+        sl_wire_free_client(m);
+        return 0;
+    }
+    if (m->kind_case != SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS) {
+        sl_wire_free_client(m);
+        w_close(SL_ERR_PROTOCOL, "unexpected message for the session worker");
+        return -1;
+    }
+    const Sluice__Wire__CallFrame *f = m->calls;
+    struct be_job *job = calloc(1, sizeof *job);
+    if (job)
+        job->bulk = calloc(f->n_calls ? f->n_calls : 1, sizeof *job->bulk);
+    if (!job || !job->bulk) {
+        free(job);
+        sl_wire_free_client(m);
+        w_close(SL_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    job->msg = m;
+    job->blob = rx->bulk; /* the calls' bulk, back to back: job->bulk[i] point into it */
+    rx->bulk = NULL;
+    uint64_t off = 0, bytes = 0; /* each call's bulk at a BE_IPC_ALIGN offset (server.c) */
+    for (size_t i = 0; i < f->n_calls; i++) {
+        uint64_t len = f->calls[i]->bulk_length;
+        if (!len)
+            continue;
+        uint64_t at = BE_IPC_ALIGN(off);
+        if (len > BE_MAX_BULK_PER_CALL || at > rx->hdr.bulk_len || len > rx->hdr.bulk_len - at) {
+            be_job_free(job);
+            w_close(SL_ERR_PROTOCOL, "the calls' bulk lengths do not add up");
+            return -1;
+        }
+        job->bulk[i] = job->blob + at;
+        off = at + len;
+        bytes += len;
+    }
+    if (off != rx->hdr.bulk_len) {
+        be_job_free(job);
+        w_close(SL_ERR_PROTOCOL, "the calls' bulk lengths do not add up");
+        return -1;
+    }
+    job->bytes = bytes;
+    if (be_session_enqueue(s, job, &e) != SL_OK) {
+        be_job_free(job);
+        w_close(e.code, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
+                   const char *project)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the parent */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, SIG_IGN); /* the parent ends us by closing the socket (then SIGKILL) */
+    signal(SIGINT, SIG_IGN);
+    w_fd = fd;
+    be_outbox_set_sink(w_sink);
+    struct sl_driver_api api;
+    struct be_devices devs;
+    void *dl = NULL;
+    sl_error e;
+    if (be_printf_init(&e) != SL_OK) {
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu: device printf capture: %s",
+               (unsigned long long)sid, e.msg);
+        w_close(SL_ERR_IO, "session worker could not start: device printf capture");
+        return 1;
+    }
+    if (be_driver_open(driver, &api, &devs, &dl, NULL, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu: %s", (unsigned long long)sid, e.msg);
+        char why[SL_ERROR_MSG_MAX + 40];
+        snprintf(why, sizeof why, "session worker could not start: %s", e.msg);
+        w_close(SL_ERR_CONFIG, why);
+        return 1;
+    }
+    be_dispatch_setup();
+    sl_be_session *s = be_session_new(sid, &api, &devs);
+    if (!s) {
+        be_devices_free(&devs);
+        w_close(SL_ERR_NOMEM, "out of memory");
+        return 1;
+    }
+    snprintf(s->instance, sizeof s->instance, "%s", instance);
+    snprintf(s->project, sizeof s->project, "%s", project);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = 1;
+    if (be_encode_accept(&devs, s, &buf, &len, &e) != SL_OK) {
+        w_close(SL_ERR_NOMEM, e.msg);
+        goto out;
+    }
+    w_sink(0, SL_OK, NULL, buf, len, NULL, 0);
+    free(buf);
+    if (be_session_start(s, &e) != SL_OK) {
+        w_close(e.code, e.msg);
+        goto out;
+    }
+    struct be_ipc_rx rx = {0};
+    rc = 0;
+    for (;;) {
+        int r = be_ipc_read(fd, &rx, 0);
+        if (r == -1) {
+            w_close(SL_ERR_PROTOCOL, "malformed message from the parent");
+            break;
+        }
+        if (r != 1)
+            break; /* EOF: the session ended */
+        int stop = rx.hdr.type != BE_IPC_MSG || w_message(s, &rx) != 0;
+        be_ipc_rx_next(&rx);
+        if (stop)
+            break;
+    }
+    be_ipc_rx_free(&rx);
+out:
+    be_session_free(s); /* joins the worker thread: frees contexts, libraries, tables */
+    be_devices_free(&devs);
+    be_images_clear();
+    return rc;
+}

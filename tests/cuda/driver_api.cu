@@ -1,0 +1,175 @@
+// driver_api: what the driver-API samples (vectorAddDrv, matrixMulDrv, ...) and a few runtime
+// samples need: cuCtxCreate / cuModuleLoadData (a fatbin) / cuModuleGetFunction /
+// cuLaunchKernel / cuCtxDestroy, the context queries on an explicitly created context,
+// cuGetErrorName/String, cudaOccupancyMaxPotentialBlockSize, cudaProfilerStart/Stop, and the
+// refusal of mapped host memory.
+#include "common.cuh"
+#include "driver_api_kernel.cu"
+#include <cstring>
+#include <cuda.h>
+#include <cuda_profiler_api.h>
+#include <vector>
+
+#include "driver_api_fatbin.h" // driver_api_fatbin[]: the fatbin of driver_api_kernel.cu
+
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *n_ = "?";                                                                  \
+            cuGetErrorName(r_, &n_);                                                               \
+            FAIL("%s:%d: %s -> %d (%s)", __FILE__, __LINE__, #call, (int)r_, n_);                  \
+        }                                                                                          \
+    } while (0)
+
+static size_t smem_for(int block)
+{
+    return (size_t)block * sizeof(float);
+}
+
+static void driver_part(void)
+{
+    const int n = 1000;
+    CU(cuInit(0));
+    CUdevice dev;
+    CU(cuDeviceGet(&dev, 0));
+
+    // error strings, answered locally
+    const char *s = nullptr;
+    CU(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s));
+    if (!s || std::strcmp(s, "CUDA_ERROR_INVALID_VALUE") != 0)
+        FAIL("cuGetErrorName(1) = %s", s ? s : "(null)");
+    s = nullptr;
+    CU(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s));
+    if (!s || !*s)
+        FAIL("cuGetErrorString(2) empty");
+    s = "x";
+    if (cuGetErrorString((CUresult)123456, &s) != CUDA_ERROR_INVALID_VALUE || s != nullptr)
+        FAIL("cuGetErrorString(123456) should be INVALID_VALUE with NULL");
+
+    CUcontext ctx = nullptr, cur = nullptr;
+    CU(cuCtxCreate(&ctx, nullptr, CU_CTX_SCHED_BLOCKING_SYNC, dev));
+    CU(cuCtxGetCurrent(&cur));
+    if (cur != ctx)
+        FAIL("cuCtxCreate did not make the new context current");
+    unsigned flags = 0, api = 0;
+    CU(cuCtxGetFlags(&flags));
+    if ((flags & CU_CTX_SCHED_MASK) != CU_CTX_SCHED_BLOCKING_SYNC)
+        FAIL("cuCtxGetFlags = 0x%x", flags);
+    CU(cuCtxGetApiVersion(ctx, &api));
+    int lo = 0, hi = 0;
+    CU(cuCtxGetStreamPriorityRange(&lo, &hi));
+
+    // a fatbin must be 8-byte aligned, as the samples' images (read from files) are
+    std::vector<unsigned long long> image((sizeof driver_api_fatbin + 7) / 8);
+    std::memcpy(image.data(), driver_api_fatbin, sizeof driver_api_fatbin);
+    CUmodule mod;
+    CU(cuModuleLoadData(&mod, image.data()));
+    CUfunction f;
+    CU(cuModuleGetFunction(&f, mod, "_Z5scalePffi"));
+    const char *fname = nullptr;
+    CU(cuFuncGetName(&fname, f));
+    if (!fname || std::strcmp(fname, "_Z5scalePffi") != 0)
+        FAIL("cuFuncGetName = %s", fname ? fname : "(null)");
+    int maxt = 0;
+    CU(cuFuncGetAttribute(&maxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+    if (maxt <= 0)
+        FAIL("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = %d", maxt);
+    int nb = 0;
+    CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, 128, 0));
+    if (nb <= 0)
+        FAIL("cuOccupancyMaxActiveBlocksPerMultiprocessor = %d", nb);
+    int grid = 0, block = 0;
+    CU(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, nullptr, 0, 0));
+    if (grid <= 0 || block <= 0 || block > 1024)
+        FAIL("cuOccupancyMaxPotentialBlockSize = %d, %d", grid, block);
+    CU(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, smem_for, 0, 256));
+    if (grid <= 0 || block <= 0 || block > 256)
+        FAIL("cuOccupancyMaxPotentialBlockSize(callback) = %d, %d", grid, block);
+
+    CUlaunchAttribute cl[1];
+    cl[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cl[0].value.clusterDim.x = 2;
+    cl[0].value.clusterDim.y = 1;
+    cl[0].value.clusterDim.z = 1;
+    CUlaunchConfig lc = {};
+    lc.gridDimX = 8;
+    lc.gridDimY = lc.gridDimZ = 1;
+    lc.blockDimX = 128;
+    lc.blockDimY = lc.blockDimZ = 1;
+    lc.attrs = cl;
+    lc.numAttrs = 1;
+    int csize = 0, nclusters = 0;
+    CU(cuOccupancyMaxPotentialClusterSize(&csize, f, &lc));
+    CU(cuOccupancyMaxActiveClusters(&nclusters, f, &lc));
+    if (csize < 1 || nclusters < 1)
+        FAIL("cluster occupancy: size %d, active %d", csize, nclusters);
+
+    std::vector<float> h(n);
+    for (int i = 0; i < n; i++)
+        h[i] = (float)i;
+    CUdeviceptr d;
+    CU(cuMemAlloc(&d, n * sizeof(float)));
+    CU(cuMemcpyHtoD(d, h.data(), n * sizeof(float)));
+    float factor = 2.5f;
+    int count = n;
+    void *args[] = {&d, &factor, &count};
+    CU(cuLaunchKernel(f, (n + block - 1) / block, 1, 1, block, 1, 1, 0, nullptr, args, nullptr));
+    CU(cuCtxSynchronize());
+    CU(cuMemcpyDtoH(h.data(), d, n * sizeof(float)));
+    for (int i = 0; i < n; i++)
+        if (h[i] != (float)i * 2.5f)
+            FAIL("h[%d] = %f, expected %f", i, h[i], (float)i * 2.5f);
+    CU(cuMemFree(d));
+    CU(cuModuleUnload(mod));
+    CU(cuCtxDestroy(ctx));
+    CU(cuCtxGetCurrent(&cur));
+    if (cur == ctx)
+        FAIL("cuCtxDestroy left the destroyed context current");
+}
+
+static void runtime_part(void)
+{
+    const int n = 4096;
+    int grid = 0, block = 0;
+    CHECK(cudaOccupancyMaxPotentialBlockSize(&grid, &block, scale, 0, 0));
+    if (grid <= 0 || block <= 0 || block > 1024)
+        FAIL("cudaOccupancyMaxPotentialBlockSize = %d, %d", grid, block);
+    int nb = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, scale, block, 0));
+    if (nb <= 0)
+        FAIL("cudaOccupancyMaxActiveBlocksPerMultiprocessor = %d", nb);
+    CHECK(cudaProfilerStart());
+    float *dx;
+    std::vector<float> h(n, 3.0f);
+    CHECK(cudaMalloc(&dx, n * sizeof(float)));
+    CHECK(cudaMemcpy(dx, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    scale<<<(n + block - 1) / block, block>>>(dx, 2.0f, n);
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(h.data(), dx, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++)
+        if (h[i] != 6.0f)
+            FAIL("x[%d] = %f, expected 6", i, h[i]);
+    CHECK(cudaFree(dx));
+    CHECK(cudaProfilerStop());
+
+    // pinned memory: plain works, mapped is refused cleanly (guest memory is not device-visible)
+    void *p = nullptr;
+    CHECK(cudaMallocHost(&p, 4096));
+    CHECK(cudaFreeHost(p));
+    if (std::getenv("SLUICE_E2E_NATIVE") == nullptr) {
+        p = nullptr;
+        if (cudaHostAlloc(&p, 4096, cudaHostAllocMapped) == cudaSuccess)
+            FAIL("cudaHostAlloc(cudaHostAllocMapped) succeeded through Sluice");
+        cudaGetLastError();
+    }
+}
+
+int main()
+{
+    g_test_name = "driver_api";
+    driver_part();
+    runtime_part();
+    pass();
+    return 0;
+}
