@@ -83,7 +83,7 @@ static void say(const char *fmt, ...)
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
-        say("FAIL (line %d): " __VA_ARGS__);                                                     \
+        say("FAIL (line %d): " __VA_ARGS__);                                                       \
         exit(1);                                                                                   \
     } while (0)
 
@@ -93,7 +93,7 @@ static void say(const char *fmt, ...)
         while (!(cond) && now_s() - t0_ < (secs))                                                  \
             usleep(20000);                                                                         \
         if (!(cond))                                                                               \
-            FAIL("timed out after %g s waiting for %s", __LINE__, (double)(secs), #cond);         \
+            FAIL("timed out after %g s waiting for %s", __LINE__, (double)(secs), #cond);          \
     } while (0)
 
 static char *slurp(const char *path)
@@ -229,8 +229,7 @@ static int ephemeral_port(void)
     return ntohs(a.sin_port);
 }
 
-static void write_file(const char *dir, const char *name, const char *text, size_t len,
-                       mode_t mode)
+static void write_file(const char *dir, const char *name, const char *text, size_t len, mode_t mode)
 {
     char p[512];
     snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -248,8 +247,8 @@ static void make_guest(const ag_instance *in, const char *endpoint)
     X509_REQ *req = X509_REQ_new();
     X509_NAME *nm = X509_NAME_new();
     if (!k || !req || !nm ||
-        !X509_NAME_add_entry_by_txt(nm, "CN", MBSTRING_ASC, (const unsigned char *)"guest", -1,
-                                    -1, 0) ||
+        !X509_NAME_add_entry_by_txt(nm, "CN", MBSTRING_ASC, (const unsigned char *)"guest", -1, -1,
+                                    0) ||
         !X509_REQ_set_subject_name(req, nm) || !X509_REQ_set_pubkey(req, k) ||
         !X509_REQ_sign(req, k, EVP_sha256()))
         FAIL("cannot make the guest's CSR", __LINE__);
@@ -318,8 +317,7 @@ static void start_program(void)
     dl_iterate_phdr(find_asan, NULL);
     char ldpath[1024];
     const char *old = getenv("LD_LIBRARY_PATH");
-    snprintf(ldpath, sizeof ldpath, "%s%s%s", frontend_dir, old && *old ? ":" : "",
-             old ? old : "");
+    snprintf(ldpath, sizeof ldpath, "%s%s%s", frontend_dir, old && *old ? ":" : "", old ? old : "");
     pid_t parent = getpid();
     prog_pid = fork();
     if (prog_pid < 0)
@@ -470,8 +468,7 @@ int main(int argc, char **argv)
         FAIL("define/start the domain: %s", __LINE__, virGetLastErrorMessage());
     WAIT_FOR(instance_running(), 5);
     char endpoint[128];
-    WAIT_FOR(ag_backend_endpoint(ag_core_supervisor(core), PROJECT, endpoint, sizeof endpoint),
-             10);
+    WAIT_FOR(ag_backend_endpoint(ag_core_supervisor(core), PROJECT, endpoint, sizeof endpoint), 10);
     int bpid = ag_backend_pid(ag_core_supervisor(core), PROJECT);
     say("backend pid %d at %s (%.2f s)", bpid, endpoint, now_s() - t_start);
 
