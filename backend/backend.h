@@ -163,6 +163,8 @@ struct be_job {
     uint8_t **bulk;                   /* per call, NULL when none */
     uint8_t *blob;                    /* when set, bulk[i] point into it (worker.c) */
     size_t bytes;
+    void (*release)(struct be_job *j); /* worker.c: bulk in the shared ring, freed by this */
+    uint64_t ring_end;
 };
 
 struct be_cb; /* callback.c */
@@ -243,6 +245,9 @@ void be_register_session(struct sl_be_dispatch_entry *t);
 /* occupancy.c; registered from be_register_launch (launch.c) so that session.c's setup needs
  * no change. */
 void be_register_occupancy(struct sl_be_dispatch_entry *t);
+void be_register_pool(struct sl_be_dispatch_entry *t);    /* pool.c */
+void be_register_graph(struct sl_be_dispatch_entry *t);   /* graph.c */
+void be_register_texture(struct sl_be_dispatch_entry *t); /* texture.c */
 
 /* Helper for hand handlers: allocate a reply member message. */
 #define BE_REPLY(reply, field, CASE, Type, init)                                                   \
@@ -317,6 +322,42 @@ sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s, 
 
 /* ---------------------------------------------------------------- worker.c */
 enum { BE_IPC_MSG = 1, BE_IPC_SEND = 2, BE_IPC_CLOSE = 3 };
+/* Shared memory (one memfd per session, sent with SCM_RIGHTS in the first record, BE_IPC_SHM):
+ * a page of counters, then the down ring (parent -> worker bulk), then the up ring (reply bulk).
+ * BE_IPC_MSG_SHM / BE_IPC_SEND_SHM: as MSG / SEND, but the "bulk" is a be_ipc_shm saying where
+ * the bulk lies in the ring. Each ring is FIFO: the producer owns head, the consumer stores the
+ * `end` of what it has finished with in the counter page. */
+enum { BE_IPC_MSG_SHM = 4, BE_IPC_SEND_SHM = 5, BE_IPC_SHM = 6 };
+#define BE_SHM_PAGE ((uint64_t)4096)
+#define BE_SHM_DOWN ((uint64_t)160 << 20) /* two 64 MiB chunks and the small ones between */
+#define BE_SHM_UP   ((uint64_t)80 << 20)
+#define BE_SHM_SIZE (BE_SHM_PAGE + BE_SHM_DOWN + BE_SHM_UP)
+struct be_shm_ctl {
+    _Atomic uint64_t down_tail; /* the worker is done with the down ring up to here */
+    uint8_t pad[56];
+    _Atomic uint64_t up_tail; /* the parent is done with the up ring up to here */
+};
+struct be_ipc_shm {
+    uint64_t off, len, end; /* ring offset, bytes, head after this slot */
+};
+/* A slot of len bytes (64-aligned) in a ring of cap bytes, producer at head, consumer at tail;
+ * 0 and *off, *end on success, -1 when it does not fit now. */
+static inline int be_ring_alloc(uint64_t head, uint64_t tail, uint64_t cap, uint64_t len,
+                                uint64_t *off, uint64_t *end)
+{
+    if (tail > head || head - tail > cap || len == 0 || len > cap)
+        return -1;
+    uint64_t start = (head + 63) & ~(uint64_t)63;
+    if (head == tail && start % cap) /* empty: start over at the front, whose pages are warm */
+        start += cap - start % cap;
+    if (start % cap + len > cap)
+        start += cap - start % cap;
+    if (start + len - tail > cap)
+        return -1;
+    *off = start % cap;
+    *end = start + len;
+    return 0;
+}
 #define BE_IPC_RECORD   ((size_t)65536)              /* largest SOCK_SEQPACKET record */
 #define BE_IPC_ALIGN(x) (((x) + 15) & ~(uint64_t)15) /* each call's bulk starts aligned */
 struct be_ipc_hdr {

@@ -154,6 +154,11 @@ size_t sl_fe_pack_params(const struct sl_fe_param_layout *l, void **params, uint
 int sl_fe_parse_extra(void **extra, const void **buf, size_t *len);
 /* Test helper: drops the layout cache. */
 void sl_fe_layout_cache_clear(void);
+/* The parameter bytes of function/kernel id f as a launch packs them: kernelParams packed at
+ * the layout's offsets (into stackbuf, or *heap when larger: the caller frees it), or the extra
+ * buffer as given (same layout). */
+CUresult sl_fe_param_bytes(uint64_t f, void **kernelParams, void **extra, uint8_t *stackbuf,
+                           size_t stackcap, uint8_t **heap, const void **bytes, size_t *len);
 
 /* ------------------------------------------------------------------ misc */
 /* Fills call->context etc. before the rpc layer sends it. */

@@ -346,3 +346,10 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void 
 {
     return launch_ex(true, config, f, kernelParams, extra);
 }
+
+CUresult sl_fe_param_bytes(uint64_t f, void **kernelParams, void **extra, uint8_t *stackbuf,
+                           size_t stackcap, uint8_t **heap, const void **bytes, size_t *len)
+{
+    int is_extra;
+    return param_bytes(f, kernelParams, extra, stackbuf, stackcap, heap, bytes, len, &is_extra);
+}

@@ -153,6 +153,20 @@ static void runtime_part(void)
     CHECK(cudaFree(dx));
     CHECK(cudaProfilerStop());
 
+    // a 1D CUDA array written and read with cuMemcpyHtoA / cuMemcpyAtoH (current: the primary)
+    CUarray arr;
+    CUDA_ARRAY_DESCRIPTOR ad = {1024, 0, CU_AD_FORMAT_FLOAT, 1}; // 1D: HtoA/AtoH address it linearly
+    CU(cuArrayCreate(&arr, &ad));
+    std::vector<float> ain(1024), aout(1024, -1.0f);
+    for (int i = 0; i < 1024; i++)
+        ain[i] = (float)i;
+    CU(cuMemcpyHtoA(arr, 0, ain.data(), 1024 * sizeof(float)));
+    CU(cuMemcpyAtoH(aout.data(), arr, 512 * sizeof(float), 512 * sizeof(float)));
+    for (int i = 0; i < 512; i++)
+        if (aout[i] != ain[512 + i])
+            FAIL("array element %d read back as %f", 512 + i, aout[i]);
+    CU(cuArrayDestroy(arr));
+
     // pinned memory: plain works, mapped is refused cleanly (guest memory is not device-visible)
     void *p = nullptr;
     CHECK(cudaMallocHost(&p, 4096));

@@ -51,6 +51,10 @@ extern const size_t dbl_global_count;
 void *dbl_dev(struct dbl_launch *launch, CUdeviceptr ptr, size_t len);
 /* The launch's image's copy of global `name` (never NULL for a name of dbl_globals). */
 void *dbl_global_ptr(struct dbl_launch *launch, const char *name);
+/* The array behind texture/surface object obj (rows of *pitch bytes, *width elements of
+ * *elem bytes, *height rows); NULL if obj is not an object on an array. */
+unsigned char *dbl_object_array(unsigned long long obj, size_t *pitch, size_t *width,
+                                size_t *height, size_t *elem);
 /* Device printf: writes straight to fd 1 (the backend captures fd 1; no stdio buffering). */
 void dbl_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

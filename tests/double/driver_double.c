@@ -16,7 +16,18 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-enum dbl_kind { K_CTX = 1, K_STREAM, K_EVENT, K_IMAGE, K_FUNC };
+enum dbl_kind {
+    K_CTX = 1,
+    K_STREAM,
+    K_EVENT,
+    K_IMAGE,
+    K_FUNC,
+    K_POOL,
+    K_GRAPH,
+    K_GNODE,
+    K_GEXEC,
+    K_ARRAY
+};
 
 struct dbl_obj {
     enum dbl_kind kind;
@@ -484,6 +495,7 @@ static int attribute(CUdevice_attribute a)
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
         return 2;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
         return 1;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
         return 0;
@@ -1062,7 +1074,10 @@ static unsigned char *side2d(CUmemorytype type, const void *host, CUdeviceptr de
     }
 }
 
-static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s)
+static CUresult array_side(CUmemorytype *type, const void **host, CUarray arr, size_t x, size_t y,
+                           size_t *pitch, size_t w, size_t h, size_t z);
+
+static CUresult copy2d(const CUDA_MEMCPY2D *pin, CUstream s)
 {
     struct dbl_ctx *c;
     CUresult rc = need_ctx(&c);
@@ -1070,8 +1085,17 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s)
         return rc;
     if ((rc = check_stream(s)))
         return rc;
-    if (!p)
+    if (!pin)
         return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEMCPY2D q = *pin, *p = &q;
+    if (q.srcMemoryType == CU_MEMORYTYPE_ARRAY &&
+        (rc = array_side(&q.srcMemoryType, &q.srcHost, q.srcArray, q.srcXInBytes, q.srcY,
+                         &q.srcPitch, q.WidthInBytes, q.Height, 0)))
+        return rc;
+    if (q.dstMemoryType == CU_MEMORYTYPE_ARRAY &&
+        (rc = array_side(&q.dstMemoryType, (const void **)&q.dstHost, q.dstArray, q.dstXInBytes,
+                         q.dstY, &q.dstPitch, q.WidthInBytes, q.Height, 0)))
+        return rc;
     size_t w = p->WidthInBytes, h = p->Height;
     size_t sp = p->srcPitch ? p->srcPitch : w, dp = p->dstPitch ? p->dstPitch : w;
     unsigned char *src =
@@ -2109,4 +2133,976 @@ EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f
                                       void **kernelParams, void **extra)
 {
     return cuLaunchKernelEx(config, f, kernelParams, extra);
+}
+
+/* ---------- memory pools and stream-ordered allocation ----------
+ * A pool is bookkeeping: its allocations are ordinary allocations (execution is synchronous,
+ * so "stream order" is call order). Attributes are stored and answered back; the used-memory
+ * counters follow the pool's allocations. */
+struct dbl_pool {
+    struct dbl_obj hdr;
+    cuuint64_t threshold, used, used_high;
+    int reuse[3];
+};
+static struct dbl_pool default_pool, *current_pool;
+static bool default_pool_made;
+
+static struct dbl_pool *pool_default(void)
+{
+    if (!default_pool_made) {
+        default_pool.hdr.kind = K_POOL;
+        default_pool.reuse[0] = default_pool.reuse[1] = default_pool.reuse[2] = 1;
+        obj_add(&default_pool);
+        default_pool_made = true;
+    }
+    return &default_pool;
+}
+
+/* Which pool an allocation came from (base -> pool), so frees update the counters. */
+struct dbl_pool_alloc {
+    uintptr_t base;
+    size_t size;
+    struct dbl_pool *pool;
+};
+static struct dbl_pool_alloc *pallocs;
+static size_t npallocs, cappallocs;
+
+static CUresult dev_check(CUdevice dev)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    pthread_mutex_lock(&lock);
+    CUresult rc = dev_check(dev);
+    if (!rc && !pool_out)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *pool_out = (CUmemoryPool)pool_default();
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    pthread_mutex_lock(&lock);
+    CUresult rc = dev_check(dev);
+    if (!rc && !pool)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *pool = (CUmemoryPool)(current_pool ? current_pool : pool_default());
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    pthread_mutex_lock(&lock);
+    CUresult rc = dev_check(dev);
+    if (!rc && !obj_get(pool, K_POOL))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    if (!rc)
+        current_pool = (struct dbl_pool *)pool;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static CUresult pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->hdr.kind = K_POOL;
+    p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
+    obj_add(p);
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    LOCKED(pool_create(pool, poolProps));
+}
+
+static CUresult pool_destroy(CUmemoryPool pool)
+{
+    struct dbl_pool *p = obj_get(pool, K_POOL);
+    if (!p || p == &default_pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < npallocs;) /* the driver frees what is left in it */
+        if (pallocs[i].pool == p) {
+            alloc_free(pallocs[i].base, A_DEVICE);
+            pallocs[i] = pallocs[--npallocs];
+        } else {
+            i++;
+        }
+    if (current_pool == p)
+        current_pool = NULL;
+    obj_del(p);
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    LOCKED(pool_destroy(pool));
+}
+
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    (void)minBytesToKeep;
+    LOCKED(obj_get(pool, K_POOL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+}
+
+static CUresult pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value, int set)
+{
+    struct dbl_pool *p = obj_get(pool, K_POOL);
+    if (!p || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: {
+        int *r = &p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+        if (set)
+            *r = *(int *)value != 0;
+        else
+            *(int *)value = *r;
+        return CUDA_SUCCESS;
+    }
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        if (set)
+            p->threshold = *(cuuint64_t *)value;
+        else
+            *(cuuint64_t *)value = p->threshold;
+        return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        if (set)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(cuuint64_t *)value = p->used;
+        return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        if (set) { /* only 0 may be set: resets the high watermark */
+            if (*(cuuint64_t *)value != 0)
+                return CUDA_ERROR_INVALID_VALUE;
+            p->used_high = p->used;
+        } else {
+            *(cuuint64_t *)value = p->used_high;
+        }
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    LOCKED(pool_attr(pool, attr, value, 1));
+}
+
+EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    LOCKED(pool_attr(pool, attr, value, 0));
+}
+
+EXPORT CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
+                                   CUmemLocation *location)
+{
+    pthread_mutex_lock(&lock);
+    CUresult rc = obj_get(memPool, K_POOL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!rc &&
+        (!flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE || location->id != 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, struct dbl_pool *p, CUstream s)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if ((rc = check_stream(s)))
+        return rc;
+    if (!dptr || !p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (npallocs == cappallocs) {
+        size_t cap = cappallocs ? cappallocs * 2 : 64;
+        struct dbl_pool_alloc *n = realloc(pallocs, cap * sizeof *n);
+        if (!n)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        pallocs = n;
+        cappallocs = cap;
+    }
+    uintptr_t out;
+    if ((rc = alloc_new(size, A_DEVICE, c, &out)))
+        return rc;
+    pallocs[npallocs++] = (struct dbl_pool_alloc){out, size, p};
+    p->used += size;
+    if (p->used > p->used_high)
+        p->used_high = p->used;
+    *dptr = (CUdeviceptr)out;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    pthread_mutex_lock(&lock);
+    struct dbl_pool *p = initialized ? (current_pool ? current_pool : pool_default()) : NULL;
+    CUresult rc = p ? alloc_from_pool(dptr, bytesize, p, hStream) : CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                        CUstream hStream)
+{
+    pthread_mutex_lock(&lock);
+    struct dbl_pool *p = obj_get(pool, K_POOL);
+    CUresult rc = p ? alloc_from_pool(dptr, bytesize, p, hStream) : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream s)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if ((rc = check_stream(s)))
+        return rc;
+    for (size_t i = 0; i < npallocs; i++)
+        if (pallocs[i].base == (uintptr_t)dptr) {
+            pallocs[i].pool->used -= pallocs[i].size;
+            pallocs[i] = pallocs[--npallocs];
+            break;
+        }
+    return alloc_free((uintptr_t)dptr, A_DEVICE);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    LOCKED(free_async(dptr, hStream));
+}
+
+/* ---------- graphs: kernel and memset nodes ----------
+ * A graph is its nodes in the order they were added (dependencies are always earlier nodes, so
+ * that order is a valid execution order); launching runs them one after the other on the
+ * calling thread. A kernel node keeps a copy of its parameters (as the driver does); an
+ * instantiated graph keeps copies of its nodes, so changing the graph later does not change it.
+ * Graphs are context-independent bookkeeping here (hdr.ctx NULL). */
+#define DBL_NODE_PARAM_BYTES 512
+enum { N_KERNEL = 1, N_MEMSET };
+struct dbl_gnode {
+    struct dbl_obj hdr;
+    struct dbl_graph *graph;
+    int type;
+    void *func; /* struct dbl_func * */
+    unsigned grid[3], block[3];
+    size_t shared;
+    unsigned char params[DBL_NODE_PARAM_BYTES];
+    CUDA_MEMSET_NODE_PARAMS memset;
+};
+struct dbl_graph {
+    struct dbl_obj hdr;
+    struct dbl_gnode **nodes;
+    size_t n, cap;
+};
+struct dbl_gexec {
+    struct dbl_obj hdr;
+    struct dbl_gnode *orig[64]; /* the graph's node each copy came from */
+    struct dbl_gnode copy[64];
+    size_t n;
+};
+
+EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    if (!phGraph || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->hdr.kind = K_GRAPH;
+    pthread_mutex_lock(&lock);
+    obj_add(g);
+    pthread_mutex_unlock(&lock);
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+static CUresult graph_destroy(CUgraph h)
+{
+    struct dbl_graph *g = obj_get(h, K_GRAPH);
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < g->n; i++) {
+        obj_del(g->nodes[i]);
+        free(g->nodes[i]);
+    }
+    free(g->nodes);
+    obj_del(g);
+    free(g);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
+{
+    LOCKED(graph_destroy(hGraph));
+}
+
+/* Fills a kernel node from the params (kernelParams or the extra buffer). */
+static CUresult knode_set(struct dbl_gnode *n, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_func *f = obj_get(p->func ? (void *)p->func : (void *)p->kern, K_FUNC);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    const struct dbl_kernel *k = f->kernel;
+    unsigned char buf[DBL_NODE_PARAM_BYTES];
+    memset(buf, 0, sizeof buf);
+    if (k && k->nparams) {
+        size_t end = 0;
+        for (unsigned i = 0; i < k->nparams; i++)
+            if (k->params[i].offset + k->params[i].size > end)
+                end = k->params[i].offset + k->params[i].size;
+        if (end > sizeof buf)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (p->kernelParams) {
+            for (unsigned i = 0; i < k->nparams; i++)
+                memcpy(buf + k->params[i].offset, p->kernelParams[i], k->params[i].size);
+        } else if (p->extra) {
+            void *eb = NULL;
+            size_t es = 0;
+            for (size_t i = 0; p->extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+                if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                    eb = p->extra[i + 1];
+                else if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+                    es = *(size_t *)p->extra[i + 1];
+            }
+            if (!eb || es != end)
+                return CUDA_ERROR_INVALID_VALUE;
+            memcpy(buf, eb, end);
+        } else {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    n->type = N_KERNEL;
+    n->func = f;
+    n->grid[0] = p->gridDimX;
+    n->grid[1] = p->gridDimY;
+    n->grid[2] = p->gridDimZ;
+    n->block[0] = p->blockDimX;
+    n->block[1] = p->blockDimY;
+    n->block[2] = p->blockDimZ;
+    n->shared = p->sharedMemBytes;
+    memcpy(n->params, buf, sizeof buf);
+    return CUDA_SUCCESS;
+}
+
+static CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps,
+                         struct dbl_gnode *proto)
+{
+    struct dbl_graph *g = obj_get(hGraph, K_GRAPH);
+    if (!g || !ph || (ndeps && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < ndeps; i++) {
+        struct dbl_gnode *d = obj_get(deps[i], K_GNODE);
+        if (!d || d->graph != g)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 8;
+        struct dbl_gnode **nn = realloc(g->nodes, cap * sizeof *nn);
+        if (!nn)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        g->nodes = nn;
+        g->cap = cap;
+    }
+    struct dbl_gnode *n = malloc(sizeof *n);
+    if (!n)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *n = *proto;
+    n->hdr.kind = K_GNODE;
+    n->hdr.ctx = NULL;
+    n->graph = g;
+    g->nodes[g->n++] = n;
+    obj_add(n);
+    *ph = (CUgraphNode)n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_kernel(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd,
+                           const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct dbl_gnode proto;
+    memset(&proto, 0, sizeof proto);
+    CUresult rc = knode_set(&proto, p);
+    return rc ? rc : node_add(ph, g, deps, nd, &proto);
+}
+
+EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                        const CUgraphNode *dependencies, size_t numDependencies,
+                                        const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    LOCKED(add_kernel(phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
+}
+
+static CUresult set_kernel(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct dbl_gnode *n = obj_get(h, K_GNODE);
+    if (!n || n->type != N_KERNEL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return knode_set(n, p);
+}
+
+EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,
+                                              const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    LOCKED(set_kernel(hNode, nodeParams));
+}
+
+static CUresult add_memset(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd,
+                           const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    (void)ctx;
+    if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || !p->width ||
+        !p->height || (p->height > 1 && p->pitch < p->width * p->elementSize))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t span = (p->height - 1) * p->pitch + p->width * p->elementSize;
+    if (!dev_range(DEVPTR(p->dst), span))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_gnode proto;
+    memset(&proto, 0, sizeof proto);
+    proto.type = N_MEMSET;
+    proto.memset = *p;
+    return node_add(ph, g, deps, nd, &proto);
+}
+
+EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                     const CUgraphNode *dependencies, size_t numDependencies,
+                                     const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    LOCKED(add_memset(phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx));
+}
+
+static CUresult instantiate(CUgraphExec *ph, CUgraph h)
+{
+    struct dbl_graph *g = obj_get(h, K_GRAPH);
+    if (!g || !ph)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g->n > 64)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct dbl_gexec *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->hdr.kind = K_GEXEC;
+    for (size_t i = 0; i < g->n; i++) {
+        e->orig[i] = g->nodes[i];
+        e->copy[i] = *g->nodes[i];
+    }
+    e->n = g->n;
+    obj_add(e);
+    *ph = (CUgraphExec)e;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                            unsigned long long flags)
+{
+    (void)flags;
+    LOCKED(instantiate(phGraphExec, hGraph));
+}
+
+static CUresult exec_set_kernel(CUgraphExec h, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct dbl_gexec *e = obj_get(h, K_GEXEC);
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < e->n; i++)
+        if ((void *)e->orig[i] == (void *)node) {
+            if (e->copy[i].type != N_KERNEL)
+                return CUDA_ERROR_INVALID_VALUE;
+            return knode_set(&e->copy[i], p);
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                  const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    LOCKED(exec_set_kernel(hGraphExec, hNode, nodeParams));
+}
+
+static CUresult graph_launch(CUgraphExec h, CUstream s)
+{
+    struct dbl_gexec *e = obj_get(h, K_GEXEC);
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < e->n; i++) {
+        struct dbl_gnode *n = &e->copy[i];
+        CUresult rc;
+        if (n->type == N_KERNEL) {
+            void *ptrs[DBL_MAX_PARAMS];
+            const struct dbl_kernel *k = ((struct dbl_func *)n->func)->kernel;
+            for (unsigned j = 0; k && j < k->nparams; j++)
+                ptrs[j] = n->params + k->params[j].offset;
+            rc = launch(n->func, n->grid, n->block, n->shared, s, ptrs, NULL);
+        } else {
+            const CUDA_MEMSET_NODE_PARAMS *m = &n->memset;
+            rc = CUDA_SUCCESS;
+            for (size_t r = 0; r < m->height && !rc; r++)
+                rc = memset_n(m->dst + r * m->pitch, m->value, m->elementSize, m->width, s);
+        }
+        if (rc)
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    LOCKED(graph_launch(hGraphExec, hStream));
+}
+
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    LOCKED(graph_launch(hGraphExec, hStream));
+}
+
+static CUresult exec_destroy(CUgraphExec h)
+{
+    struct dbl_gexec *e = obj_get(h, K_GEXEC);
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    obj_del(e);
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    LOCKED(exec_destroy(hGraphExec));
+}
+
+/* ---------- arrays, texture and surface objects ----------
+ * An array is host memory of width * element size * height * depth bytes (rows packed). 2D/3D
+ * copies reach it as host memory after a bounds check. Texture and surface objects are numbers
+ * handed out from a counter and remembered, so destroying an unknown one fails. */
+struct dbl_array {
+    struct dbl_obj hdr;
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    size_t pitch, height, depth;
+    unsigned char *data;
+};
+
+static size_t fmt_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 0;
+    }
+}
+
+static CUresult array_side(CUmemorytype *type, const void **host, CUarray arr, size_t x, size_t y,
+                           size_t *pitch, size_t w, size_t h, size_t z)
+{
+    struct dbl_array *a = obj_get(arr, K_ARRAY);
+    if (!a)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (x > a->pitch || w > a->pitch - x || y > a->height || h > a->height - y || z >= a->depth)
+        return CUDA_ERROR_INVALID_VALUE;
+    *type = CU_MEMORYTYPE_HOST;
+    *host = a->data + z * a->pitch * a->height;
+    *pitch = a->pitch;
+    return CUDA_SUCCESS;
+}
+
+static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    size_t eb = d ? fmt_bytes(d->Format) : 0;
+    if (!out || !eb || !d->Width || !d->NumChannels || d->NumChannels > 4 || d->NumChannels == 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_array *a = calloc(1, sizeof *a);
+    if (!a)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* no owner context: a context drop would free only the struct, not the data */
+    a->hdr = (struct dbl_obj){K_ARRAY, NULL};
+    a->d = *d;
+    a->pitch = d->Width * eb * d->NumChannels;
+    a->height = d->Height ? d->Height : 1;
+    a->depth = d->Depth ? d->Depth : 1;
+    a->data = calloc(a->depth * a->height, a->pitch);
+    if (!a->data) {
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    obj_add(a);
+    *out = (CUarray)a;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_ARRAY3D_DESCRIPTOR d = {p->Width, p->Height, 0, p->Format, p->NumChannels, 0};
+    LOCKED(array_create(pHandle, &d));
+}
+
+EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *p)
+{
+    LOCKED(array_create(pHandle, p));
+}
+
+static CUresult array_destroy(CUarray h)
+{
+    struct dbl_array *a = obj_get(h, K_ARRAY);
+    if (!a)
+        return CUDA_ERROR_INVALID_HANDLE;
+    obj_del(a);
+    free(a->data);
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuArrayDestroy(CUarray hArray)
+{
+    LOCKED(array_destroy(hArray));
+}
+
+static CUresult array_desc(CUDA_ARRAY3D_DESCRIPTOR *out, CUarray h)
+{
+    struct dbl_array *a = obj_get(h, K_ARRAY);
+    if (!a)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = a->d;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *p, CUarray hArray)
+{
+    LOCKED(array_desc(p, hArray));
+}
+
+EXPORT CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *p, CUarray hArray)
+{
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    pthread_mutex_lock(&lock);
+    CUresult rc = p ? array_desc(&d, hArray) : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&lock);
+    if (!rc)
+        *p = (CUDA_ARRAY_DESCRIPTOR){d.Width, d.Height, d.Format, d.NumChannels};
+    return rc;
+}
+
+/* 3D copies: slice by slice as 2D copies (host and device sides step by pitch * height). */
+static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t depth = p->Depth ? p->Depth : 1;
+    for (size_t z = 0; z < depth; z++) {
+        CUDA_MEMCPY2D q;
+        memset(&q, 0, sizeof q);
+        q.WidthInBytes = p->WidthInBytes;
+        q.Height = p->Height;
+        q.srcMemoryType = p->srcMemoryType;
+        q.srcXInBytes = p->srcXInBytes;
+        q.srcY = p->srcY;
+        q.srcPitch = p->srcPitch;
+        size_t sstep = (p->srcPitch ? p->srcPitch : p->WidthInBytes) *
+                       (p->srcHeight ? p->srcHeight : p->Height) * (p->srcZ + z);
+        size_t dstep = (p->dstPitch ? p->dstPitch : p->WidthInBytes) *
+                       (p->dstHeight ? p->dstHeight : p->Height) * (p->dstZ + z);
+        q.srcHost = p->srcHost ? (const char *)p->srcHost + sstep : NULL;
+        q.srcDevice = p->srcDevice ? p->srcDevice + sstep : 0;
+        q.dstMemoryType = p->dstMemoryType;
+        q.dstXInBytes = p->dstXInBytes;
+        q.dstY = p->dstY;
+        q.dstPitch = p->dstPitch;
+        q.dstHost = p->dstHost ? (char *)p->dstHost + dstep : NULL;
+        q.dstDevice = p->dstDevice ? p->dstDevice + dstep : 0;
+        CUresult rc;
+        if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY &&
+            (rc = array_side(&q.srcMemoryType, &q.srcHost, p->srcArray, p->srcXInBytes, p->srcY,
+                             &q.srcPitch, p->WidthInBytes, p->Height, p->srcZ + z)))
+            return rc;
+        if (p->dstMemoryType == CU_MEMORYTYPE_ARRAY &&
+            (rc = array_side(&q.dstMemoryType, (const void **)&q.dstHost, p->dstArray,
+                             p->dstXInBytes, p->dstY, &q.dstPitch, p->WidthInBytes, p->Height,
+                             p->dstZ + z)))
+            return rc;
+        if ((rc = copy2d(&q, s)))
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
+{
+    LOCKED(copy3d(pCopy, 0));
+}
+
+EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    LOCKED(copy3d(pCopy, hStream));
+}
+
+static unsigned long long objvals[256], next_objval = 0x1000;
+static CUDA_TEXTURE_DESC objtex[256];
+static CUDA_RESOURCE_DESC objres[256];
+static size_t nobjvals;
+
+static CUresult resource_ok(const CUDA_RESOURCE_DESC *r)
+{
+    if (!r)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (r->resType) {
+    case CU_RESOURCE_TYPE_ARRAY:
+        return obj_get(r->res.array.hArray, K_ARRAY) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    case CU_RESOURCE_TYPE_LINEAR:
+        return dev_range(DEVPTR(r->res.linear.devPtr), r->res.linear.sizeInBytes)
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_VALUE;
+    case CU_RESOURCE_TYPE_PITCH2D:
+        return dev_range(DEVPTR(r->res.pitch2D.devPtr),
+                         r->res.pitch2D.pitchInBytes * r->res.pitch2D.height)
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_VALUE;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+static CUresult objval_new(unsigned long long *out, const CUDA_RESOURCE_DESC *r)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = resource_ok(r);
+    if (rc)
+        return rc;
+    if (!out || nobjvals == sizeof objvals / sizeof objvals[0])
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(&objtex[nobjvals], 0, sizeof objtex[0]);
+    objres[nobjvals] = *r;
+    objvals[nobjvals++] = *out = next_objval++;
+    return CUDA_SUCCESS;
+}
+
+static CUresult objval_del(unsigned long long v)
+{
+    for (size_t i = 0; i < nobjvals; i++)
+        if (objvals[i] == v) {
+            objvals[i] = objvals[--nobjvals];
+            objtex[i] = objtex[nobjvals];
+            objres[i] = objres[nobjvals];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc,
+                                  const CUDA_TEXTURE_DESC *pTexDesc,
+                                  const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
+{
+    (void)pResViewDesc;
+    if (!pTexDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult rc = objval_new(pTexObject, pResDesc);
+    if (!rc)
+        objtex[nobjvals - 1] = *pTexDesc;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuTexObjectDestroy(CUtexObject texObject)
+{
+    LOCKED(objval_del(texObject));
+}
+
+EXPORT CUresult cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc)
+{
+    if (!pResDesc || pResDesc->resType != CU_RESOURCE_TYPE_ARRAY)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(objval_new(pSurfObject, pResDesc));
+}
+
+EXPORT CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
+{
+    LOCKED(objval_del(surfObject));
+}
+
+/* Pitched allocations: rows padded to 512 bytes. */
+static CUresult alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t w, size_t h, unsigned es)
+{
+    if (!dptr || !pitch || !w || !h || (es != 4 && es != 8 && es != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t p = (w + 511) & ~(size_t)511;
+    if (p < w || h > SIZE_MAX / p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = mem_alloc((uintptr_t *)dptr, p * h, A_DEVICE);
+    if (!rc)
+        *pitch = p;
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                   size_t Height, unsigned int ElementSizeBytes)
+{
+    LOCKED(alloc_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+}
+
+static CUresult tex_desc(CUDA_TEXTURE_DESC *out, CUtexObject t)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < nobjvals; i++)
+        if (objvals[i] == t) {
+            *out = objtex[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject)
+{
+    LOCKED(tex_desc(pTexDesc, texObject));
+}
+
+static CUresult res_desc(CUDA_RESOURCE_DESC *out, unsigned long long v)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < nobjvals; i++)
+        if (objvals[i] == v) {
+            *out = objres[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject)
+{
+    LOCKED(res_desc(pResDesc, texObject));
+}
+
+EXPORT CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject)
+{
+    LOCKED(res_desc(pResDesc, surfObject));
+}
+
+static CUresult array_bytes(CUarray h, size_t off, size_t n, unsigned char **p)
+{
+    struct dbl_array *a = obj_get(h, K_ARRAY);
+    if (!a)
+        return CUDA_ERROR_INVALID_HANDLE;
+    size_t total = a->pitch * a->height * a->depth;
+    if (off > total || n > total - off)
+        return CUDA_ERROR_INVALID_VALUE;
+    *p = a->data + off;
+    return CUDA_SUCCESS;
+}
+
+static CUresult htoa(CUarray h, size_t off, const void *src, size_t n)
+{
+    unsigned char *p;
+    CUresult rc = array_bytes(h, off, n, &p);
+    if (!rc && n && !src)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && n)
+        memcpy(p, src, n);
+    return rc;
+}
+
+static CUresult atoh(void *dst, CUarray h, size_t off, size_t n)
+{
+    unsigned char *p;
+    CUresult rc = array_bytes(h, off, n, &p);
+    if (!rc && n && !dst)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && n)
+        memcpy(dst, p, n);
+    return rc;
+}
+
+EXPORT CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost,
+                                size_t ByteCount)
+{
+    LOCKED(htoa(dstArray, dstOffset, srcHost, ByteCount));
+}
+
+EXPORT CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{
+    LOCKED(atoh(dstHost, srcArray, srcOffset, ByteCount));
+}
+
+unsigned char *dbl_object_array(unsigned long long obj, size_t *pitch, size_t *width,
+                                size_t *height, size_t *elem)
+{
+    for (size_t i = 0; i < nobjvals; i++)
+        if (objvals[i] == obj && objres[i].resType == CU_RESOURCE_TYPE_ARRAY) {
+            struct dbl_array *a = obj_get(objres[i].res.array.hArray, K_ARRAY);
+            if (!a)
+                return NULL;
+            *pitch = a->pitch;
+            *width = a->d.Width;
+            *height = a->height;
+            *elem = fmt_bytes(a->d.Format) * a->d.NumChannels;
+            return a->data;
+        }
+    return NULL;
+}
+
+static CUresult graph_nodes(CUgraph h, CUgraphNode *nodes, size_t *num)
+{
+    struct dbl_graph *g = obj_get(h, K_GRAPH);
+    if (!g || !num)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!nodes) {
+        *num = g->n;
+        return CUDA_SUCCESS;
+    }
+    for (size_t i = 0; i < *num; i++)
+        nodes[i] = i < g->n ? (CUgraphNode)g->nodes[i] : NULL;
+    if (*num > g->n)
+        *num = g->n;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    LOCKED(graph_nodes(hGraph, nodes, numNodes));
 }

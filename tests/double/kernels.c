@@ -101,6 +101,47 @@ static void k_inc(struct dbl_launch *l)
         p[i] += 1;
 }
 
+/* tests/bench/cuda_bench.cu's kernels: empty_kernel() and matmul(a, b, c, n) (plumbing only) */
+static void k_nothing(struct dbl_launch *l)
+{
+    (void)l;
+}
+
+/* tests/cuda/texture_objects.cu: 2D launches over a w x h float array (point sampling at texel
+ * centres reads texel (x, y); clamp addressing never matters inside the array). */
+static void k_fetch2d(struct dbl_launch *l)
+{
+    size_t pitch, aw, ah, elem;
+    int w = ARG(l, int, 2), h = ARG(l, int, 3);
+    unsigned char *a = dbl_object_array(ARG(l, unsigned long long, 0), &pitch, &aw, &ah, &elem);
+    if (!a || elem != sizeof(float) || w <= 0 || h <= 0 || (size_t)w > aw || (size_t)h > ah)
+        return;
+    size_t tw = (size_t)l->grid[0] * l->block[0], th = (size_t)l->grid[1] * l->block[1];
+    size_t mw = (size_t)w < tw ? (size_t)w : tw, mh = (size_t)h < th ? (size_t)h : th;
+    float *out = dbl_dev(l, ARG(l, CUdeviceptr, 1), (size_t)w * mh * sizeof(float));
+    if (!out)
+        return;
+    for (size_t y = 0; y < mh; y++)
+        for (size_t x = 0; x < mw; x++)
+            memcpy(&out[y * (size_t)w + x], a + y * pitch + x * sizeof(float), sizeof(float));
+}
+
+static void k_surfwrite(struct dbl_launch *l)
+{
+    size_t pitch, aw, ah, elem;
+    int w = ARG(l, int, 1), h = ARG(l, int, 2);
+    unsigned char *a = dbl_object_array(ARG(l, unsigned long long, 0), &pitch, &aw, &ah, &elem);
+    if (!a || elem != sizeof(float) || w <= 0 || h <= 0 || (size_t)w > aw || (size_t)h > ah)
+        return;
+    size_t tw = (size_t)l->grid[0] * l->block[0], th = (size_t)l->grid[1] * l->block[1];
+    size_t mw = (size_t)w < tw ? (size_t)w : tw, mh = (size_t)h < th ? (size_t)h : th;
+    for (size_t y = 0; y < mh; y++)
+        for (size_t x = 0; x < mw; x++) {
+            float v = (float)(y * (size_t)w + x) * 2.0f;
+            memcpy(a + y * pitch + x * sizeof(float), &v, sizeof v);
+        }
+}
+
 const struct dbl_kernel dbl_kernels[] = {
     {"_Z4vaddPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 5.0, k_vadd},
     {"_Z5scalePffi", 3, {{0, 8}, {8, 4}, {12, 4}}, 4.0, k_scale},
@@ -108,6 +149,10 @@ const struct dbl_kernel dbl_kernels[] = {
     {"_Z4fillPiii", 3, {{0, 8}, {8, 4}, {12, 4}}, 2.0, k_fill},
     {"_Z5helloi", 1, {{0, 4}}, 10.0, k_hello},
     {"_Z3incPii", 2, {{0, 8}, {8, 4}}, 1.5, k_inc},
+    {"_Z12empty_kernelv", 0, {{0, 0}}, 1.0, k_nothing},
+    {"_Z6matmulPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 50.0, k_nothing},
+    {"_Z7fetch2dyPfii", 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}, 3.0, k_fetch2d},
+    {"_Z9surfwriteyii", 3, {{0, 8}, {8, 4}, {12, 4}}, 3.0, k_surfwrite},
 };
 const size_t dbl_kernel_count = sizeof dbl_kernels / sizeof dbl_kernels[0];
 

@@ -1,0 +1,610 @@
+/* Texture and surface objects, and the 2D/3D copies arrays are filled and read with.
+ *
+ * cuTexObjectCreate / cuSurfObjectCreate: the CUDA_RESOURCE_DESC pod names an array or
+ * mipmapped array by id (translated) or device memory (linear: devPtr + sizeInBytes, pitch2D:
+ * pitchInBytes * (height - 1) + a row; checked against the session's memory). The object's value
+ * goes back to the guest as the driver made it, because kernels receive it inside their
+ * parameters (like device pointers, it cannot be translated); the session's handle table keeps
+ * it (kind texobj/surfobj, native = the value) so that only the session's own objects can be
+ * destroyed or queried.
+ *
+ * cuMemcpy2D_v2 / cuMemcpy3D_v2 (and the Async ones): the pod as the frontend rewrote it (a host
+ * side is a contiguous block of WidthInBytes * Height (* Depth) bytes: the call's bulk for a
+ * source, the reply's bulk for a destination); device sides are checked against the session's
+ * memory, array sides translated. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+/* ---------------------------------------------------------------- objects by value */
+
+static struct be_handle *by_value(sl_be_session *s, enum sl_handle_kind kind, uint64_t v)
+{
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < s->h.cap; i++) {
+        struct be_handle *h = &s->h.slot[i];
+        if (be_id_kind(h->id) == kind && (uint64_t)(uintptr_t)h->native == v &&
+            be_handles_find(&s->h, kind, h->id) == h)
+            return h;
+    }
+    return NULL;
+}
+
+static size_t format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 0;
+    }
+}
+
+static CUresult res_desc_in(sl_be_session *s, Sluice__Wire__Reply *reply,
+                            const ProtobufCBinaryData *pod, CUDA_RESOURCE_DESC *d)
+{
+    if (pod->len != sizeof *d) {
+        be_detail(reply, "CUDA_RESOURCE_DESC of %zu bytes", pod->len);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memcpy(d, pod->data, sizeof *d);
+    void *n = NULL;
+    CUresult rc;
+    switch (d->resType) {
+    case CU_RESOURCE_TYPE_ARRAY:
+        rc = d->res.array.hArray
+                 ? sl_be_handle_get(s, SL_H_ARRAY, (uint64_t)(uintptr_t)d->res.array.hArray, &n)
+                 : CUDA_ERROR_INVALID_HANDLE;
+        d->res.array.hArray = (CUarray)n;
+        return rc;
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
+        rc = d->res.mipmap.hMipmappedArray
+                 ? sl_be_handle_get(s, SL_H_MIPMAPPEDARRAY,
+                                    (uint64_t)(uintptr_t)d->res.mipmap.hMipmappedArray, &n)
+                 : CUDA_ERROR_INVALID_HANDLE;
+        d->res.mipmap.hMipmappedArray = (CUmipmappedArray)n;
+        return rc;
+    case CU_RESOURCE_TYPE_LINEAR:
+        rc = sl_be_devptr_check(s, d->res.linear.devPtr, d->res.linear.sizeInBytes);
+        if (rc != CUDA_SUCCESS)
+            be_detail(reply, "linear texture memory outside the session's memory");
+        return rc;
+    case CU_RESOURCE_TYPE_PITCH2D: {
+        size_t row = format_bytes(d->res.pitch2D.format);
+        uint64_t span;
+        if (!d->res.pitch2D.height || !d->res.pitch2D.width)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (!row) /* a format we do not size: the whole rows */
+            row = d->res.pitch2D.pitchInBytes;
+        else if (__builtin_mul_overflow(row * d->res.pitch2D.numChannels, d->res.pitch2D.width,
+                                        &row))
+            return CUDA_ERROR_INVALID_VALUE;
+        if (__builtin_mul_overflow((uint64_t)d->res.pitch2D.pitchInBytes,
+                                   (uint64_t)d->res.pitch2D.height - 1, &span) ||
+            __builtin_add_overflow(span, (uint64_t)row, &span))
+            return CUDA_ERROR_INVALID_VALUE;
+        rc = sl_be_devptr_check(s, d->res.pitch2D.devPtr, span);
+        if (rc != CUDA_SUCCESS)
+            be_detail(reply, "pitch2D texture memory outside the session's memory");
+        return rc;
+    }
+    default:
+        be_detail(reply, "resource type %d is not supported", (int)d->resType);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+static CUresult h_tex_create(sl_be_session *s, const struct sl_driver_api *api,
+                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuTexObjectCreateRequest *rq = call->cu_tex_object_create;
+    CUDA_RESOURCE_DESC rd;
+    CUDA_TEXTURE_DESC td;
+    CUDA_RESOURCE_VIEW_DESC vd;
+    if (rq->p_tex_desc.len != sizeof td ||
+        (rq->p_res_view_desc.len && rq->p_res_view_desc.len != sizeof vd)) {
+        be_detail(reply, "texture descriptors of %zu and %zu bytes", rq->p_tex_desc.len,
+                  rq->p_res_view_desc.len);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult rc = res_desc_in(s, reply, &rq->p_res_desc, &rd);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memcpy(&td, rq->p_tex_desc.data, sizeof td);
+    if (rq->p_res_view_desc.len)
+        memcpy(&vd, rq->p_res_view_desc.data, sizeof vd);
+    if (!api->cuTexObjectCreate)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    Sluice__Cuda__CuTexObjectCreateReply *rp = BE_REPLY(
+        reply, cu_tex_object_create, SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_CREATE,
+        Sluice__Cuda__CuTexObjectCreateReply, sluice__cuda__cu_tex_object_create_reply__init);
+    if (!rp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUtexObject t = 0;
+    rc = api->cuTexObjectCreate(&t, &rd, &td, rq->p_res_view_desc.len ? &vd : NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t id;
+    rc = sl_be_handle_put(s, SL_H_TEXOBJ, (void *)(uintptr_t)t, &id);
+    if (rc != CUDA_SUCCESS) {
+        if (api->cuTexObjectDestroy)
+            api->cuTexObjectDestroy(t);
+        return rc;
+    }
+    rp->p_tex_object = (uint64_t)t; /* the value, not the id: kernels receive it */
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_surf_create(sl_be_session *s, const struct sl_driver_api *api,
+                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuSurfObjectCreateRequest *rq = call->cu_surf_object_create;
+    CUDA_RESOURCE_DESC rd;
+    CUresult rc = res_desc_in(s, reply, &rq->p_res_desc, &rd);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (rd.resType != CU_RESOURCE_TYPE_ARRAY)
+        return CUDA_ERROR_INVALID_VALUE; /* surfaces are arrays only */
+    if (!api->cuSurfObjectCreate)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    Sluice__Cuda__CuSurfObjectCreateReply *rp = BE_REPLY(
+        reply, cu_surf_object_create, SLUICE__WIRE__REPLY__OUT_CU_SURF_OBJECT_CREATE,
+        Sluice__Cuda__CuSurfObjectCreateReply, sluice__cuda__cu_surf_object_create_reply__init);
+    if (!rp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUsurfObject o = 0;
+    rc = api->cuSurfObjectCreate(&o, &rd);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t id;
+    rc = sl_be_handle_put(s, SL_H_SURFOBJ, (void *)(uintptr_t)o, &id);
+    if (rc != CUDA_SUCCESS) {
+        if (api->cuSurfObjectDestroy)
+            api->cuSurfObjectDestroy(o);
+        return rc;
+    }
+    rp->p_surf_object = (uint64_t)o;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_tex_destroy(sl_be_session *s, const struct sl_driver_api *api,
+                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)reply;
+    struct be_handle *h = by_value(s, SL_H_TEXOBJ, call->cu_tex_object_destroy->tex_object);
+    if (!h)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!api->cuTexObjectDestroy)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult rc = api->cuTexObjectDestroy((CUtexObject)(uintptr_t)h->native);
+    if (rc == CUDA_SUCCESS)
+        be_handles_del(&s->h, h->id);
+    return rc;
+}
+
+static CUresult h_surf_destroy(sl_be_session *s, const struct sl_driver_api *api,
+                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)reply;
+    struct be_handle *h = by_value(s, SL_H_SURFOBJ, call->cu_surf_object_destroy->surf_object);
+    if (!h)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!api->cuSurfObjectDestroy)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult rc = api->cuSurfObjectDestroy((CUsurfObject)(uintptr_t)h->native);
+    if (rc == CUDA_SUCCESS)
+        be_handles_del(&s->h, h->id);
+    return rc;
+}
+
+static CUresult h_tex_desc(sl_be_session *s, const struct sl_driver_api *api,
+                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    struct be_handle *h =
+        by_value(s, SL_H_TEXOBJ, call->cu_tex_object_get_texture_desc->tex_object);
+    if (!h)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!api->cuTexObjectGetTextureDesc)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    Sluice__Cuda__CuTexObjectGetTextureDescReply *rp =
+        BE_REPLY(reply, cu_tex_object_get_texture_desc,
+                 SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_TEXTURE_DESC,
+                 Sluice__Cuda__CuTexObjectGetTextureDescReply,
+                 sluice__cuda__cu_tex_object_get_texture_desc_reply__init);
+    CUDA_TEXTURE_DESC *d = rp ? calloc(1, sizeof *d) : NULL;
+    if (!d)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rp->p_tex_desc.data = (uint8_t *)d; /* freed with the reply */
+    rp->p_tex_desc.len = sizeof *d;
+    return api->cuTexObjectGetTextureDesc(d, (CUtexObject)(uintptr_t)h->native);
+}
+
+static CUresult h_view_desc(sl_be_session *s, const struct sl_driver_api *api,
+                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    struct be_handle *h =
+        by_value(s, SL_H_TEXOBJ, call->cu_tex_object_get_resource_view_desc->tex_object);
+    if (!h)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!api->cuTexObjectGetResourceViewDesc)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    Sluice__Cuda__CuTexObjectGetResourceViewDescReply *rp =
+        BE_REPLY(reply, cu_tex_object_get_resource_view_desc,
+                 SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_RESOURCE_VIEW_DESC,
+                 Sluice__Cuda__CuTexObjectGetResourceViewDescReply,
+                 sluice__cuda__cu_tex_object_get_resource_view_desc_reply__init);
+    CUDA_RESOURCE_VIEW_DESC *d = rp ? calloc(1, sizeof *d) : NULL;
+    if (!d)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rp->p_res_view_desc.data = (uint8_t *)d;
+    rp->p_res_view_desc.len = sizeof *d;
+    return api->cuTexObjectGetResourceViewDesc(d, (CUtexObject)(uintptr_t)h->native);
+}
+
+/* A resource descriptor the driver gave back, with array handles turned into the session's
+ * ids (an array the session does not know is refused). */
+static CUresult res_desc_out(sl_be_session *s, CUDA_RESOURCE_DESC *d)
+{
+    struct be_handle *h;
+    switch (d->resType) {
+    case CU_RESOURCE_TYPE_ARRAY:
+        h = by_value(s, SL_H_ARRAY, (uint64_t)(uintptr_t)d->res.array.hArray);
+        if (!h)
+            return CUDA_ERROR_INVALID_HANDLE;
+        d->res.array.hArray = (CUarray)(uintptr_t)h->id;
+        return CUDA_SUCCESS;
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
+        h = by_value(s, SL_H_MIPMAPPEDARRAY, (uint64_t)(uintptr_t)d->res.mipmap.hMipmappedArray);
+        if (!h)
+            return CUDA_ERROR_INVALID_HANDLE;
+        d->res.mipmap.hMipmappedArray = (CUmipmappedArray)(uintptr_t)h->id;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_SUCCESS; /* device pointers are real addresses */
+    }
+}
+
+static CUresult res_desc_reply(sl_be_session *s, const struct sl_driver_api *api,
+                               enum sl_handle_kind kind, uint64_t value, ProtobufCBinaryData *out)
+{
+    struct be_handle *h = by_value(s, kind, value);
+    if (!h)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult (*fn)(CUDA_RESOURCE_DESC *, unsigned long long) =
+        kind == SL_H_TEXOBJ ? api->cuTexObjectGetResourceDesc : api->cuSurfObjectGetResourceDesc;
+    if (!fn)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUDA_RESOURCE_DESC *d = calloc(1, sizeof *d);
+    if (!d)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = fn(d, (unsigned long long)(uintptr_t)h->native);
+    if (rc == CUDA_SUCCESS)
+        rc = res_desc_out(s, d);
+    if (rc != CUDA_SUCCESS) {
+        free(d);
+        return rc;
+    }
+    out->data = (uint8_t *)d; /* freed with the reply */
+    out->len = sizeof *d;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_tex_res_desc(sl_be_session *s, const struct sl_driver_api *api,
+                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    Sluice__Cuda__CuTexObjectGetResourceDescReply *rp =
+        BE_REPLY(reply, cu_tex_object_get_resource_desc,
+                 SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_RESOURCE_DESC,
+                 Sluice__Cuda__CuTexObjectGetResourceDescReply,
+                 sluice__cuda__cu_tex_object_get_resource_desc_reply__init);
+    if (!rp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return res_desc_reply(s, api, SL_H_TEXOBJ, call->cu_tex_object_get_resource_desc->tex_object,
+                          &rp->p_res_desc);
+}
+
+static CUresult h_surf_res_desc(sl_be_session *s, const struct sl_driver_api *api,
+                                const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    Sluice__Cuda__CuSurfObjectGetResourceDescReply *rp =
+        BE_REPLY(reply, cu_surf_object_get_resource_desc,
+                 SLUICE__WIRE__REPLY__OUT_CU_SURF_OBJECT_GET_RESOURCE_DESC,
+                 Sluice__Cuda__CuSurfObjectGetResourceDescReply,
+                 sluice__cuda__cu_surf_object_get_resource_desc_reply__init);
+    if (!rp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return res_desc_reply(s, api, SL_H_SURFOBJ, call->cu_surf_object_get_resource_desc->surf_object,
+                          &rp->p_res_desc);
+}
+
+/* ---------------------------------------------------------------- 2D / 3D copies */
+
+struct side {
+    CUmemorytype *type;
+    const void **host;
+    CUdeviceptr *dev;
+    CUarray *arr;
+    size_t *x, *y, *z, *pitch, *height; /* z, height NULL for 2D */
+};
+
+/* out: the host buffer (destination) the caller sends back as bulk. */
+static CUresult side_in(sl_be_session *s, Sluice__Wire__Reply *reply, struct side d, int is_src,
+                        size_t w, size_t h, size_t depth, uint8_t **out)
+{
+    uint64_t total, span, start;
+    switch (*d.type) {
+    case CU_MEMORYTYPE_HOST:
+        if (*d.host || *d.pitch != w || *d.x || *d.y || (d.z && *d.z) ||
+            (d.height && *d.height != h) || __builtin_mul_overflow((uint64_t)w, h, &total) ||
+            __builtin_mul_overflow(total, depth, &total) || total > BE_MAX_BULK_PER_CALL) {
+            be_detail(reply, "host side of a rectangle copy not as the frontend sends it");
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (is_src) {
+            if (s->in_bulk_len != total) {
+                be_detail(reply, "copy of %llu bytes with %llu bulk bytes",
+                          (unsigned long long)total, (unsigned long long)s->in_bulk_len);
+                return CUDA_ERROR_INVALID_VALUE;
+            }
+            *d.host = s->in_bulk;
+        } else {
+            if (*out)
+                return CUDA_ERROR_INVALID_VALUE;
+            *out = malloc(total ? total : 1);
+            if (!*out)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            *d.host = *out;
+            s->out_bulk_len = total;
+        }
+        return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED: {
+        /* UNIFIED: a device address here (guest memory was made HOST by the frontend) */
+        uint64_t p = *d.pitch ? *d.pitch : w, hr = d.height ? *d.height : 0;
+        uint64_t rows = 0, z = d.z ? *d.z : 0;
+        if (!w || !h || !depth)
+            return CUDA_SUCCESS; /* nothing is touched; the driver decides */
+        /* first byte: ((z * hr + y) * p + x); extent: ((depth - 1) * hr + h - 1) * p + w */
+        if (__builtin_mul_overflow(z, hr, &rows) || __builtin_add_overflow(rows, *d.y, &rows) ||
+            __builtin_mul_overflow(rows, p, &start) ||
+            __builtin_add_overflow(start, *d.x, &start) ||
+            __builtin_add_overflow(start, (uint64_t)*d.dev, &start) ||
+            __builtin_mul_overflow((uint64_t)(depth - 1), hr, &span) ||
+            __builtin_add_overflow(span, (uint64_t)(h - 1), &span) ||
+            __builtin_mul_overflow(span, p, &span) || __builtin_add_overflow(span, w, &span))
+            return CUDA_ERROR_INVALID_VALUE;
+        CUresult rc = sl_be_devptr_check(s, start, span);
+        if (rc != CUDA_SUCCESS)
+            be_detail(reply, "%s of a rectangle copy outside the session's memory",
+                      is_src ? "source" : "destination");
+        return rc;
+    }
+    case CU_MEMORYTYPE_ARRAY: {
+        void *n = NULL;
+        CUresult rc = *d.arr ? sl_be_handle_get(s, SL_H_ARRAY, (uint64_t)(uintptr_t)*d.arr, &n)
+                             : CUDA_ERROR_INVALID_HANDLE;
+        *d.arr = (CUarray)n;
+        return rc;
+    }
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult copy2d(sl_be_session *s, const struct sl_driver_api *api,
+                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply,
+                       const ProtobufCBinaryData *pod, int async, uint64_t stream)
+{
+    CUDA_MEMCPY2D c;
+    if (pod->len != sizeof c) {
+        be_detail(reply, "CUDA_MEMCPY2D of %zu bytes", pod->len);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memcpy(&c, pod->data, sizeof c);
+    uint8_t *out = NULL;
+    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcDevice, &c.srcArray, &c.srcXInBytes,
+                       &c.srcY,          NULL,       &c.srcPitch,  NULL};
+    struct side dst = {&c.dstMemoryType,
+                       (const void **)&c.dstHost,
+                       &c.dstDevice,
+                       &c.dstArray,
+                       &c.dstXInBytes,
+                       &c.dstY,
+                       NULL,
+                       &c.dstPitch,
+                       NULL};
+    s->out_bulk_len = 0;
+    CUresult rc = side_in(s, reply, src, 1, c.WidthInBytes, c.Height, 1, &out);
+    if (rc == CUDA_SUCCESS && *src.type != CU_MEMORYTYPE_HOST && s->in_bulk_len)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = side_in(s, reply, dst, 0, c.WidthInBytes, c.Height, 1, &out);
+    CUstream st = NULL;
+    if (rc == CUDA_SUCCESS && async)
+        rc = be_stream(s, stream, &st);
+    if (rc == CUDA_SUCCESS) {
+        if (async) {
+            CUresult (*fn)(const CUDA_MEMCPY2D *, CUstream) =
+                call->per_thread_stream && api->cuMemcpy2DAsync_v2_ptsz
+                    ? api->cuMemcpy2DAsync_v2_ptsz
+                    : api->cuMemcpy2DAsync_v2;
+            rc = fn ? fn(&c, st) : CUDA_ERROR_NOT_SUPPORTED;
+        } else {
+            CUresult (*fn)(const CUDA_MEMCPY2D *) =
+                call->per_thread_stream && api->cuMemcpy2D_v2_ptds ? api->cuMemcpy2D_v2_ptds
+                                                                   : api->cuMemcpy2D_v2;
+            rc = fn ? fn(&c) : CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    if (rc != CUDA_SUCCESS || !out) {
+        free(out);
+        s->out_bulk_len = 0;
+        return rc;
+    }
+    s->out_bulk = out;
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy3d(sl_be_session *s, const struct sl_driver_api *api,
+                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply,
+                       const ProtobufCBinaryData *pod, int async, uint64_t stream)
+{
+    CUDA_MEMCPY3D c;
+    if (pod->len != sizeof c) {
+        be_detail(reply, "CUDA_MEMCPY3D of %zu bytes", pod->len);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memcpy(&c, pod->data, sizeof c);
+    c.reserved0 = c.reserved1 = NULL;
+    uint8_t *out = NULL;
+    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcDevice, &c.srcArray, &c.srcXInBytes,
+                       &c.srcY,          &c.srcZ,    &c.srcPitch,  &c.srcHeight};
+    struct side dst = {&c.dstMemoryType, (const void **)&c.dstHost,
+                       &c.dstDevice,     &c.dstArray,
+                       &c.dstXInBytes,   &c.dstY,
+                       &c.dstZ,          &c.dstPitch,
+                       &c.dstHeight};
+    s->out_bulk_len = 0;
+    CUresult rc = side_in(s, reply, src, 1, c.WidthInBytes, c.Height, c.Depth, &out);
+    if (rc == CUDA_SUCCESS && *src.type != CU_MEMORYTYPE_HOST && s->in_bulk_len)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = side_in(s, reply, dst, 0, c.WidthInBytes, c.Height, c.Depth, &out);
+    CUstream st = NULL;
+    if (rc == CUDA_SUCCESS && async)
+        rc = be_stream(s, stream, &st);
+    if (rc == CUDA_SUCCESS) {
+        if (async) {
+            CUresult (*fn)(const CUDA_MEMCPY3D *, CUstream) =
+                call->per_thread_stream && api->cuMemcpy3DAsync_v2_ptsz
+                    ? api->cuMemcpy3DAsync_v2_ptsz
+                    : api->cuMemcpy3DAsync_v2;
+            rc = fn ? fn(&c, st) : CUDA_ERROR_NOT_SUPPORTED;
+        } else {
+            CUresult (*fn)(const CUDA_MEMCPY3D *) =
+                call->per_thread_stream && api->cuMemcpy3D_v2_ptds ? api->cuMemcpy3D_v2_ptds
+                                                                   : api->cuMemcpy3D_v2;
+            rc = fn ? fn(&c) : CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    if (rc != CUDA_SUCCESS || !out) {
+        free(out);
+        s->out_bulk_len = 0;
+        return rc;
+    }
+    s->out_bulk = out;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_2d(sl_be_session *s, const struct sl_driver_api *api,
+                     const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    return copy2d(s, api, call, reply, &call->cu_memcpy2_d_v2->p_copy, 0, 0);
+}
+
+static CUresult h_2d_async(sl_be_session *s, const struct sl_driver_api *api,
+                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    return copy2d(s, api, call, reply, &call->cu_memcpy2_dasync_v2->p_copy, 1,
+                  call->cu_memcpy2_dasync_v2->h_stream);
+}
+
+static CUresult h_3d(sl_be_session *s, const struct sl_driver_api *api,
+                     const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    return copy3d(s, api, call, reply, &call->cu_memcpy3_d_v2->p_copy, 0, 0);
+}
+
+static CUresult h_3d_async(sl_be_session *s, const struct sl_driver_api *api,
+                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    return copy3d(s, api, call, reply, &call->cu_memcpy3_dasync_v2->p_copy, 1,
+                  call->cu_memcpy3_dasync_v2->h_stream);
+}
+
+static CUresult array_of(sl_be_session *s, uint64_t id, CUarray *a)
+{
+    void *n = NULL;
+    CUresult rc = id ? sl_be_handle_get(s, SL_H_ARRAY, id, &n) : CUDA_ERROR_INVALID_HANDLE;
+    *a = (CUarray)n;
+    return rc;
+}
+
+static CUresult h_htoa(sl_be_session *s, const struct sl_driver_api *api,
+                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuMemcpyHtoAV2Request *rq = call->cu_memcpy_hto_a_v2;
+    if (rq->src_host != rq->byte_count || s->in_bulk_len != rq->byte_count) {
+        be_detail(reply, "copy of %llu bytes with %llu bulk bytes",
+                  (unsigned long long)rq->byte_count, (unsigned long long)s->in_bulk_len);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUarray a;
+    CUresult rc = array_of(s, rq->dst_array, &a);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult (*fn)(CUarray, size_t, const void *, size_t) =
+        call->per_thread_stream && api->cuMemcpyHtoA_v2_ptds ? api->cuMemcpyHtoA_v2_ptds
+                                                             : api->cuMemcpyHtoA_v2;
+    return fn ? fn(a, (size_t)rq->dst_offset, s->in_bulk, (size_t)rq->byte_count)
+              : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult h_atoh(sl_be_session *s, const struct sl_driver_api *api,
+                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    const Sluice__Cuda__CuMemcpyAtoHV2Request *rq = call->cu_memcpy_ato_h_v2;
+    if (rq->dst_host != rq->byte_count || rq->byte_count > BE_MAX_BULK_PER_CALL || s->in_bulk_len) {
+        be_detail(reply, "array to host copy of %llu bytes", (unsigned long long)rq->byte_count);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUarray a;
+    CUresult rc = array_of(s, rq->src_array, &a);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult (*fn)(void *, CUarray, size_t, size_t) =
+        call->per_thread_stream && api->cuMemcpyAtoH_v2_ptds ? api->cuMemcpyAtoH_v2_ptds
+                                                             : api->cuMemcpyAtoH_v2;
+    if (!fn)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint8_t *buf = malloc(rq->byte_count ? rq->byte_count : 1);
+    if (!buf)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = fn(buf, a, (size_t)rq->src_offset, (size_t)rq->byte_count);
+    if (rc != CUDA_SUCCESS) {
+        free(buf);
+        return rc;
+    }
+    s->out_bulk = buf;
+    s->out_bulk_len = rq->byte_count;
+    return CUDA_SUCCESS;
+}
+
+void be_register_texture(struct sl_be_dispatch_entry *t)
+{
+    t[SL_CALL_cuMemcpyHtoA_v2].handler = h_htoa;
+    t[SL_CALL_cuMemcpyAtoH_v2].handler = h_atoh;
+    t[SL_CALL_cuTexObjectCreate].handler = h_tex_create;
+    t[SL_CALL_cuTexObjectDestroy].handler = h_tex_destroy;
+    t[SL_CALL_cuTexObjectGetTextureDesc].handler = h_tex_desc;
+    t[SL_CALL_cuTexObjectGetResourceViewDesc].handler = h_view_desc;
+    t[SL_CALL_cuTexObjectGetResourceDesc].handler = h_tex_res_desc;
+    t[SL_CALL_cuSurfObjectGetResourceDesc].handler = h_surf_res_desc;
+    t[SL_CALL_cuSurfObjectCreate].handler = h_surf_create;
+    t[SL_CALL_cuSurfObjectDestroy].handler = h_surf_destroy;
+    t[SL_CALL_cuMemcpy2D_v2].handler = h_2d;
+    t[SL_CALL_cuMemcpy2DAsync_v2].handler = h_2d_async;
+    t[SL_CALL_cuMemcpy3D_v2].handler = h_3d;
+    t[SL_CALL_cuMemcpy3DAsync_v2].handler = h_3d_async;
+}

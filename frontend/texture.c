@@ -1,0 +1,298 @@
+/* Texture and surface objects. The descriptors travel as pods (array handles are ids, device
+ * pointers real addresses; the backend translates and checks them). The object the guest gets
+ * is the driver's value itself, not an id: kernels receive it in their parameters. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <stdint.h>
+#include <string.h>
+
+#include "fe.h"
+#include "hooks.h"
+#include "sluice/stub_runtime.h"
+#include "sluice/wire.h"
+
+static CUresult finish(CUresult rc, Sluice__Wire__Reply *rep)
+{
+    if (rep) {
+        rc = (CUresult)rep->result;
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc,
+                           const CUDA_TEXTURE_DESC *pTexDesc,
+                           const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
+{
+    if (!pTexObject || !pResDesc || !pTexDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuTexObjectCreateRequest rq = SLUICE__CUDA__CU_TEX_OBJECT_CREATE_REQUEST__INIT;
+    rq.p_res_desc.data = (uint8_t *)pResDesc;
+    rq.p_res_desc.len = sizeof *pResDesc;
+    rq.p_tex_desc.data = (uint8_t *)pTexDesc;
+    rq.p_tex_desc.len = sizeof *pTexDesc;
+    if (pResViewDesc) {
+        rq.p_res_view_desc.data = (uint8_t *)pResViewDesc;
+        rq.p_res_view_desc.len = sizeof *pResViewDesc;
+    }
+    call.call_id = SL_CALL_cuTexObjectCreate;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_OBJECT_CREATE;
+    call.cu_tex_object_create = &rq;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        if (rc == CUDA_SUCCESS) {
+            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_CREATE)
+                *pTexObject = (CUtexObject)rep->cu_tex_object_create->p_tex_object;
+            else
+                rc = CUDA_ERROR_UNKNOWN;
+        }
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+CUresult cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc)
+{
+    if (!pSurfObject || !pResDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuSurfObjectCreateRequest rq = SLUICE__CUDA__CU_SURF_OBJECT_CREATE_REQUEST__INIT;
+    rq.p_res_desc.data = (uint8_t *)pResDesc;
+    rq.p_res_desc.len = sizeof *pResDesc;
+    call.call_id = SL_CALL_cuSurfObjectCreate;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_SURF_OBJECT_CREATE;
+    call.cu_surf_object_create = &rq;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        if (rc == CUDA_SUCCESS) {
+            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_SURF_OBJECT_CREATE)
+                *pSurfObject = (CUsurfObject)rep->cu_surf_object_create->p_surf_object;
+            else
+                rc = CUDA_ERROR_UNKNOWN;
+        }
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+CUresult cuTexObjectDestroy(CUtexObject texObject)
+{
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuTexObjectDestroyRequest rq = SLUICE__CUDA__CU_TEX_OBJECT_DESTROY_REQUEST__INIT;
+    rq.tex_object = texObject;
+    call.call_id = SL_CALL_cuTexObjectDestroy;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_OBJECT_DESTROY;
+    call.cu_tex_object_destroy = &rq;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    return finish(rc, rep);
+}
+
+CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
+{
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuSurfObjectDestroyRequest rq =
+        SLUICE__CUDA__CU_SURF_OBJECT_DESTROY_REQUEST__INIT;
+    rq.surf_object = surfObject;
+    call.call_id = SL_CALL_cuSurfObjectDestroy;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_SURF_OBJECT_DESTROY;
+    call.cu_surf_object_destroy = &rq;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    return finish(rc, rep);
+}
+
+CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject)
+{
+    if (!pTexDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuTexObjectGetTextureDescRequest rq =
+        SLUICE__CUDA__CU_TEX_OBJECT_GET_TEXTURE_DESC_REQUEST__INIT;
+    rq.tex_object = texObject;
+    call.call_id = SL_CALL_cuTexObjectGetTextureDesc;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_OBJECT_GET_TEXTURE_DESC;
+    call.cu_tex_object_get_texture_desc = &rq;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        if (rc == CUDA_SUCCESS) {
+            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_TEXTURE_DESC &&
+                rep->cu_tex_object_get_texture_desc->p_tex_desc.len == sizeof *pTexDesc)
+                memcpy(pTexDesc, rep->cu_tex_object_get_texture_desc->p_tex_desc.data,
+                       sizeof *pTexDesc);
+            else
+                rc = CUDA_ERROR_UNKNOWN;
+        }
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc,
+                                        CUtexObject texObject)
+{
+    if (!pResViewDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuTexObjectGetResourceViewDescRequest rq =
+        SLUICE__CUDA__CU_TEX_OBJECT_GET_RESOURCE_VIEW_DESC_REQUEST__INIT;
+    rq.tex_object = texObject;
+    call.call_id = SL_CALL_cuTexObjectGetResourceViewDesc;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_OBJECT_GET_RESOURCE_VIEW_DESC;
+    call.cu_tex_object_get_resource_view_desc = &rq;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        if (rc == CUDA_SUCCESS) {
+            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_RESOURCE_VIEW_DESC &&
+                rep->cu_tex_object_get_resource_view_desc->p_res_view_desc.len ==
+                    sizeof *pResViewDesc)
+                memcpy(pResViewDesc,
+                       rep->cu_tex_object_get_resource_view_desc->p_res_view_desc.data,
+                       sizeof *pResViewDesc);
+            else
+                rc = CUDA_ERROR_UNKNOWN;
+        }
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+static CUresult res_desc(int surf, CUDA_RESOURCE_DESC *out, unsigned long long v)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuTexObjectGetResourceDescRequest rt =
+        SLUICE__CUDA__CU_TEX_OBJECT_GET_RESOURCE_DESC_REQUEST__INIT;
+    Sluice__Cuda__CuSurfObjectGetResourceDescRequest rs =
+        SLUICE__CUDA__CU_SURF_OBJECT_GET_RESOURCE_DESC_REQUEST__INIT;
+    if (surf) {
+        rs.surf_object = v;
+        call.call_id = SL_CALL_cuSurfObjectGetResourceDesc;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_SURF_OBJECT_GET_RESOURCE_DESC;
+        call.cu_surf_object_get_resource_desc = &rs;
+    } else {
+        rt.tex_object = v;
+        call.call_id = SL_CALL_cuTexObjectGetResourceDesc;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_OBJECT_GET_RESOURCE_DESC;
+        call.cu_tex_object_get_resource_desc = &rt;
+    }
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        if (rc == CUDA_SUCCESS) {
+            const ProtobufCBinaryData *d = NULL;
+            if (surf && rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_SURF_OBJECT_GET_RESOURCE_DESC)
+                d = &rep->cu_surf_object_get_resource_desc->p_res_desc;
+            else if (!surf &&
+                     rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_RESOURCE_DESC)
+                d = &rep->cu_tex_object_get_resource_desc->p_res_desc;
+            if (d && d->len == sizeof *out)
+                memcpy(out, d->data, sizeof *out);
+            else
+                rc = CUDA_ERROR_UNKNOWN;
+        }
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject)
+{
+    return res_desc(0, pResDesc, texObject);
+}
+
+CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject)
+{
+    return res_desc(1, pResDesc, surfObject);
+}
+
+/* cuMemcpyHtoA / AtoH: the bytes as the call's or the reply's bulk, in chunks of at most
+ * SL_FE_MAX_COPY_CHUNK (the array offset advances). */
+static CUresult htoa(bool pt, CUarray dst, size_t off, const void *src, size_t n)
+{
+    if (n && !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t done = 0;
+    do {
+        size_t c = n - done < SL_FE_MAX_COPY_CHUNK ? n - done : SL_FE_MAX_COPY_CHUNK;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        Sluice__Cuda__CuMemcpyHtoAV2Request rq = SLUICE__CUDA__CU_MEMCPY_HTO_AV2_REQUEST__INIT;
+        rq.dst_array = (uint64_t)(uintptr_t)dst;
+        rq.dst_offset = off + done;
+        rq.src_host = c;
+        rq.byte_count = c;
+        call.per_thread_stream = pt;
+        call.call_id = SL_CALL_cuMemcpyHtoA_v2;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_HTO_A_V2;
+        call.cu_memcpy_hto_a_v2 = &rq;
+        struct iovec iov = {(char *)src + done, c};
+        Sluice__Wire__Reply *rep = NULL;
+        CUresult rc = sl_fe_call_bulk(&call, &iov, c ? 1 : 0, NULL, 0, NULL, &rep);
+        rc = finish(rc, rep);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        done += c;
+    } while (done < n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult atoh(bool pt, void *dst, CUarray src, size_t off, size_t n)
+{
+    if (n && !dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t done = 0;
+    do {
+        size_t c = n - done < SL_FE_MAX_COPY_CHUNK ? n - done : SL_FE_MAX_COPY_CHUNK;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        Sluice__Cuda__CuMemcpyAtoHV2Request rq = SLUICE__CUDA__CU_MEMCPY_ATO_HV2_REQUEST__INIT;
+        rq.dst_host = c;
+        rq.src_array = (uint64_t)(uintptr_t)src;
+        rq.src_offset = off + done;
+        rq.byte_count = c;
+        call.per_thread_stream = pt;
+        call.call_id = SL_CALL_cuMemcpyAtoH_v2;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_ATO_H_V2;
+        call.cu_memcpy_ato_h_v2 = &rq;
+        size_t got = 0;
+        Sluice__Wire__Reply *rep = NULL;
+        CUresult rc = sl_fe_call_bulk(&call, NULL, 0, (char *)dst + done, c, &got, &rep);
+        rc = finish(rc, rep);
+        if (rc == CUDA_SUCCESS && got != c)
+            rc = CUDA_ERROR_UNKNOWN;
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        done += c;
+    } while (done < n);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
+{
+    return htoa(false, dstArray, dstOffset, srcHost, ByteCount);
+}
+
+CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *srcHost,
+                              size_t ByteCount)
+{
+    return htoa(true, dstArray, dstOffset, srcHost, ByteCount);
+}
+
+CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{
+    return atoh(false, dstHost, srcArray, srcOffset, ByteCount);
+}
+
+CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{
+    return atoh(true, dstHost, srcArray, srcOffset, ByteCount);
+}
