@@ -9,11 +9,8 @@
  * taken straight into the message for the worker) and CallbackDone go to the worker through a
  * SOCK_SEQPACKET socketpair; what it sends back goes to the guest. A worker that dies ends its
  * own session only (the guest gets CLOSE with the reason); ending a session closes the socket,
- * then SIGKILL after BE_WORKER_GRACE_MS. Bulk of either direction goes through a memfd shared with
- * the worker when it fits (backend.h BE_SHM_*, worker.c): the calls' bulk is decrypted straight
- * into the down ring, reply bulk is sent to the guest straight from the up ring. Thread mode (unit
- * tests): sessions run on threads of this process (session.c) with the api/devs given to
- * be_server_run. */
+ * then SIGKILL after BE_WORKER_GRACE_MS. Thread mode (unit tests): sessions run on threads of
+ * this process (session.c) with the api/devs given to be_server_run. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -21,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -64,9 +60,7 @@ struct be_sess_node {
     size_t tx_bytes;
     int64_t kill_at; /* ms (monotonic) after which the worker gets SIGKILL; 0 = not asked */
     int killed;
-    int ended;          /* the channel session is gone; waiting for the worker */
-    uint8_t *shm;       /* shared with the worker (BE_SHM_SIZE), NULL: none */
-    uint64_t down_head; /* producer position in the down ring */
+    int ended; /* the channel session is gone; waiting for the worker */
 };
 
 struct be_server {
@@ -232,8 +226,6 @@ static void node_free(struct be_sess_node *n)
     be_ipc_rx_free(&n->rx);
     if (n->fd >= 0)
         close(n->fd);
-    if (n->shm)
-        munmap(n->shm, BE_SHM_SIZE);
     free(n);
 }
 
@@ -351,47 +343,6 @@ sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s, 
     return rc;
 }
 
-/* The worker's first record: BE_IPC_SHM with a memfd of BE_SHM_SIZE (none if it cannot be had:
- * then all bulk goes through the socket). -1: the socket failed. */
-static int shm_setup(struct be_sess_node *n)
-{
-    int mfd = memfd_create("sluice-session", MFD_CLOEXEC);
-    void *p = MAP_FAILED;
-    if (mfd >= 0 && ftruncate(mfd, (off_t)BE_SHM_SIZE) == 0)
-        p = mmap(NULL, BE_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-    struct be_ipc_hdr h = {BE_IPC_SHM, 0, 0, 0};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } cb;
-    memset(&cb, 0, sizeof cb);
-    struct iovec iov = {&h, sizeof h};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (p != MAP_FAILED) {
-        mh.msg_control = cb.buf;
-        mh.msg_controllen = sizeof cb.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &mfd, sizeof mfd);
-    } else {
-        sl_log(SL_LOG_WARNING, BE_COMPONENT,
-               "session %llu: no shared memory (%s); bulk goes through the socket",
-               (unsigned long long)n->id, strerror(errno));
-    }
-    ssize_t w = sendmsg(n->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (mfd >= 0)
-        close(mfd);
-    if (w != (ssize_t)sizeof h) {
-        if (p != MAP_FAILED)
-            munmap(p, BE_SHM_SIZE);
-        return -1;
-    }
-    n->shm = p != MAP_FAILED ? p : NULL;
-    return 0;
-}
-
 /* Starts `worker_exe --session-worker FD ...` for n. */
 static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_error *e)
 {
@@ -432,14 +383,6 @@ static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_er
     fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
     n->pid = pid;
     n->fd = sv[0];
-    if (shm_setup(n) != 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        close(n->fd);
-        n->fd = -1;
-        n->pid = 0;
-        return sl_fail(e, SL_ERR_IO, "session worker socket: %s", strerror(errno));
-    }
     return SL_OK;
 }
 
@@ -454,18 +397,7 @@ static sl_code worker_send(struct be_server *srv, struct be_sess_node *n, const 
         if (f->calls[i]->bulk_length)
             bulk_len = BE_IPC_ALIGN(bulk_len) + f->calls[i]->bulk_length;
     struct be_ipc_hdr h = {BE_IPC_MSG, 0, len, bulk_len};
-    struct be_ipc_shm d = {0, bulk_len, 0};
-    uint8_t *ring = NULL; /* the bulk goes into the down ring when it fits */
-    if (bulk_len && n->shm) {
-        struct be_shm_ctl *ctl = (struct be_shm_ctl *)n->shm;
-        uint64_t tail = atomic_load_explicit(&ctl->down_tail, memory_order_acquire);
-        if (be_ring_alloc(n->down_head, tail, BE_SHM_DOWN, bulk_len, &d.off, &d.end) == 0) {
-            ring = n->shm + BE_SHM_PAGE + d.off;
-            h.type = BE_IPC_MSG_SHM;
-            h.bulk_len = sizeof d;
-        }
-    }
-    size_t total = sizeof h + len + (size_t)h.bulk_len;
+    size_t total = sizeof h + len + (size_t)bulk_len;
     if (n->tx_bytes + total > BE_MAX_QUEUED_BYTES + ((size_t)64 << 20))
         return sl_fail(e, SL_ERR_TOO_LARGE, "the session's worker does not keep up");
     struct be_tx *t = calloc(1, sizeof *t);
@@ -476,7 +408,7 @@ static sl_code worker_send(struct be_server *srv, struct be_sess_node *n, const 
     }
     memcpy(buf, &h, sizeof h);
     memcpy(buf + sizeof h, msg, len);
-    uint8_t *bulk = ring ? ring : buf + sizeof h + len;
+    uint8_t *bulk = buf + sizeof h + len;
     uint64_t off = 0;
     for (size_t i = 0; f && i < f->n_calls; i++) {
         uint64_t bl = f->calls[i]->bulk_length;
@@ -490,10 +422,6 @@ static sl_code worker_send(struct be_server *srv, struct be_sess_node *n, const 
             return e->code;
         }
         off = at + bl;
-    }
-    if (ring) {
-        memcpy(buf + sizeof h + len, &d, sizeof d);
-        n->down_head = d.end;
     }
     t->buf = buf;
     t->len = total;
@@ -552,28 +480,6 @@ static void worker_read(struct be_server *srv, struct be_sess_node *n)
                                    iov.iov_len ? &iov : NULL, iov.iov_len ? 1 : 0, &e) != SL_OK)
                     sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu: send: %s",
                            (unsigned long long)n->id, e.msg);
-            } else if (n->rx.hdr.type == BE_IPC_SEND_SHM) {
-                /* reply bulk in the up ring; the worker is not trusted with the bounds */
-                struct be_ipc_shm d;
-                struct be_shm_ctl *ctl = (struct be_shm_ctl *)n->shm;
-                if (!n->shm || n->rx.hdr.bulk_len != sizeof d) {
-                    violation(srv, n->peer, SL_ERR_PROTOCOL, "malformed message from the worker");
-                } else {
-                    memcpy(&d, n->rx.bulk, sizeof d);
-                    if (d.off > BE_SHM_UP || d.len > BE_SHM_UP - d.off) {
-                        violation(srv, n->peer, SL_ERR_PROTOCOL,
-                                  "the session worker announced bulk outside its ring");
-                    } else {
-                        struct iovec iov = {n->shm + BE_SHM_PAGE + BE_SHM_DOWN + d.off,
-                                            (size_t)d.len};
-                        if (sl_server_send(srv->srv, n->peer, n->rx.msg, (size_t)n->rx.hdr.msg_len,
-                                           iov.iov_len ? &iov : NULL, iov.iov_len ? 1 : 0,
-                                           &e) != SL_OK)
-                            sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu: send: %s",
-                                   (unsigned long long)n->id, e.msg);
-                        atomic_store_explicit(&ctl->up_tail, d.end, memory_order_release);
-                    }
-                }
             } else if (n->rx.hdr.type == BE_IPC_CLOSE) {
                 sl_code code = n->rx.hdr.code > 0 ? (sl_code)n->rx.hdr.code : SL_ERR_PROTOCOL;
                 violation(srv, n->peer, code, (const char *)n->rx.msg);

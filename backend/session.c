@@ -464,9 +464,7 @@ void be_job_free(struct be_job *j)
 {
     if (!j)
         return;
-    if (j->release)
-        j->release(j); /* worker.c: the bulk lies in the shared ring */
-    else if (j->blob)
+    if (j->blob)
         free(j->blob);
     else if (j->bulk && j->msg && j->msg->calls)
         for (size_t i = 0; i < j->msg->calls->n_calls; i++)

@@ -12,25 +12,15 @@
  * decodes and checks them again. Worker ->
  * parent: BE_IPC_SEND (an encoded ServerMessage and its bulk, for the guest) and BE_IPC_CLOSE
  * (end the session: code, reason). EOF on the socket ends the worker (the parent closed it) or
- * tells the parent that the worker is gone.
- *
- * Bulk goes through shared memory when it fits (backend.h, BE_SHM_*): the parent's first record
- * (BE_IPC_SHM) carries a memfd; the parent decrypts the calls' bulk straight into the down ring
- * and sends BE_IPC_MSG_SHM with the slot; the worker runs the calls on the ring's bytes and
- * releases the slot when the job is freed. Reply bulk is written into the up ring and announced
- * by BE_IPC_SEND_SHM; the parent sends it to the guest from there. Either side falls back to
- * the socket when a ring is full (or there is no memfd). Records pack header, message and bulk
- * together (sendmsg, <= 64 KiB each): a small message is one record, one wake-up. */
+ * tells the parent that the worker is gone. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -122,42 +112,26 @@ int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock)
     }
 }
 
-/* Blocking send of one message (worker side): header, message and bulk packed into as few
- * records as fit (a small message is one record, so the parent wakes once). */
+/* Blocking send of one message (worker side). */
 static int ipc_send_blocking(int fd, uint32_t type, int32_t code, const void *msg, size_t len,
                              const void *bulk, size_t blen)
 {
     struct be_ipc_hdr h = {type, code, len, blen};
     const uint8_t *seg[3] = {(const uint8_t *)&h, msg, bulk};
     size_t segl[3] = {sizeof h, len, blen};
-    int i = 0;
-    size_t off = 0;
-    for (;;) {
-        struct iovec iov[3];
-        int niov = 0;
-        size_t room = BE_IPC_RECORD;
-        while (i < 3 && room) {
-            size_t t = segl[i] - off < room ? segl[i] - off : room;
-            if (t) {
-                iov[niov++] = (struct iovec){(void *)(seg[i] + off), t};
-                room -= t;
-                off += t;
-            }
-            if (off == segl[i]) {
-                i++;
-                off = 0;
-            }
+    for (int i = 0; i < 3; i++) {
+        size_t off = 0;
+        while (off < segl[i]) {
+            size_t t = segl[i] - off < BE_IPC_RECORD ? segl[i] - off : BE_IPC_RECORD;
+            ssize_t w = send(fd, seg[i] + off, t, MSG_NOSIGNAL);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return -1;
+            off += (size_t)w;
         }
-        if (!niov)
-            return 0;
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
-        ssize_t w;
-        do
-            w = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        while (w < 0 && errno == EINTR);
-        if (w != (ssize_t)(BE_IPC_RECORD - room))
-            return -1;
     }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- the driver */
@@ -211,78 +185,16 @@ int be_probe_main(const char *driver, const char *project)
 
 static int w_fd = -1;
 static pthread_mutex_t w_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct be_shm_ctl *w_ctl; /* the shared memory (NULL: none, everything by the socket) */
-static uint8_t *w_down, *w_up;
-static uint64_t w_up_head; /* under w_mu */
 
 static void w_sink(int close_it, sl_code code, const char *why, const uint8_t *msg, size_t len,
                    const uint8_t *bulk, size_t blen)
 {
     pthread_mutex_lock(&w_mu);
-    uint64_t off, end;
-    if (close_it) {
+    if (close_it)
         ipc_send_blocking(w_fd, BE_IPC_CLOSE, (int32_t)code, why, strlen(why), NULL, 0);
-    } else if (w_ctl && blen &&
-               be_ring_alloc(w_up_head, atomic_load_explicit(&w_ctl->up_tail, memory_order_acquire),
-                             BE_SHM_UP, blen, &off, &end) == 0) {
-        memcpy(w_up + off, bulk, blen);
-        w_up_head = end;
-        struct be_ipc_shm d = {off, blen, end};
-        ipc_send_blocking(w_fd, BE_IPC_SEND_SHM, 0, msg, len, &d, sizeof d);
-    } else {
+    else
         ipc_send_blocking(w_fd, BE_IPC_SEND, 0, msg, len, bulk, blen);
-    }
     pthread_mutex_unlock(&w_mu);
-}
-
-/* A job whose bulk lies in the down ring is done: the parent may reuse its slot. */
-static void w_ring_release(struct be_job *j)
-{
-    uint64_t cur = atomic_load(&w_ctl->down_tail);
-    while (j->ring_end > cur && !atomic_compare_exchange_weak(&w_ctl->down_tail, &cur, j->ring_end))
-        ;
-}
-
-/* The parent's first record: BE_IPC_SHM, with the session's memfd unless it has none. 0 = go on
- * (with or without shared memory), -1 = not what the parent sends first. */
-static int w_shm_open(int fd)
-{
-    struct be_ipc_hdr h;
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } cb;
-    struct iovec iov = {&h, sizeof h};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb.buf, .msg_controllen = sizeof cb.buf};
-    ssize_t n;
-    do
-        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    int mfd = -1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int)))
-            memcpy(&mfd, CMSG_DATA(c), sizeof mfd);
-    if (n != (ssize_t)sizeof h || h.type != BE_IPC_SHM || h.msg_len || h.bulk_len) {
-        if (mfd >= 0)
-            close(mfd);
-        return -1;
-    }
-    if (mfd < 0)
-        return 0;
-    struct stat st;
-    void *p = MAP_FAILED;
-    if (fstat(mfd, &st) == 0 && (uint64_t)st.st_size >= BE_SHM_SIZE)
-        p = mmap(NULL, BE_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-    close(mfd);
-    if (p == MAP_FAILED)
-        return -1; /* the parent would use it: do not go on without */
-    w_ctl = p;
-    w_down = (uint8_t *)p + BE_SHM_PAGE;
-    w_up = w_down + BE_SHM_DOWN;
-    w_up_head = atomic_load(&w_ctl->up_tail);
-    return 0;
 }
 
 static void w_close(sl_code code, const char *why)
@@ -321,47 +233,24 @@ static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
         return -1;
     }
     job->msg = m;
-    uint8_t *base;
-    uint64_t blen;
-    if (rx->hdr.type == BE_IPC_MSG_SHM) { /* the bulk is in the down ring: check the slot */
-        struct be_ipc_shm d;
-        if (!w_ctl || rx->hdr.bulk_len != sizeof d) {
-            be_job_free(job);
-            w_close(SL_ERR_PROTOCOL, "malformed shared-memory message from the parent");
-            return -1;
-        }
-        memcpy(&d, rx->bulk, sizeof d);
-        if (d.off > BE_SHM_DOWN || d.len > BE_SHM_DOWN - d.off || d.off % 16) {
-            be_job_free(job);
-            w_close(SL_ERR_PROTOCOL, "a shared-memory slot outside the ring");
-            return -1;
-        }
-        base = w_down + d.off;
-        blen = d.len;
-        job->release = w_ring_release;
-        job->ring_end = d.end;
-    } else {
-        job->blob = rx->bulk; /* the calls' bulk, back to back: job->bulk[i] point into it */
-        rx->bulk = NULL;
-        base = job->blob;
-        blen = rx->hdr.bulk_len;
-    }
+    job->blob = rx->bulk; /* the calls' bulk, back to back: job->bulk[i] point into it */
+    rx->bulk = NULL;
     uint64_t off = 0, bytes = 0; /* each call's bulk at a BE_IPC_ALIGN offset (server.c) */
     for (size_t i = 0; i < f->n_calls; i++) {
         uint64_t len = f->calls[i]->bulk_length;
         if (!len)
             continue;
         uint64_t at = BE_IPC_ALIGN(off);
-        if (len > BE_MAX_BULK_PER_CALL || at > blen || len > blen - at) {
+        if (len > BE_MAX_BULK_PER_CALL || at > rx->hdr.bulk_len || len > rx->hdr.bulk_len - at) {
             be_job_free(job);
             w_close(SL_ERR_PROTOCOL, "the calls' bulk lengths do not add up");
             return -1;
         }
-        job->bulk[i] = base + at;
+        job->bulk[i] = job->blob + at;
         off = at + len;
         bytes += len;
     }
-    if (off != blen) {
+    if (off != rx->hdr.bulk_len) {
         be_job_free(job);
         w_close(SL_ERR_PROTOCOL, "the calls' bulk lengths do not add up");
         return -1;
@@ -384,12 +273,6 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     signal(SIGINT, SIG_IGN);
     w_fd = fd;
     be_outbox_set_sink(w_sink);
-    if (w_shm_open(fd) != 0) {
-        sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu: no shared memory from the parent",
-               (unsigned long long)sid);
-        w_close(SL_ERR_PROTOCOL, "session worker could not start: no shared memory");
-        return 1;
-    }
     struct sl_driver_api api;
     struct be_devices devs;
     void *dl = NULL;
@@ -439,8 +322,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
         }
         if (r != 1)
             break; /* EOF: the session ended */
-        int stop =
-            (rx.hdr.type != BE_IPC_MSG && rx.hdr.type != BE_IPC_MSG_SHM) || w_message(s, &rx) != 0;
+        int stop = rx.hdr.type != BE_IPC_MSG || w_message(s, &rx) != 0;
         be_ipc_rx_next(&rx);
         if (stop)
             break;
