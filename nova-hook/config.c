@@ -2,11 +2,11 @@
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/conf.h"
 #include "validate.h"
 
 #define FILE_MAX (64 * 1024)
@@ -24,51 +24,13 @@ void nh_config_defaults(nh_config *c)
     c->registry_port = -1;
 }
 
-typedef struct where {
-    const char *file;
-    int line;
-    const char *key;
-} where;
-
-static sl_code bad(const where *w, sl_error *e, const char *what)
-{
-    return sl_fail(e, SL_ERR_CONFIG, "%s:%d: %s: %s", w->file, w->line, w->key, what);
-}
-
-static sl_code str(const where *w, const char *v, char *dst, size_t cap, sl_error *e)
-{
-    if (!*v)
-        return bad(w, e, "empty value");
-    if (strlen(v) >= cap)
-        return bad(w, e, "value too long");
-    if (!nh_valid_printable(v, 1, cap - 1))
-        return bad(w, e, "value is not printable ASCII");
-    memcpy(dst, v, strlen(v) + 1);
-    return SL_OK;
-}
+typedef sl_conf_where where;
 
 static sl_code path(const where *w, const char *v, char *dst, sl_error *e)
 {
     if (v[0] != '/')
-        return bad(w, e, "must be an absolute path");
-    return str(w, v, dst, NH_PATH_MAX, e);
-}
-
-static sl_code num(const where *w, const char *v, long long lo, long long hi, long long *out,
-                   sl_error *e)
-{
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (!*v || *end || errno)
-        return bad(w, e, "not an integer");
-    if (n < lo || n > hi) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "%lld outside %lld..%lld", n, lo, hi);
-        return bad(w, e, msg);
-    }
-    *out = n;
-    return SL_OK;
+        return sl_conf_bad(w, e, "must be an absolute path");
+    return sl_conf_str(w, v, dst, NH_PATH_MAX, e);
 }
 
 /* "ADDR:PORT" or "[V6]:PORT" (v6 == 0: IPv4 only) into addr_out[64] and *port_out. */
@@ -78,30 +40,30 @@ static sl_code listen_at(const where *w, const char *v, int v6, char *addr_out, 
     char addr[64];
     const char *port;
     if (v[0] == '[' && !v6)
-        return bad(w, e, "IPv6 is not supported here: expected IPV4:PORT");
+        return sl_conf_bad(w, e, "IPv6 is not supported here: expected IPV4:PORT");
     if (v[0] == '[') {
         const char *end = strchr(v, ']');
         if (!end || end[1] != ':' || (size_t)(end - v - 1) >= sizeof addr)
-            return bad(w, e, "expected [IPV6]:PORT");
+            return sl_conf_bad(w, e, "expected [IPV6]:PORT");
         memcpy(addr, v + 1, (size_t)(end - v - 1));
         addr[end - v - 1] = '\0';
         port = end + 2;
         struct in6_addr a6;
         if (inet_pton(AF_INET6, addr, &a6) != 1)
-            return bad(w, e, "not an IPv6 address");
+            return sl_conf_bad(w, e, "not an IPv6 address");
     } else {
         const char *colon = strrchr(v, ':');
         if (!colon || (size_t)(colon - v) >= sizeof addr)
-            return bad(w, e, "expected IPV4:PORT or [IPV6]:PORT");
+            return sl_conf_bad(w, e, "expected IPV4:PORT or [IPV6]:PORT");
         memcpy(addr, v, (size_t)(colon - v));
         addr[colon - v] = '\0';
         port = colon + 1;
         struct in_addr a4;
         if (inet_pton(AF_INET, addr, &a4) != 1)
-            return bad(w, e, "not an IPv4 address (use [..] for IPv6)");
+            return sl_conf_bad(w, e, "not an IPv4 address (use [..] for IPv6)");
     }
     long long p;
-    sl_code rc = num(w, port, 0, 65535, &p, e);
+    sl_code rc = sl_conf_int(w, port, 0, 65535, &p, e);
     if (rc != SL_OK)
         return rc;
     memcpy(addr_out, addr, strlen(addr) + 1);
@@ -112,21 +74,21 @@ static sl_code listen_at(const where *w, const char *v, int v6, char *addr_out, 
 /* Comma-separated host names, each a plain certificate CN (at most 63 bytes). */
 static sl_code host_list(const where *w, const char *v, char *dst, size_t cap, sl_error *e)
 {
-    sl_code rc = str(w, v, dst, cap, e);
+    sl_code rc = sl_conf_str(w, v, dst, cap, e);
     if (rc != SL_OK)
         return rc;
     char item[256];
     for (const char *p = v; *p;) {
         size_t n = strcspn(p, ",");
         if (n == 0 || n > 63)
-            return bad(w, e, "expected comma-separated host names of 1..63 bytes");
+            return sl_conf_bad(w, e, "expected comma-separated host names of 1..63 bytes");
         memcpy(item, p, n);
         item[n] = '\0';
         if (!nh_valid_host(item))
-            return bad(w, e, "an entry is not a host name");
+            return sl_conf_bad(w, e, "an entry is not a host name");
         p += n;
         if (*p == ',' && !*++p)
-            return bad(w, e, "trailing comma");
+            return sl_conf_bad(w, e, "trailing comma");
     }
     return SL_OK;
 }
@@ -149,8 +111,8 @@ static sl_code set_key(const where *w, const char *k, const char *v, nh_config *
         return host_list(w, v, c->registry_hosts, sizeof c->registry_hosts, e);
     if (!strcmp(k, "path")) {
         if (v[0] != '/' || strpbrk(v, "?# "))
-            return bad(w, e, "must start with / and hold no '?', '#' or space");
-        return str(w, v, c->path, sizeof c->path, e);
+            return sl_conf_bad(w, e, "must start with / and hold no '?', '#' or space");
+        return sl_conf_str(w, v, c->path, sizeof c->path, e);
     }
     if (!strcmp(k, "tls_cert"))
         return path(w, v, c->tls_cert, e);
@@ -159,41 +121,31 @@ static sl_code set_key(const where *w, const char *k, const char *v, nh_config *
     if (!strcmp(k, "client_ca"))
         return path(w, v, c->client_ca, e);
     if (!strcmp(k, "client_cn"))
-        return str(w, v, c->client_cn, sizeof c->client_cn, e);
+        return sl_conf_str(w, v, c->client_cn, sizeof c->client_cn, e);
     if (!strcmp(k, "token_key"))
         return path(w, v, c->token_key, e);
     if (!strcmp(k, "token_ttl")) {
-        if ((rc = num(w, v, 60, 3600, &n, e)) == SL_OK)
+        if ((rc = sl_conf_int(w, v, 60, 3600, &n, e)) == SL_OK)
             c->token_ttl = n;
         return rc;
     }
     if (!strcmp(k, "token_issuer"))
-        return str(w, v, c->token_issuer, sizeof c->token_issuer, e);
+        return sl_conf_str(w, v, c->token_issuer, sizeof c->token_issuer, e);
     if (!strcmp(k, "agent_ca"))
         return path(w, v, c->agent_ca, e);
     if (!strcmp(k, "database"))
         return path(w, v, c->database, e);
     if (!strcmp(k, "max_body")) {
-        if ((rc = num(w, v, 1024, 1048576, &n, e)) == SL_OK)
+        if ((rc = sl_conf_int(w, v, 1024, 1048576, &n, e)) == SL_OK)
             c->max_body = (size_t)n;
         return rc;
     }
     if (!strcmp(k, "threads")) {
-        if ((rc = num(w, v, 1, 64, &n, e)) == SL_OK)
+        if ((rc = sl_conf_int(w, v, 1, 64, &n, e)) == SL_OK)
             c->threads = (int)n;
         return rc;
     }
-    return bad(w, e, "unknown key");
-}
-
-static char *trim(char *s)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    char *end = s + strlen(s);
-    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
-        *--end = '\0';
-    return s;
+    return sl_conf_bad(w, e, "unknown key");
 }
 
 /* registry_listen needs registry_ca/_cert/_key; those (and registry_hosts) need it. */
@@ -238,71 +190,24 @@ static sl_code required(const char *name, const nh_config *c, sl_error *e)
     return registry_required(name, c, e);
 }
 
+static sl_code on_key(void *ctx, const where *w, const char *v, sl_error *e)
+{
+    return set_key(w, w->key, v, ctx, e);
+}
+
 sl_code nh_config_parse(const char *name, const char *text, nh_config *c, sl_error *e)
 {
-    char *copy = strdup(text);
-    if (!copy)
-        return sl_fail(e, SL_ERR_NOMEM, "%s: out of memory", name);
-    sl_code rc = SL_OK;
-    char seen[32][32] = {{0}};
-    int nseen = 0;
-    int line = 0;
-    char *save = NULL;
-    for (char *ln = copy; rc == SL_OK && ln; ln = save) {
-        save = strchr(ln, '\n');
-        if (save)
-            *save++ = '\0';
-        line++;
-        char *s = trim(ln);
-        if (!*s || *s == '#' || *s == ';')
-            continue;
-        char *eq = strchr(s, '=');
-        where w = {name, line, s};
-        if (!eq) {
-            rc = sl_fail(e, SL_ERR_CONFIG, "%s:%d: expected key = value", name, line);
-            break;
-        }
-        *eq = '\0';
-        char *k = trim(s), *v = trim(eq + 1);
-        w.key = k;
-        if (!*k || strlen(k) >= sizeof seen[0]) {
-            rc = bad(&w, e, "missing or too long key");
-            break;
-        }
-        for (int i = 0; i < nseen; i++)
-            if (!strcmp(seen[i], k))
-                rc = bad(&w, e, "key given twice");
-        if (rc != SL_OK)
-            break;
-        if (nseen < 32)
-            snprintf(seen[nseen++], sizeof seen[0], "%s", k);
-        rc = set_key(&w, k, v, c, e);
-    }
-    free(copy);
+    const sl_conf_reader r = {NULL, NULL, on_key, c};
+    sl_code rc = sl_conf_parse(name, text, &r, e);
     return rc == SL_OK ? required(name, c, e) : rc;
 }
 
 sl_code nh_config_load(const char *path, nh_config *c, sl_error *e)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return sl_fail(e, SL_ERR_CONFIG, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(FILE_MAX + 1);
-    if (!buf) {
-        fclose(f);
-        return sl_fail(e, SL_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, FILE_MAX + 1, f);
-    fclose(f);
-    sl_code rc;
-    if (n > FILE_MAX) {
-        rc = sl_fail(e, SL_ERR_CONFIG, "%s: larger than %d bytes", path, FILE_MAX);
-    } else if (memchr(buf, '\0', n)) {
-        rc = sl_fail(e, SL_ERR_CONFIG, "%s: holds a NUL byte", path);
-    } else {
-        buf[n] = '\0';
+    char *buf;
+    sl_code rc = sl_conf_read_file(path, FILE_MAX, &buf, e);
+    if (rc == SL_OK)
         rc = nh_config_parse(path, buf, c, e);
-    }
     free(buf);
     return rc;
 }
