@@ -246,6 +246,7 @@ void be_register_session(struct sl_be_dispatch_entry *t);
  * no change. */
 void be_register_occupancy(struct sl_be_dispatch_entry *t);
 void be_register_pool(struct sl_be_dispatch_entry *t);    /* pool.c */
+void be_register_pointer(struct sl_be_dispatch_entry *t); /* pointer.c */
 void be_register_graph(struct sl_be_dispatch_entry *t);   /* graph.c */
 void be_register_texture(struct sl_be_dispatch_entry *t); /* texture.c */
 

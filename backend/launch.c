@@ -360,6 +360,7 @@ void be_register_launch(struct sl_be_dispatch_entry *t)
     t[SL_CALL_cuLaunchCooperativeKernel].handler = h_launch_coop;
     be_register_occupancy(t); /* backend/occupancy.c: kernels' occupancy queries */
     be_register_pool(t);      /* backend/pool.c: memory pools */
+    be_register_pointer(t);   /* backend/pointer.c: pointer attributes of device memory */
     be_register_graph(t);     /* backend/graph.c: kernel and memset nodes */
     be_register_texture(t);   /* backend/texture.c: texture/surface objects, 2D/3D copies */
 }

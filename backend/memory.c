@@ -125,6 +125,10 @@ void be_mem_remove_parent(struct be_mem *m, uint64_t parent)
 
 CUresult sl_be_devptr_check(sl_be_session *s, uint64_t ptr, uint64_t len)
 {
+    /* NULL reaches no memory at all: the driver gives its own answer (cuMemFree(0) succeeds, as
+     * free(NULL) does, and cuBLAS relies on it; a copy from 0 fails in the driver). */
+    if (ptr == 0)
+        return CUDA_SUCCESS;
     if (be_mem_contains(&s->mem, ptr, len))
         return CUDA_SUCCESS;
     if (sl_log_enabled(SL_LOG_DEBUG))

@@ -144,6 +144,8 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 
 CUresult cuMemFreeHost(void *p)
 {
+    if (!p)
+        return CUDA_SUCCESS; /* free(NULL) semantics, as the driver has them */
     int owned = 0;
     if (!drop(p, &owned) || !owned)
         return CUDA_ERROR_INVALID_VALUE;
@@ -171,6 +173,8 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 
 CUresult cuMemHostUnregister(void *p)
 {
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE; /* as the driver answers NULL */
     int owned = 0;
     if (!drop(p, &owned))
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;

@@ -27,6 +27,40 @@ static size_t smem_for(int block)
     return (size_t)block * sizeof(float);
 }
 
+/* Pointer attributes of device memory answered in the guest's terms, and NULL frees as the
+ * driver has them: cuMemFree(0) and cuMemFreeHost(NULL) succeed (cuBLAS relies on the first),
+ * cuMemHostUnregister(NULL) does not. */
+static void pointer_attributes(CUcontext ctx, CUdeviceptr d, size_t bytes)
+{
+    CUcontext pctx = nullptr;
+    CU(cuPointerGetAttribute(&pctx, CU_POINTER_ATTRIBUTE_CONTEXT, d));
+    if (pctx != ctx)
+        FAIL("CU_POINTER_ATTRIBUTE_CONTEXT = %p, expected %p", (void *)pctx, (void *)ctx);
+    unsigned type = 0;
+    CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 4));
+    if (type != CU_MEMORYTYPE_DEVICE)
+        FAIL("CU_POINTER_ATTRIBUTE_MEMORY_TYPE = %u", type);
+    CUdeviceptr base = 0, self = 0;
+    size_t size = 0;
+    int ordinal = -1;
+    CU(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 16));
+    CU(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 16));
+    CU(cuPointerGetAttribute(&self, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, d + 8));
+    CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d));
+    if (base != d || size < bytes || self != d + 8 || ordinal != 0)
+        FAIL("pointer attributes: base %llx size %zu self %llx ordinal %d",
+             (unsigned long long)base, size, (unsigned long long)self, ordinal);
+    CUresult rc =
+        cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + bytes + (1 << 20));
+    if (rc != CUDA_ERROR_INVALID_VALUE)
+        FAIL("pointer attribute of memory not allocated: %d", (int)rc);
+    CU(cuMemFree(0));
+    CU(cuMemFreeHost(nullptr));
+    rc = cuMemHostUnregister(nullptr);
+    if (rc != CUDA_ERROR_INVALID_VALUE)
+        FAIL("cuMemHostUnregister(NULL) = %d", (int)rc);
+}
+
 static void driver_part(void)
 {
     const int n = 1000;
@@ -120,6 +154,7 @@ static void driver_part(void)
     for (int i = 0; i < n; i++)
         if (h[i] != (float)i * 2.5f)
             FAIL("h[%d] = %f, expected %f", i, h[i], (float)i * 2.5f);
+    pointer_attributes(ctx, d, n * sizeof(float));
     CU(cuMemFree(d));
     CU(cuModuleUnload(mod));
     CU(cuCtxDestroy(ctx));
@@ -155,7 +190,8 @@ static void runtime_part(void)
 
     // a 1D CUDA array written and read with cuMemcpyHtoA / cuMemcpyAtoH (current: the primary)
     CUarray arr;
-    CUDA_ARRAY_DESCRIPTOR ad = {1024, 0, CU_AD_FORMAT_FLOAT, 1}; // 1D: HtoA/AtoH address it linearly
+    CUDA_ARRAY_DESCRIPTOR ad = {1024, 0, CU_AD_FORMAT_FLOAT,
+                                1}; // 1D: HtoA/AtoH address it linearly
     CU(cuArrayCreate(&arr, &ad));
     std::vector<float> ain(1024), aout(1024, -1.0f);
     for (int i = 0; i < 1024; i++)
