@@ -194,6 +194,8 @@ struct sl_be_session {
     uint8_t *stdout_buf; /* printf output not yet delivered */
     size_t stdout_len;
     uint64_t calls, errors;
+    struct be_map *mapped; /* mapped host memory (mapped.c) */
+    uint64_t mapped_bytes;
 
     /* shared with the channel thread (mu) */
     pthread_mutex_t mu;
@@ -247,6 +249,14 @@ void be_register_session(struct sl_be_dispatch_entry *t);
 void be_register_occupancy(struct sl_be_dispatch_entry *t);
 void be_register_pool(struct sl_be_dispatch_entry *t);    /* pool.c */
 void be_register_pointer(struct sl_be_dispatch_entry *t); /* pointer.c */
+void be_register_mapped(struct sl_be_dispatch_entry *t);  /* mapped.c */
+
+/* ---------------------------------------------------------------- mapped.c */
+/* Attaches to a synchronous reply the bytes device work changed in mapped host memory;
+ * _done frees them once the reply is encoded. */
+void be_mapped_collect(sl_be_session *s, Sluice__Wire__Reply *reply);
+void be_mapped_collect_done(Sluice__Wire__Reply *reply);
+void be_mapped_release_all(sl_be_session *s);
 void be_register_graph(struct sl_be_dispatch_entry *t);   /* graph.c */
 void be_register_texture(struct sl_be_dispatch_entry *t); /* texture.c */
 

@@ -361,6 +361,7 @@ void be_register_launch(struct sl_be_dispatch_entry *t)
     be_register_occupancy(t); /* backend/occupancy.c: kernels' occupancy queries */
     be_register_pool(t);      /* backend/pool.c: memory pools */
     be_register_pointer(t);   /* backend/pointer.c: pointer attributes of device memory */
+    be_register_mapped(t);    /* backend/mapped.c: mapped host memory */
     be_register_graph(t);     /* backend/graph.c: kernel and memset nodes */
     be_register_texture(t);   /* backend/texture.c: texture/surface objects, 2D/3D copies */
 }

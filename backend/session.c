@@ -504,6 +504,7 @@ sl_code be_session_enqueue(sl_be_session *s, struct be_job *job, sl_error *e)
 
 static void send_reply(sl_be_session *s, Sluice__Wire__Reply *reply)
 {
+    be_mapped_collect(s, reply); /* mapped.c: device writes to mapped host memory */
     if (s->stdout_len) {
         reply->stdout_data.data = s->stdout_buf;
         reply->stdout_data.len = s->stdout_len;
@@ -543,6 +544,7 @@ static void send_reply(sl_be_session *s, Sluice__Wire__Reply *reply)
     reply->stdout_data.data = NULL;
     reply->stdout_data.len = 0;
     s->stdout_len = 0;
+    be_mapped_collect_done(reply);
 }
 
 static void run_job(sl_be_session *s, struct be_job *job)
@@ -619,6 +621,7 @@ void be_session_close(sl_be_session *s)
 void be_session_release_all(sl_be_session *s)
 {
     be_callbacks_cancel(s);
+    be_mapped_release_all(s);
     /* libraries are context-independent: unload them first (their kernels go with them) */
     for (size_t i = 0; i < s->h.cap; i++) {
         struct be_handle *h = &s->h.slot[i];

@@ -123,6 +123,20 @@ void sl_fe_ctx_reset(void);
  * or is mapped in this process; used by cuMemcpy with unified addresses. */
 int sl_fe_is_host_pointer(const void *p);
 
+/* ------------------------------------------------------------------ mapped.c */
+/* Gives the guest range *pp (len bytes) a mapped twin in the backend; *dptr is the twin's
+ * device address. movable: the frontend owns the range (an anonymous mapping of len bytes) and
+ * may move it to the twin's address, updating *pp. */
+CUresult sl_fe_mapped_add(void **pp, size_t len, int movable, uint64_t *dptr);
+void sl_fe_mapped_remove(void *p);
+/* 1 and the device address of p if p lies in mapped memory. */
+int sl_fe_mapped_dptr(const void *p, uint64_t *dptr);
+/* With the rpc lock held: emit(...) for each span the program changed since the last
+ * exchange, before a call leaves; apply(...) for each Reply.mapped entry. */
+typedef CUresult (*sl_fe_mapped_emit)(uint64_t dptr, uint64_t offset, const void *data, size_t len);
+CUresult sl_fe_mapped_sync_out(sl_fe_mapped_emit emit);
+void sl_fe_mapped_apply(uint64_t dptr, uint64_t offset, const void *data, size_t len);
+
 /* ------------------------------------------------------------------ module.c */
 enum sl_fe_image_format {
     SL_FE_IMAGE_INVALID = 0,

@@ -38,11 +38,13 @@ LOCAL = {
     "cuGetExportTable": "private tables served locally",
     "cuMemAllocHost": "guest memory, tracked (not device-visible)",
     "cuMemAllocHost_v2": "guest memory, tracked (not device-visible)",
-    "cuMemHostAlloc": "guest memory, tracked; DEVICEMAP (mapped) refused: NOT_SUPPORTED",
+    "cuMemHostAlloc": "guest memory, tracked; DEVICEMAP: mapped twin in the backend",
     "cuMemFreeHost": "guest memory",
-    "cuMemHostRegister": "bookkeeping only; DEVICEMAP (mapped) refused: NOT_SUPPORTED",
-    "cuMemHostRegister_v2": "bookkeeping only; DEVICEMAP (mapped) refused: NOT_SUPPORTED",
-    "cuMemHostUnregister": "bookkeeping only",
+    "cuMemHostRegister": "bookkeeping; DEVICEMAP: mapped twin in the backend",
+    "cuMemHostRegister_v2": "bookkeeping; DEVICEMAP: mapped twin in the backend",
+    "cuMemHostUnregister": "bookkeeping",
+    "cuMemHostGetDevicePointer": "the mapped twin's device address",
+    "cuMemHostGetDevicePointer_v2": "the mapped twin's device address",
     "cuGetErrorName": "table generated from cuda.h's CUresult enum",
     "cuGetErrorString": "table generated from cuda.h's CUresult doxygen comments",
     "cuMemHostGetFlags": "bookkeeping",
@@ -150,15 +152,16 @@ def render():
             "answer `CUDA_SUCCESS`, as the driver does when no profiler is attached; no profiler "
             "can be attached to a guest's work through Sluice (`frontend/profiler.c`).",
             "",
-            "Mapped pinned memory is refused: `cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP` "
-            "(`cudaHostAllocMapped`) and `cuMemHostRegister` with `CU_MEMHOSTREGISTER_DEVICEMAP` "
-            "(`cudaHostRegisterMapped`) answer `CUDA_ERROR_NOT_SUPPORTED` (logged once): guest "
-            "memory is not device-visible. cudart 13 passes flags 0 for `cudaMallocHost` and "
-            "`cudaHostAlloc(cudaHostAllocDefault)` (measured through tests/e2e with "
-            "`SLUICE_LOG_LEVEL=debug`, static and shared cudart, on the double and on an H200 "
-            "with UVA), so plain pinned memory works; `cuMemHostGetDevicePointer` "
-            "(`cudaHostGetDevicePointer`) is not supported, also for `cudaMallocHost` memory, "
-            "which natively (UVA) has a device pointer.",
+            "Mapped pinned memory (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`, "
+            "`cudaHostAllocMapped`; `cuMemHostRegister` with `CU_MEMHOSTREGISTER_DEVICEMAP`, "
+            "`cudaHostRegisterMapped`) gets a twin in the backend that the device reaches, kept "
+            "coherent at call boundaries (docs/remoting.md, \"Mapped host memory\"); "
+            "`cuMemHostGetDevicePointer` answers the twin's address, which equals the host "
+            "pointer when the address could be shared. cudart 13 passes flags 0 for "
+            "`cudaMallocHost` and `cudaHostAlloc(cudaHostAllocDefault)` (measured through "
+            "tests/e2e with `SLUICE_LOG_LEVEL=debug`), so that memory stays plain guest memory: "
+            "`cudaHostGetDevicePointer` of it fails, where natively (UVA) it has a device "
+            "pointer.",
             "",
             "| id | call | state | mode | notes |", "|---|---|---|---|---|"] + rows
     return "\n".join(out) + "\n"

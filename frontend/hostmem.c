@@ -1,15 +1,13 @@
-/* Page-locked host memory cannot be remoted as device-visible memory. cuMemAllocHost and
- * cuMemHostAlloc hand out plain guest memory that the frontend tracks (copies to and from it
- * work as with any host memory); cuMemHostRegister only records the range and succeeds.
- * Mapped memory is refused: CU_MEMHOSTALLOC_DEVICEMAP (cuMemHostAlloc, cudaHostAllocMapped) and
- * CU_MEMHOSTREGISTER_DEVICEMAP (cuMemHostRegister, cudaHostRegisterMapped) answer
- * CUDA_ERROR_NOT_SUPPORTED with one log line, since a kernel given the "device pointer" of guest
- * memory would fault. cudart 13 passes flags 0 for cudaMallocHost and cudaHostAlloc(Default)
- * (measured through the e2e harness, static and shared cudart, on the double and on an H200 with
- * UVA; SLUICE_LOG_LEVEL=debug logs the flags), so plain pinned allocations are unaffected.
- * cuMemHostGetDevicePointer stays CUDA_ERROR_NOT_SUPPORTED (cudaHostGetDevicePointer fails with
- * cudaErrorNotSupported). cuPointerGetAttribute(s) answers host pointers locally and asks the
- * backend about the others. */
+/* Page-locked host memory. cuMemAllocHost and cuMemHostAlloc hand out plain guest memory that
+ * the frontend tracks (copies to and from it work as with any host memory); cuMemHostRegister
+ * only records the range and succeeds. cudart 13 passes flags 0 for cudaMallocHost and
+ * cudaHostAlloc(Default) (measured through the e2e harness on the double and on an H200 with
+ * UVA; SLUICE_LOG_LEVEL=debug logs the flags).
+ * Mapped memory (CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTREGISTER_DEVICEMAP: cudaHostAllocMapped,
+ * cudaHostRegisterMapped) gets a twin in the backend that the device can reach, kept coherent
+ * at call boundaries (mapped.c); cuMemHostGetDevicePointer answers the twin's device address,
+ * which equals the pointer whenever the address could be shared. cuPointerGetAttribute(s)
+ * answers host pointers locally and asks the backend about the others. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <errno.h>
 #include <pthread.h>
@@ -28,7 +26,8 @@ struct range {
     uintptr_t base;
     size_t len;
     unsigned flags;
-    int owned; /* 1: cuMemAllocHost/HostAlloc (freed by cuMemFreeHost) */
+    int owned;     /* 1: cuMemAllocHost/HostAlloc (freed by cuMemFreeHost) */
+    uint64_t dptr; /* mapped memory: the device address of base (0: not mapped) */
 };
 
 static struct range *g_ranges;
@@ -52,7 +51,7 @@ static int tracked(const void *p, struct range *out)
     return r != NULL;
 }
 
-static CUresult add(void *p, size_t len, unsigned flags, int owned)
+static CUresult add_mapped(void *p, size_t len, unsigned flags, int owned, uint64_t dptr)
 {
     struct range *r = malloc(sizeof *r);
     if (!r)
@@ -61,6 +60,7 @@ static CUresult add(void *p, size_t len, unsigned flags, int owned)
     r->len = len;
     r->flags = flags;
     r->owned = owned;
+    r->dptr = dptr;
     pthread_mutex_lock(&g_lock);
     if (find_locked(r->base)) {
         pthread_mutex_unlock(&g_lock);
@@ -73,8 +73,13 @@ static CUresult add(void *p, size_t len, unsigned flags, int owned)
     return CUDA_SUCCESS;
 }
 
-/* Removes the range starting at p; returns 1 and its ownership if found. */
-static int drop(void *p, int *owned)
+static CUresult add(void *p, size_t len, unsigned flags, int owned)
+{
+    return add_mapped(p, len, flags, owned, 0);
+}
+
+/* Removes the range starting at p; returns 1 and the range if found. */
+static int drop_range(void *p, struct range *out)
 {
     int found = 0;
     pthread_mutex_lock(&g_lock);
@@ -82,7 +87,7 @@ static int drop(void *p, int *owned)
         if ((*pp)->base == (uintptr_t)p) {
             struct range *r = *pp;
             *pp = r->next;
-            *owned = r->owned;
+            *out = *r;
             free(r);
             found = 1;
             break;
@@ -90,6 +95,28 @@ static int drop(void *p, int *owned)
     }
     pthread_mutex_unlock(&g_lock);
     return found;
+}
+
+/* cuMemHostAlloc with DEVICEMAP: an anonymous mapping with a mapped twin in the backend. */
+static CUresult host_alloc_mapped(void **pp, size_t n, unsigned flags)
+{
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t dptr = 0;
+    CUresult rc = sl_fe_mapped_add(&p, n, 1, &dptr);
+    if (rc != CUDA_SUCCESS) {
+        munmap(p, n);
+        return rc;
+    }
+    rc = add_mapped(p, n, flags, 1, dptr);
+    if (rc != CUDA_SUCCESS) {
+        sl_fe_mapped_remove(p);
+        munmap(p, n);
+        return rc;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
 }
 
 int sl_fe_is_host_pointer(const void *p)
@@ -113,8 +140,8 @@ static CUresult host_alloc(const char *name, void **pp, size_t n, unsigned flags
     if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                             CU_MEMHOSTALLOC_WRITECOMBINED))
         return CUDA_ERROR_INVALID_VALUE;
-    if (flags & CU_MEMHOSTALLOC_DEVICEMAP) /* guest memory is not device-visible */
-        return sl_fe_unsupported("cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP (mapped memory)");
+    if (flags & CU_MEMHOSTALLOC_DEVICEMAP)
+        return host_alloc_mapped(pp, n, flags);
     void *p = NULL;
     if (posix_memalign(&p, 4096, n))
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -146,10 +173,19 @@ CUresult cuMemFreeHost(void *p)
 {
     if (!p)
         return CUDA_SUCCESS; /* free(NULL) semantics, as the driver has them */
-    int owned = 0;
-    if (!drop(p, &owned) || !owned)
+    struct range r = {0};
+    if (!drop_range(p, &r))
         return CUDA_ERROR_INVALID_VALUE;
-    free(p);
+    if (!r.owned) {
+        add_mapped(p, r.len, r.flags, 0, r.dptr); /* registered, not ours to free */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r.dptr) {
+        sl_fe_mapped_remove(p);
+        munmap(p, r.len);
+    } else {
+        free(p);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -160,10 +196,15 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
                bytesize, Flags);
     if (!p || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (Flags & CU_MEMHOSTREGISTER_DEVICEMAP) /* guest memory is not device-visible */
-        return sl_fe_unsupported(
-            "cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP (mapped memory)");
-    return add(p, bytesize, Flags, 0);
+    if (!(Flags & CU_MEMHOSTREGISTER_DEVICEMAP))
+        return add(p, bytesize, Flags, 0);
+    if (tracked(p, NULL))
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    uint64_t dptr = 0;
+    CUresult rc = sl_fe_mapped_add(&p, bytesize, 0, &dptr);
+    if (rc == CUDA_SUCCESS && (rc = add_mapped(p, bytesize, Flags, 0, dptr)) != CUDA_SUCCESS)
+        sl_fe_mapped_remove(p);
+    return rc;
 }
 
 CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
@@ -175,13 +216,15 @@ CUresult cuMemHostUnregister(void *p)
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE; /* as the driver answers NULL */
-    int owned = 0;
-    if (!drop(p, &owned))
+    struct range r = {0};
+    if (!drop_range(p, &r))
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-    if (owned) { /* cuMemHostUnregister on cuMemAllocHost memory: keep it tracked */
-        add(p, 0, 0, 1);
+    if (r.owned) { /* cuMemHostUnregister on cuMemAllocHost memory: keep it tracked */
+        add_mapped(p, r.len, r.flags, 1, r.dptr);
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     }
+    if (r.dptr)
+        sl_fe_mapped_remove(p);
     return CUDA_SUCCESS;
 }
 
@@ -192,6 +235,26 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
         return CUDA_ERROR_INVALID_VALUE;
     *pFlags = r.flags;
     return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    uint64_t d = 0;
+    if (!pdptr || Flags || !sl_fe_mapped_dptr(p, &d))
+        return CUDA_ERROR_INVALID_VALUE; /* as the driver answers unmapped memory */
+    *pdptr = (CUdeviceptr)d;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int Flags)
+{
+    CUdeviceptr d = 0;
+    CUresult rc = cuMemHostGetDevicePointer_v2(&d, p, Flags);
+    if (rc == CUDA_SUCCESS && d > UINT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE; /* the 32-bit legacy ABI cannot hold it */
+    if (rc == CUDA_SUCCESS)
+        *pdptr = (CUdeviceptr_v1)d;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ pointer attributes */
@@ -239,7 +302,13 @@ static CUresult host_attr(const struct range *r, CUpointer_attribute a, void *da
         v64 = p;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-        return CUDA_ERROR_NOT_SUPPORTED; /* not device-visible under Sluice */
+        if (!r->dptr)
+            return CUDA_ERROR_NOT_SUPPORTED; /* not device-visible under Sluice */
+        v64 = r->dptr + (p - r->base);
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        v32 = r->dptr != 0;
+        break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         v64 = r->base;
         break;

@@ -153,6 +153,35 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
     return CUDA_SUCCESS;
 }
 
+/* Queues slMappedWrite (mapped.c found bytes the program changed) with its bytes copied. */
+static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, size_t len)
+{
+    Sluice__Cuda__SlMappedWriteRequest req = SLUICE__CUDA__SL_MAPPED_WRITE_REQUEST__INIT;
+    req.dptr = dptr;
+    req.offset = offset;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_slMappedWrite;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_MAPPED_WRITE;
+    call.sl_mapped_write = &req;
+    call.seq = ++g_seq;
+    call.context = sl_fe_current_ctx_id();
+    call.bulk_length = len;
+    if (reserve(&g_pbulk, &g_pbulk_cap, g_pbulk_len + len)) {
+        g_seq--;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = pending_append(&call);
+    if (rc != CUDA_SUCCESS) {
+        g_seq--;
+        return rc;
+    }
+    memcpy(g_pbulk + g_pbulk_len, data, len);
+    g_pbulk_len += len;
+    g_inflight_calls++;
+    g_inflight_bulk += len;
+    return CUDA_SUCCESS;
+}
+
 static CUresult lost(const char *what, const sl_error *e)
 {
     if (!g_dead)
@@ -275,6 +304,9 @@ static CUresult read_until(struct waiter *w)
             for (size_t i = 0; i < f->n_replies && res == CUDA_SUCCESS; i++) {
                 Sluice__Wire__Reply *r = f->replies[i];
                 write_stdout(&r->stdout_data);
+                for (size_t k = 0; k < r->n_mapped; k++)
+                    sl_fe_mapped_apply(r->mapped[k]->dptr, r->mapped[k]->offset,
+                                       r->mapped[k]->data.data, r->mapped[k]->data.len);
                 if (r->failed_seq) {
                     g_stats.deferred_errors++;
                     sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT,
@@ -388,11 +420,14 @@ static uint64_t bulk_total(const struct iovec *in, size_t n)
 static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
                             size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply)
 {
+    CUresult rc = sl_fe_mapped_sync_out(mapped_emit);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     call->seq = ++g_seq;
     if (!call->context)
         call->context = sl_fe_current_ctx_id();
     call->bulk_length = bulk_total(in, n);
-    CUresult rc = pending_append(call);
+    rc = pending_append(call);
     if (rc != CUDA_SUCCESS) {
         g_seq--;
         return rc;
@@ -479,6 +514,10 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     CUresult rc = begin();
     if (rc != CUDA_SUCCESS)
         return rc;
+    if ((rc = sl_fe_mapped_sync_out(mapped_emit)) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&g_io);
+        return rc;
+    }
     uint64_t blen = bulk_total(in, n);
     call->seq = ++g_seq;
     if (!call->context)

@@ -147,8 +147,9 @@ def _parse_call(line, where):
         raise TableError(f"{where}: unknown flag(s) {sorted(bad)}")
     if "internal" in flags:
         # internal calls are always hand code: messages generated, no stub, no handler
-        if flags & {"ptds", "ptsz", "async"}:
-            raise TableError(f"{where}: an internal call takes no other flag than handwritten")
+        if flags & {"ptds", "ptsz"}:
+            raise TableError(f"{where}: an internal call takes no other flag than handwritten "
+                             f"or async")
         if not words[2].startswith("sl") or int(words[1]) < INTERNAL_BASE:
             raise TableError(f"{where}: internal calls are named sl* and have ids >= "
                              f"{INTERNAL_BASE}")

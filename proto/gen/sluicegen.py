@@ -139,10 +139,19 @@ message Reply {{
   string detail = 6;             // human-readable reason for a Sluice-side refusal
   bytes stdout_data = 7;         // device printf output produced up to this reply (<= 1 MiB);
                                  // the frontend writes it to its stdout
-  reserved 8 to 99;
+  repeated MappedData mapped = 8; // device writes to mapped host memory seen at this reply
+  reserved 9 to 99;
   oneof out {{
 {outs}
   }}
+}}
+
+// Bytes of a mapped host buffer (slMappedAlloc): the buffer's device address, an offset into
+// it and the bytes found there, sent with a synchronous reply when they changed.
+message MappedData {{
+  uint64 dptr = 1;
+  uint64 offset = 2;
+  bytes data = 3;
 }}
 
 message ReplyFrame {{

@@ -73,7 +73,7 @@ struct dbl_func {
     int carveout;
 };
 
-enum alloc_kind { A_DEVICE = 1, A_HOST, A_GLOBAL };
+enum alloc_kind { A_DEVICE = 1, A_HOST, A_GLOBAL, A_REGISTERED /* not ours: never freed */ };
 struct dbl_alloc {
     uintptr_t base;
     size_t size;
@@ -173,9 +173,10 @@ static CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx
 
 static void alloc_release(size_t i)
 {
-    if (allocs[i].kind != A_HOST)
+    if (allocs[i].kind != A_HOST && allocs[i].kind != A_REGISTERED)
         mem_used -= (allocs[i].size + 255) & ~(size_t)255;
-    free((void *)allocs[i].base);
+    if (allocs[i].kind != A_REGISTERED)
+        free((void *)allocs[i].base);
     allocs[i] = allocs[--nallocs];
 }
 
@@ -900,6 +901,67 @@ static CUresult mem_free(uintptr_t p, enum alloc_kind kind)
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     LOCKED(mem_free(dptr, A_DEVICE));
+}
+
+/* Registered host memory (the backend's twins of a guest's mapped memory): host kernels reach
+ * it directly, so its device address is its host address, as under unified addressing. */
+static CUresult host_register(void *p, size_t n)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if (!p || !n)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (alloc_find((uintptr_t)p, 1))
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    if (nallocs == capallocs) {
+        size_t cap = capallocs ? capallocs * 2 : 64;
+        struct dbl_alloc *na = realloc(allocs, cap * sizeof *na);
+        if (!na)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        allocs = na;
+        capallocs = cap;
+    }
+    allocs[nallocs++] = (struct dbl_alloc){(uintptr_t)p, n, A_REGISTERED, c};
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    (void)Flags;
+    LOCKED(host_register(p, bytesize));
+}
+
+static CUresult host_unregister(void *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].base == (uintptr_t)p && allocs[i].kind == A_REGISTERED) {
+            alloc_release(i);
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+EXPORT CUresult cuMemHostUnregister(void *p)
+{
+    LOCKED(host_unregister(p));
+}
+
+static CUresult host_device_pointer(CUdeviceptr *pd, void *p, unsigned flags)
+{
+    struct dbl_alloc *a = alloc_find((uintptr_t)p, 0);
+    if (!pd || flags || !a || a->kind != A_REGISTERED)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pd = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    LOCKED(host_device_pointer(pdptr, p, Flags));
 }
 
 EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)

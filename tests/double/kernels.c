@@ -142,6 +142,18 @@ static void k_surfwrite(struct dbl_launch *l)
         }
 }
 
+/* __global__ void mapflag(int *flag, int *out)
+ * { if (i == 0) { out[0] = flag[0] * 2; flag[1] = flag[0] + 1000; } } */
+static void k_mapflag(struct dbl_launch *l)
+{
+    int *flag = dbl_dev(l, ARG(l, CUdeviceptr, 0), 2 * sizeof(int));
+    int *out = dbl_dev(l, ARG(l, CUdeviceptr, 1), sizeof(int));
+    if (!flag || !out || threads_x(l) == 0)
+        return;
+    out[0] = flag[0] * 2;
+    flag[1] = flag[0] + 1000;
+}
+
 const struct dbl_kernel dbl_kernels[] = {
     {"_Z4vaddPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 5.0, k_vadd},
     {"_Z5scalePffi", 3, {{0, 8}, {8, 4}, {12, 4}}, 4.0, k_scale},
@@ -153,6 +165,7 @@ const struct dbl_kernel dbl_kernels[] = {
     {"_Z6matmulPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 50.0, k_nothing},
     {"_Z7fetch2dyPfii", 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}, 3.0, k_fetch2d},
     {"_Z9surfwriteyii", 3, {{0, 8}, {8, 4}, {12, 4}}, 3.0, k_surfwrite},
+    {"_Z7mapflagPiS_", 2, {{0, 8}, {8, 8}}, 1.0, k_mapflag},
 };
 const size_t dbl_kernel_count = sizeof dbl_kernels / sizeof dbl_kernels[0];
 

@@ -38,7 +38,7 @@ SKIP = 77
 
 PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback", "printf_kernel",
             "many_launches", "large_copy", "failures", "cross_session", "driver_api",
-            "mem_pool", "graph_kernel", "texture_objects"]
+            "mem_pool", "graph_kernel", "texture_objects", "mapped_memory"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
