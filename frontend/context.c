@@ -26,6 +26,8 @@ static struct {
 } g_known[MAX_CTX];
 static int g_nknown;
 static int g_primary_refs[64];
+static unsigned g_primary_flags[64]; /* as the backend reported or we set them */
+static unsigned char g_primary_flags_known[64];
 
 void sl_fe_ctx_remember(CUcontext ctx, int device)
 {
@@ -76,6 +78,7 @@ void sl_fe_ctx_reset(void)
     pthread_mutex_lock(&g_ctx_lock);
     g_nknown = 0;
     memset(g_primary_refs, 0, sizeof g_primary_refs);
+    memset(g_primary_flags_known, 0, sizeof g_primary_flags_known);
     pthread_mutex_unlock(&g_ctx_lock);
 }
 
@@ -238,6 +241,89 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
     return cuDevicePrimaryCtxRelease_v2(dev);
 }
 
+/* The primary context's state is answered here: cudart asks it before most runtime calls
+ * (over a thousand times per PyTorch training step), and only this process changes it. Active
+ * means retained, as natively; the flags are the backend's until this process sets them. */
+static CUresult primary_flags_fetch(CUdevice dev, unsigned *flags)
+{
+    Sluice__Cuda__CuDevicePrimaryCtxGetStateRequest req =
+        SLUICE__CUDA__CU_DEVICE_PRIMARY_CTX_GET_STATE_REQUEST__INIT;
+    req.dev = dev;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuDevicePrimaryCtxGetState;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_DEVICE_PRIMARY_CTX_GET_STATE;
+    call.cu_device_primary_ctx_get_state = &req;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        if (rc == CUDA_SUCCESS &&
+            rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_DEVICE_PRIMARY_CTX_GET_STATE)
+            *flags = rep->cu_device_primary_ctx_get_state->flags;
+        else if (rc == CUDA_SUCCESS)
+            rc = CUDA_ERROR_UNKNOWN;
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = sl_fe_ensure_session();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!sl_fe_session_device(dev) || dev >= 64)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_ctx_lock);
+    int known = g_primary_flags_known[dev];
+    unsigned f = g_primary_flags[dev];
+    pthread_mutex_unlock(&g_ctx_lock);
+    if (!known && (rc = primary_flags_fetch(dev, &f)) != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&g_ctx_lock);
+    g_primary_flags[dev] = f;
+    g_primary_flags_known[dev] = 1;
+    *flags = f;
+    *active = g_primary_refs[dev] > 0;
+    pthread_mutex_unlock(&g_ctx_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    CUresult rc = sl_fe_ensure_session();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!sl_fe_session_device(dev) || dev >= 64)
+        return CUDA_ERROR_INVALID_DEVICE;
+    Sluice__Cuda__CuDevicePrimaryCtxSetFlagsV2Request req =
+        SLUICE__CUDA__CU_DEVICE_PRIMARY_CTX_SET_FLAGS_V2_REQUEST__INIT;
+    req.dev = dev;
+    req.flags = flags;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuDevicePrimaryCtxSetFlags_v2;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_DEVICE_PRIMARY_CTX_SET_FLAGS_V2;
+    call.cu_device_primary_ctx_set_flags_v2 = &req;
+    Sluice__Wire__Reply *rep = NULL;
+    rc = sl_fe_call(&call, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        sl_fe_reply_free(rep);
+    }
+    pthread_mutex_lock(&g_ctx_lock);
+    g_primary_flags[dev] = flags;
+    g_primary_flags_known[dev] = rc == CUDA_SUCCESS; /* else ask again */
+    pthread_mutex_unlock(&g_ctx_lock);
+    return rc;
+}
+
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+    return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     CUcontext pc = NULL;
@@ -259,6 +345,11 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     }
     if (rc == CUDA_SUCCESS)
         sl_fe_cls_on_ctx_reset(pc); /* a reset drops context-local storage without dtors */
+    if (dev >= 0 && dev < 64) {
+        pthread_mutex_lock(&g_ctx_lock);
+        g_primary_flags_known[dev] = 0; /* ask the backend what the reset left */
+        pthread_mutex_unlock(&g_ctx_lock);
+    }
     return rc;
 }
 

@@ -82,7 +82,7 @@ void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l);
 
 /* Statistics for tests. */
 struct sl_fe_rpc_stats {
-    uint64_t frames_sent, calls_sent, fences, callbacks_run, deferred_errors;
+    uint64_t frames_sent, calls_sent, fences, callbacks_run, deferred_errors, memo_hits;
 };
 void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st);
 
@@ -97,6 +97,13 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
 CUresult sl_fe_fence(void);
 /* Non-zero while the calling thread runs a host callback. */
 int sl_fe_in_callback(void);
+
+/* ------------------------------------------------------------------ memo.c */
+/* With the rpc lock held: 1 and a copy of the answer if a memo call was answered before;
+ * put keeps a clean answer; clear forgets every answer (an unmemo call, a new session). */
+int sl_fe_memo_get(const Sluice__Wire__Call *call, Sluice__Wire__Reply **reply);
+void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *reply);
+void sl_fe_memo_clear(void);
 
 /* ------------------------------------------------------------------ callback.c */
 /* Registers a host function for a stream; returns its id (non-zero). kind 0: CUhostFn

@@ -48,6 +48,7 @@ LOCAL = {
     "cuGetErrorName": "table generated from cuda.h's CUresult enum",
     "cuGetErrorString": "table generated from cuda.h's CUresult doxygen comments",
     "cuMemHostGetFlags": "bookkeeping",
+    "cuDevicePrimaryCtxGetState": "active = retained, as natively; flags asked once, then as set",
 }
 
 NOTES = {
@@ -124,6 +125,8 @@ def render():
         counts[state] = counts.get(state, 0) + 1
         twins = [t for t in ("ptds", "ptsz") if t in flags]
         mode = "async" if "async" in flags else "sync"
+        if "memo" in flags:
+            mode = "sync, memo"  # answered again locally (frontend/memo.c)
         if state in ("local", "not supported"):
             mode = "-"
         note = LOCAL.get(name, "") if state == "local" else NOTES.get(name, "")
@@ -141,7 +144,10 @@ def render():
            "(hand-written)** hand code in `frontend/` marshals it; **local** answered in the "
            "guest without a round trip; **not supported** `CUDA_ERROR_NOT_SUPPORTED`, logged once "
            "per call name. Calls sent before a backend is reachable connect lazily; a lost "
-           "connection makes every call return `CUDA_ERROR_DEVICE_UNAVAILABLE`.",
+           "connection makes every call return `CUDA_ERROR_DEVICE_UNAVAILABLE`. Mode **sync, "
+           "memo**: a query whose successful answer the frontend gives again for the same "
+           "arguments and context until a call flagged `unmemo` (an attribute or limit set, an "
+           "unload, a context destroyed or reset) may have changed it (`frontend/memo.c`).",
            "",
            "| state | calls |", "|---|---|"]
     for k in sorted(counts):

@@ -97,6 +97,7 @@ void sl_fe_rpc_reset(void)
     g_inflight_calls = 0;
     g_inflight_bulk = 0;
     memset(&g_stats, 0, sizeof g_stats);
+    sl_fe_memo_clear();
     pending_clear();
     free(g_pend);
     free(g_pbulk);
@@ -420,12 +421,21 @@ static uint64_t bulk_total(const struct iovec *in, size_t n)
 static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
                             size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply)
 {
+    const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+    uint32_t flags = ci ? ci->flags : 0;
+    int memo = (flags & SL_CALL_MEMO) && !n && !out;
+    if (!call->context)
+        call->context = sl_fe_current_ctx_id();
+    if (flags & SL_CALL_UNMEMO)
+        sl_fe_memo_clear();
+    if (memo && sl_fe_memo_get(call, reply)) {
+        g_stats.memo_hits++;
+        return CUDA_SUCCESS;
+    }
     CUresult rc = sl_fe_mapped_sync_out(mapped_emit);
     if (rc != CUDA_SUCCESS)
         return rc;
     call->seq = ++g_seq;
-    if (!call->context)
-        call->context = sl_fe_current_ctx_id();
     call->bulk_length = bulk_total(in, n);
     rc = pending_append(call);
     if (rc != CUDA_SUCCESS) {
@@ -451,6 +461,8 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     }
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
+    if (memo)
+        sl_fe_memo_put(call, w.reply);
     return CUDA_SUCCESS;
 }
 
@@ -514,6 +526,9 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     CUresult rc = begin();
     if (rc != CUDA_SUCCESS)
         return rc;
+    const struct sl_call_info *info = sl_call_lookup(call->call_id);
+    if (info && (info->flags & SL_CALL_UNMEMO))
+        sl_fe_memo_clear();
     if ((rc = sl_fe_mapped_sync_out(mapped_emit)) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&g_io);
         return rc;

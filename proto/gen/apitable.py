@@ -13,7 +13,7 @@ HANDLE_KINDS = [
     "graphicsresource", "userobject", "callbackhandle", "condhandle",
 ]
 OTHER_KINDS = {"device", "devptr", "pod", "cstr", "hostptr", "callback", "bytes"}
-FLAGS = {"async", "handwritten", "ptds", "ptsz", "internal"}
+FLAGS = {"async", "handwritten", "ptds", "ptsz", "internal", "memo", "unmemo"}
 MODIFIERS = {"len", "span", "release", "repeated"}
 INTERNAL_BASE = 10000   # internal (Sluice-only) calls have ids >= INTERNAL_BASE, all others below
 C_KEYWORDS = {
@@ -148,8 +148,8 @@ def _parse_call(line, where):
     if "internal" in flags:
         # internal calls are always hand code: messages generated, no stub, no handler
         if flags & {"ptds", "ptsz"}:
-            raise TableError(f"{where}: an internal call takes no other flag than handwritten "
-                             f"or async")
+            raise TableError(f"{where}: an internal call takes no other flag than handwritten, "
+                             f"async, memo or unmemo")
         if not words[2].startswith("sl") or int(words[1]) < INTERNAL_BASE:
             raise TableError(f"{where}: internal calls are named sl* and have ids >= "
                              f"{INTERNAL_BASE}")
@@ -223,6 +223,8 @@ def check(calls, path):
                     raise TableError(f"{where}: {p.name}: {ref!r} is not an integer parameter")
         if c.has("async") and any(p.direction != "in" for p in c.params):
             raise TableError(f"{where}: an async call cannot have out-parameters")
+        if c.has("memo") and (c.has("async") or c.has("unmemo")):
+            raise TableError(f"{where}: a memo call is synchronous and does not also unmemo")
         if not c.has("handwritten"):
             for p in c.params:
                 why = unsupported(c, p)

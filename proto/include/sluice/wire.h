@@ -33,6 +33,8 @@ enum sl_call_flag {
     SL_CALL_PTSZ = 1u << 3,        /* the driver also has <name>_ptsz */
     SL_CALL_INTERNAL = 1u << 4, /* Sluice-only call (ids >= SL_CALL_INTERNAL_BASE), not in cuda.h;
                                  * always also SL_CALL_HANDWRITTEN */
+    SL_CALL_MEMO = 1u << 5,     /* a query the frontend may answer again from its last answer */
+    SL_CALL_UNMEMO = 1u << 6,   /* may change what memo calls answer: forgets their answers */
 };
 
 struct sl_call_info {

@@ -1,0 +1,109 @@
+/* Memoized queries. Frameworks ask the same immutable questions again and again (PyTorch asks
+ * cuKernelGetAttribute, cuKernelGetFunction and occupancy queries for every launch); each would
+ * cost a round trip. Calls flagged `memo` in proto/api/cuda_driver.api keep their successful
+ * answer, keyed by the packed call (arguments, context, per-thread flag; the seq excluded), and
+ * answer it again locally; any call flagged `unmemo` (setting an attribute or limit, unloading,
+ * destroying or resetting a context) forgets every answer first. Handle ids are never reused,
+ * so an answer cannot be mistaken for another object's. Bounded: the table is emptied when full.
+ * Called with the rpc lock held (rpc.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe.h"
+
+#define MEMO_BUCKETS 4096u
+#define MEMO_MAX     65536u
+
+struct memo {
+    struct memo *next;
+    uint64_t hash;
+    size_t key_len, reply_len;
+    uint8_t *key, *reply; /* one allocation: key bytes then packed reply */
+};
+
+static struct memo *g_bucket[MEMO_BUCKETS];
+static size_t g_count;
+
+static uint64_t fnv1a(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+void sl_fe_memo_clear(void)
+{
+    for (size_t i = 0; i < MEMO_BUCKETS; i++)
+        while (g_bucket[i]) {
+            struct memo *m = g_bucket[i];
+            g_bucket[i] = m->next;
+            free(m);
+        }
+    g_count = 0;
+}
+
+/* The key: the call packed with seq 0. Returns a malloc'd buffer, NULL on failure. */
+static uint8_t *key_of(const Sluice__Wire__Call *call, size_t *len)
+{
+    Sluice__Wire__Call k = *call;
+    k.seq = 0;
+    k.bulk_length = 0;
+    *len = sluice__wire__call__get_packed_size(&k);
+    uint8_t *b = malloc(*len ? *len : 1);
+    if (b)
+        sluice__wire__call__pack(&k, b);
+    return b;
+}
+
+int sl_fe_memo_get(const Sluice__Wire__Call *call, Sluice__Wire__Reply **reply)
+{
+    if (!g_count)
+        return 0;
+    size_t len;
+    uint8_t *key = key_of(call, &len);
+    if (!key)
+        return 0;
+    uint64_t h = fnv1a(key, len);
+    const struct memo *m = g_bucket[h % MEMO_BUCKETS];
+    while (m && !(m->hash == h && m->key_len == len && !memcmp(m->key, key, len)))
+        m = m->next;
+    free(key);
+    if (!m)
+        return 0;
+    *reply = sluice__wire__reply__unpack(NULL, m->reply_len, m->reply);
+    if (!*reply)
+        return 0;
+    (*reply)->seq = call->seq;
+    return 1;
+}
+
+void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *reply)
+{
+    if (reply->result != 0 || reply->bulk_length || reply->failed_seq || reply->n_mapped ||
+        reply->stdout_data.len)
+        return; /* only clean answers are worth repeating */
+    if (g_count >= MEMO_MAX)
+        sl_fe_memo_clear();
+    size_t klen;
+    uint8_t *key = key_of(call, &klen);
+    if (!key)
+        return;
+    size_t rlen = sluice__wire__reply__get_packed_size(reply);
+    struct memo *m = malloc(sizeof *m + klen + rlen);
+    if (!m) {
+        free(key);
+        return;
+    }
+    m->hash = fnv1a(key, klen);
+    m->key_len = klen;
+    m->reply_len = rlen;
+    m->key = (uint8_t *)(m + 1);
+    m->reply = m->key + klen;
+    memcpy(m->key, key, klen);
+    free(key);
+    sluice__wire__reply__pack(reply, m->reply);
+    m->next = g_bucket[m->hash % MEMO_BUCKETS];
+    g_bucket[m->hash % MEMO_BUCKETS] = m;
+    g_count++;
+}
