@@ -178,6 +178,15 @@ static sl_code set_key(const where *w, const char *k, const char *v, ag_config *
         return num(w, v, 1, 300, &c->restart_backoff_max_s, e);
     if (!strcmp(k, "backend_stop_grace"))
         return num(w, v, 1, 60, &c->backend_stop_grace_s, e);
+    if (!strcmp(k, "usage_db"))
+        return path(w, v, c->usage_db, e);
+    if (!strcmp(k, "metrics_listen")) {
+        if (!*v || !strcmp(v, "off")) {
+            c->metrics_addr[0] = '\0';
+            return SL_OK;
+        }
+        return listen_at(w, v, c->metrics_addr, &c->metrics_port, e);
+    }
     return sl_conf_bad(w, e, "unknown key");
 }
 
@@ -257,7 +266,7 @@ static sl_code on_section(void *ctx, const where *w, const char *kind, const cha
 static sl_code on_key(void *ctx, const where *w, const char *v, sl_error *e)
 {
     parse_ctx *x = ctx;
-    if (!*v)
+    if (!*v && (x->cur || strcmp(w->key, "metrics_listen"))) /* "metrics_listen =": off */
         return sl_conf_bad(w, e, "empty value");
     if (x->cur)
         return set_policy_key(w, w->key, v, x->cur, x->is_flavor, e);
@@ -289,6 +298,8 @@ static sl_code check(const char *name, ag_config *c, sl_error *e)
                        "%s: backend_group: give both backend_user and "
                        "backend_group",
                        name);
+    if (!c->usage_db[0])
+        snprintf(c->usage_db, sizeof c->usage_db, "%s/usage.db", c->state_dir);
     for (size_t i = 0; i < c->policy.n_flavors; i++) {
         const char *t = c->policy.flavors[i].tier;
         int found = !t[0] || !strcmp(t, "default");

@@ -8,6 +8,7 @@
 
 #include "novameta.h"
 #include "sluice/log.h"
+#include "usage_ingest.h"
 #include "virt.h"
 
 #define COMPONENT "agent"
@@ -22,6 +23,7 @@ struct ag_core {
     ag_virt *virt;
     unsigned gen;
     int in_resync;
+    ag_usage *usage;
     struct {
         int fd;
         int (*fn)(void *);
@@ -300,6 +302,14 @@ void ag_core_run_once(ag_core *c, int timeout_ms)
     ag_supervisor_tick(c->sup);
     for (int i = 0; i < c->n_watch; i++)
         c->watch[i].fd = c->watch[i].fn(c->watch[i].user);
+    if (c->usage)
+        ag_usage_tick(c->usage, ag_virt_connected(c->virt), ag_supervisor_running(c->sup));
+}
+
+void ag_core_set_usage(ag_core *c, ag_usage *u)
+{
+    c->usage = u;
+    ag_supervisor_set_usage(c->sup, u);
 }
 
 ag_instances *ag_core_instances(ag_core *c)

@@ -38,6 +38,10 @@ int ag_core_watch(ag_core *c, int fd, int (*fn)(void *user), void *user);
 /* Waits up to timeout_ms for work, then does it. */
 void ag_core_run_once(ag_core *c, int timeout_ms);
 
+/* Usage records, session events, lifetimes and health gauges go to u (agent/usage_ingest.h);
+ * NULL: none. Call before the loop runs; u must outlive the core. */
+void ag_core_set_usage(ag_core *c, struct ag_usage *u);
+
 ag_instances *ag_core_instances(ag_core *c);
 ag_supervisor *ag_core_supervisor(ag_core *c);
 int ag_core_libvirt_connected(ag_core *c);

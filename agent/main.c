@@ -13,8 +13,11 @@
 #include "config.h"
 #include "core.h"
 #include "enroll.h"
+#include "metrics.h"
 #include "report.h"
 #include "sluice/log.h"
+#include "usage_ingest.h"
+#include "usage_store.h"
 
 #define COMPONENT "agent"
 
@@ -23,7 +26,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: sluice-agent [--config FILE] [--check-config]\n"
                "\n"
                "Watches libvirt for Nova GPU instances, runs one sluice-backend per project\n"
-               "with running GPU instances, enrolls guests and revokes them when they stop.\n"
+               "with running GPU instances, enrolls guests and revokes them when they stop;\n"
+               "stores the backends' usage records (usage_db), forwards them to the registry\n"
+               "and serves Prometheus metrics (metrics_listen). Reports: sluice-usage.\n"
                "\n"
                "  -c, --config FILE   configuration file (default /etc/sluice/agent.conf;\n"
                "                      see docs/agent.md)\n"
@@ -116,6 +121,36 @@ static void on_placement(void *user, const ag_instance *in, int placed)
         ag_report_remove(user, in->uuid);
 }
 
+static void on_usage_stored(void *user)
+{
+    ag_report_usage_kick(user);
+}
+
+/* What main() opened, closed in reverse order (NULL members are fine). */
+typedef struct running {
+    ag_ca *ca;
+    ag_usage_store *store;
+    ag_metrics *metrics;
+    ag_metrics_http *http;
+    ag_report *rep;
+    ag_core *core;
+    ag_usage *usage;
+    ag_enroll *enr;
+} running;
+
+static int shut(running *r, int status)
+{
+    ag_core_free(r->core); /* stops the backends; their last records are still stored */
+    ag_usage_free(r->usage);
+    ag_enroll_close(r->enr);
+    ag_metrics_http_stop(r->http);
+    ag_report_stop(r->rep);
+    ag_metrics_free(r->metrics);
+    ag_usage_store_close(r->store);
+    ag_ca_close(r->ca);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     const char *path = "/etc/sluice/agent.conf";
@@ -171,11 +206,18 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     sigwatch sw = {signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC), 0};
 
-    ag_ca *ca = NULL;
+    running run = {0};
     ag_ca_opts cao = {cfg.client_cert_lifetime_s, cfg.server_cert_lifetime_s};
-    if (ag_ca_open(cfg.ca_dir, &cao, &ca, &e) != SL_OK) {
+    if (ag_ca_open(cfg.ca_dir, &cao, &run.ca, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, COMPONENT, "host CA %s: %s", cfg.ca_dir, e.msg);
         return 1;
+    }
+    ag_ca *ca = run.ca;
+    mkdir(cfg.state_dir, 0750);
+    if (ag_usage_store_open(cfg.usage_db, 0, &run.store, &e) != SL_OK ||
+        !(run.metrics = ag_metrics_new())) {
+        sl_log(SL_LOG_ERR, COMPONENT, "usage_db: %s", run.store ? "out of memory" : e.msg);
+        return shut(&run, 1);
     }
     char endpoint[128], advertised[128], replay[600];
     snprintf(endpoint, sizeof endpoint,
@@ -184,7 +226,6 @@ int main(int argc, char **argv)
     snprintf(advertised, sizeof advertised,
              strchr(cfg.advertise_address, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d",
              cfg.advertise_address, cfg.enroll_port);
-    ag_report *rep = NULL;
     if (cfg.registry_endpoint[0]) {
         ag_report_opts ro = {0};
         ro.endpoint = cfg.registry_endpoint;
@@ -195,19 +236,36 @@ int main(int argc, char **argv)
         ro.slots = (uint32_t)cfg.registry_slots;
         ro.version = SLUICE_VERSION;
         ro.ca_pem = ag_ca_cert_pem(ca);
-        if (ag_report_start(&ro, &rep, &e) != SL_OK) {
+        ro.usage = run.store;
+        ro.metrics = run.metrics;
+        if (ag_report_start(&ro, &run.rep, &e) != SL_OK) {
             sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
-            ag_ca_close(ca);
-            return 1;
+            return shut(&run, 1);
         }
     }
-    ag_core *core = NULL;
+    ag_report *rep = run.rep;
     ag_core_opts co = {&cfg, issue, ca, rep ? on_placement : NULL, rep};
-    if (ag_core_new(&co, &core, &e) != SL_OK) {
+    if (ag_core_new(&co, &run.core, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
-        ag_report_stop(rep);
-        ag_ca_close(ca);
-        return 1;
+        return shut(&run, 1);
+    }
+    ag_core *core = run.core;
+    ag_usage_opts uo = {run.store, run.metrics, ag_core_instances(core),
+                        rep ? on_usage_stored : NULL, rep};
+    if (ag_usage_new(&uo, &run.usage, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, COMPONENT, "usage_db %s: %s", cfg.usage_db, e.msg);
+        return shut(&run, 1);
+    }
+    ag_core_set_usage(core, run.usage);
+    if (cfg.metrics_addr[0]) {
+        if (ag_metrics_http_start(run.metrics, cfg.metrics_addr, cfg.metrics_port, &run.http, &e) !=
+            SL_OK) {
+            sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
+            return shut(&run, 1);
+        }
+        sl_log(SL_LOG_NOTICE, COMPONENT, "metrics on http://%s%s%s:%d/metrics",
+               strchr(cfg.metrics_addr, ':') ? "[" : "", cfg.metrics_addr,
+               strchr(cfg.metrics_addr, ':') ? "]" : "", ag_metrics_http_port(run.http));
     }
     ag_core_watch(core, sw.fd, on_signal, &sw);
     snprintf(replay, sizeof replay, "%s/enroll-replay.db", cfg.state_dir);
@@ -223,14 +281,11 @@ int main(int argc, char **argv)
     eo.ratelimit.per_minute = cfg.enroll_fail_per_minute;
     eo.ratelimit.burst = cfg.enroll_fail_burst;
     ag_enroll_env env = {env_lookup, env_endpoint, env_issued, core};
-    ag_enroll *enr = NULL;
-    if (ag_enroll_open(&eo, ca, &env, &enr, &e) != SL_OK) {
+    if (ag_enroll_open(&eo, ca, &env, &run.enr, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, COMPONENT, "enrollment server: %s", e.msg);
-        ag_core_free(core);
-        ag_report_stop(rep);
-        ag_ca_close(ca);
-        return 1;
+        return shut(&run, 1);
     }
+    ag_enroll *enr = run.enr;
     ag_core_watch(core, ag_enroll_fd(enr), on_enroll, enr);
     sl_log(SL_LOG_NOTICE, COMPONENT, "enrollment on %s", ag_enroll_endpoint(enr));
     sl_log(SL_LOG_NOTICE, COMPONENT,
@@ -239,10 +294,7 @@ int main(int argc, char **argv)
            cfg.libvirt_uri, cfg.advertise_address, cfg.port_min, cfg.port_max);
     while (!sw.stop)
         ag_core_run_once(core, 1000);
-    ag_core_free(core);
-    ag_enroll_close(enr);
-    ag_report_stop(rep);
-    ag_ca_close(ca);
+    shut(&run, 0);
     close(sw.fd);
     sl_log(SL_LOG_NOTICE, COMPONENT, "sluice-agent stopped");
     return 0;

@@ -12,7 +12,10 @@
 #include "registry_client.h"
 #include "sluice/log.h"
 
-#define COMPONENT "agent"
+#define COMPONENT        "agent"
+#define USAGE_BATCH      256
+#define USAGE_RETRY_MS   60000 /* after a refused push */
+#define USAGE_STORE_WAIT 5000  /* after the store failed */
 
 typedef struct entry {
     char uuid[40], project[40], flavor[128];
@@ -36,6 +39,13 @@ struct ag_report {
     entry *v;
     size_t n, cap;
     ag_report_stats st;
+
+    ag_usage_store *usage;
+    ag_metrics *metrics;
+    int usage_batch;
+    unsigned usage_kicks; /* bumped by ag_report_usage_kick */
+    unsigned usage_seen;  /* the kicks a push that found nothing had seen */
+    int64_t usage_retry;  /* CLOCK_MONOTONIC ms before which no push is tried */
 };
 
 static int64_t mono_ms(void)
@@ -127,6 +137,22 @@ void ag_report_remove(ag_report *r, const char *uuid)
     pthread_mutex_unlock(&r->mu);
 }
 
+void ag_report_usage_kick(ag_report *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->usage_kicks++;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* (lock held) Records may be waiting and no refusal asks to wait. */
+static int usage_due(const ag_report *r)
+{
+    return r->usage && r->usage_kicks != r->usage_seen && mono_ms() >= r->usage_retry;
+}
+
 void ag_report_get_stats(ag_report *r, ag_report_stats *st)
 {
     pthread_mutex_lock(&r->mu);
@@ -213,14 +239,103 @@ static int ping(ag_report *r, nh_regclient *c, char *why, size_t n)
     return call(r, c, &req, why, n);
 }
 
-/* Waits (lock held) until stop, until ms passed, or, with any_dirty, until an entry is dirty. */
+/* One usage push (lock not held): 1 = done (acknowledged, nothing to send, refused or the
+ * store failed: see usage_retry), -1 = the session failed. */
+static int push_usage(ag_report *r, nh_regclient *c, char *why, size_t n)
+{
+    pthread_mutex_lock(&r->mu);
+    unsigned kicks = r->usage_kicks;
+    pthread_mutex_unlock(&r->mu);
+    ag_usage_batch b;
+    sl_error e = {0};
+    if (ag_usage_store_unforwarded(r->usage, (size_t)r->usage_batch, &b, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, COMPONENT, "registry: usage not forwarded: %s", e.msg);
+        pthread_mutex_lock(&r->mu);
+        r->usage_retry = mono_ms() + USAGE_STORE_WAIT;
+        pthread_mutex_unlock(&r->mu);
+        return 1;
+    }
+    if (!b.n) {
+        ag_usage_batch_free(&b);
+        pthread_mutex_lock(&r->mu);
+        r->usage_seen = kicks; /* a kick since then looks again */
+        pthread_mutex_unlock(&r->mu);
+        return 1;
+    }
+    Sluice__Control__UsagePush up = SLUICE__CONTROL__USAGE_PUSH__INIT;
+    up.records = b.recs;
+    up.n_records = b.n;
+    Sluice__Control__RegistryRequest req = SLUICE__CONTROL__REGISTRY_REQUEST__INIT;
+    req.kind_case = SLUICE__CONTROL__REGISTRY_REQUEST__KIND_USAGE;
+    req.usage = &up;
+    Sluice__Control__RegistryReply *rep = NULL;
+    sl_code rc = nh_regclient_call(c, &req, r->call_ms, &rep, &e);
+    size_t sent = b.n;
+    ag_usage_batch_free(&b);
+    pthread_mutex_lock(&r->mu);
+    r->st.sent++;
+    pthread_mutex_unlock(&r->mu);
+    if (rc != SL_OK) {
+        snprintf(why, n, "%s", e.msg);
+        return -1;
+    }
+    int res = 1;
+    if (!rep->ok) {
+        snprintf(why, n, "%s", rep->detail ? rep->detail : "");
+        pthread_mutex_lock(&r->mu);
+        r->st.refused++;
+        if (strstr(why, "not registered")) {
+            res = -1;
+        } else {
+            r->usage_retry = mono_ms() + USAGE_RETRY_MS;
+            sl_log(SL_LOG_WARNING, COMPONENT,
+                   "registry: usage push of %zu records refused: %s; retrying in %d s", sent, why,
+                   USAGE_RETRY_MS / 1000);
+        }
+        pthread_mutex_unlock(&r->mu);
+    } else {
+        size_t marked = 0;
+        int64_t now = (int64_t)time(NULL);
+        sl_code mrc = SL_OK;
+        if (rep->usage_ack)
+            mrc = ag_usage_store_mark_forwarded(r->usage, rep->usage_ack->record_ids,
+                                                rep->usage_ack->n_record_ids, now, &marked, &e);
+        if (mrc != SL_OK || !marked) {
+            /* the same batch again at once would loop: wait */
+            if (mrc != SL_OK)
+                sl_log(SL_LOG_ERR, COMPONENT, "registry: acknowledged usage not marked: %s", e.msg);
+            else
+                sl_log(SL_LOG_WARNING, COMPONENT,
+                       "registry: usage push of %zu records acknowledged none of them", sent);
+            pthread_mutex_lock(&r->mu);
+            r->usage_retry = mono_ms() + (mrc != SL_OK ? USAGE_STORE_WAIT : USAGE_RETRY_MS);
+            pthread_mutex_unlock(&r->mu);
+        } else {
+            uint64_t pending = 0;
+            ag_usage_store_pending(r->usage, &pending, &e);
+            ag_metrics_pending(r->metrics, pending);
+            ag_metrics_forwarded(r->metrics, now);
+            pthread_mutex_lock(&r->mu);
+            r->st.usage_forwarded += marked;
+            r->st.last_forward = now;
+            pthread_mutex_unlock(&r->mu);
+            sl_log(SL_LOG_DEBUG, COMPONENT, "registry: %zu usage records forwarded, %llu pending",
+                   marked, (unsigned long long)pending);
+        }
+    }
+    nh_regclient_reply_free(rep);
+    return res;
+}
+
+/* Waits (lock held) until stop, until ms passed, or, with any_dirty, until an entry is dirty
+ * or usage records are due. */
 static void wait_for(ag_report *r, int ms, int any_dirty)
 {
     struct timespec ts;
     deadline_ts(&ts, ms);
     while (!r->stop) {
         if (any_dirty) {
-            int dirty = 0;
+            int dirty = usage_due(r);
             for (size_t i = 0; i < r->n && !dirty; i++)
                 dirty = r->v[i].dirty;
             if (dirty)
@@ -281,6 +396,7 @@ static void *run(void *arg)
             backoff = 1000, down_logged = 0, last_why[0] = '\0';
             r->st.connected = 1;
             r->st.sessions++;
+            r->usage_kicks++;                 /* look for records left over */
             for (size_t i = 0; i < r->n; i++) /* the full current set, again */
                 if (r->v[i].placed)
                     r->v[i].dirty = 1;
@@ -296,7 +412,11 @@ static void *run(void *arg)
                 dirty = &r->v[i];
         int res;
         entry cp;
-        if (!dirty) {
+        if (!dirty && usage_due(r)) {
+            pthread_mutex_unlock(&r->mu);
+            res = push_usage(r, c, why, sizeof why);
+            pthread_mutex_lock(&r->mu);
+        } else if (!dirty) {
             int64_t idle = mono_ms() - last_io;
             if (idle < r->ping_ms) {
                 wait_for(r, (int)(r->ping_ms - idle), 1);
@@ -391,6 +511,10 @@ sl_code ag_report_start(const ag_report_opts *o, ag_report **out, sl_error *e)
     r->retry_max_ms = o->retry_max_ms > 0 ? o->retry_max_ms : 30000;
     r->call_ms = o->call_timeout_ms > 0 ? o->call_timeout_ms : 5000;
     r->ping_ms = o->ping_interval_ms > 0 ? o->ping_interval_ms : 30000;
+    r->usage = o->usage;
+    r->metrics = o->metrics;
+    r->usage_batch = o->usage_batch > 0 && o->usage_batch <= 1024 ? o->usage_batch : USAGE_BATCH;
+    r->usage_kicks = 1; /* records may be waiting from before */
     sl_code rc = SL_OK;
     if (o->host)
         snprintf(r->host, sizeof r->host, "%s", o->host);

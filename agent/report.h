@@ -9,13 +9,21 @@
  * idempotent on the registry side) and any removal not yet acknowledged, then whatever becomes
  * dirty later; a timeout or a channel error drops the session and starts over. Refusals are logged
  * and not retried (except "not registered", which re-registers). Log lines: one per change of
- * the connection state (connected / unreachable with the reason), not per attempt. */
+ * the connection state (connected / unreachable with the reason), not per attempt.
+ *
+ * Usage forwarding (docs/usage.md): with a usage store, whenever no placement is waiting the
+ * thread pushes records the registry has not acknowledged yet (oldest first, in batches) and
+ * marks those its reply acknowledges as forwarded: at least once, the registry stores each
+ * record id once. ag_report_usage_kick wakes it after new records were stored; it also looks
+ * at start and after every reconnect. A refused push is retried after a minute. */
 #ifndef AG_REPORT_H
 #define AG_REPORT_H
 
 #include <stdint.h>
 
+#include "metrics.h"
 #include "sluice/error.h"
+#include "usage_store.h"
 
 typedef struct ag_report ag_report;
 
@@ -26,10 +34,13 @@ typedef struct ag_report_opts {
     const char *enroll_endpoint; /* AgentInfo.enrollment_endpoint, tcp://HOST:PORT */
     uint32_t slots;
     const char *version;
-    const char *ca_pem;   /* AgentInfo.ca_pem: ag_ca_cert_pem() (copied) */
-    int retry_max_ms;     /* reconnect backoff cap; 0: 30000 */
-    int call_timeout_ms;  /* one request; 0: 5000 */
-    int ping_interval_ms; /* heartbeat when idle; 0: 30000 */
+    const char *ca_pem;    /* AgentInfo.ca_pem: ag_ca_cert_pem() (copied) */
+    int retry_max_ms;      /* reconnect backoff cap; 0: 30000 */
+    int call_timeout_ms;   /* one request; 0: 5000 */
+    int ping_interval_ms;  /* heartbeat when idle; 0: 30000 */
+    ag_usage_store *usage; /* records to forward; NULL: none */
+    ag_metrics *metrics;   /* last forward and pending gauges; NULL: none */
+    int usage_batch;       /* records per push; 0: 256 (the registry takes up to 1024) */
 } ag_report_opts;
 
 /* Checks the options, reads the host name from the certificate when o->host is NULL and starts
@@ -40,6 +51,8 @@ sl_code ag_report_start(const ag_report_opts *o, ag_report **out, sl_error *e);
 void ag_report_place(ag_report *r, const char *uuid, const char *project, const char *flavor);
 /* The instance stopped for good: report its removal. */
 void ag_report_remove(ag_report *r, const char *uuid);
+/* New usage records were stored: forward them soon. NULL is fine. */
+void ag_report_usage_kick(ag_report *r);
 
 /* For tests and logs. */
 typedef struct ag_report_stats {
@@ -48,6 +61,8 @@ typedef struct ag_report_stats {
     unsigned pending;  /* instances whose state the registry has not acknowledged yet */
     unsigned placed;   /* instances reported as running here */
     uint64_t sent, refused;
+    uint64_t usage_forwarded; /* records the registry acknowledged */
+    int64_t last_forward;     /* unix time of the last acknowledged push, 0 = none */
 } ag_report_stats;
 void ag_report_get_stats(ag_report *r, ag_report_stats *st);
 const char *ag_report_host(const ag_report *r);

@@ -21,6 +21,7 @@
 
 #include "control.h"
 #include "sluice/log.h"
+#include "usage_ingest.h"
 
 #define COMPONENT       "agent"
 #define RETRANSMIT_MS   2000
@@ -73,6 +74,7 @@ struct ag_supervisor {
     int switch_user;
     backend **b;
     size_t n;
+    ag_usage *usage; /* NULL: usage records are dropped unacknowledged */
 };
 
 int64_t ag_now_ms(void)
@@ -548,6 +550,7 @@ static void on_hello(ag_supervisor *s, const ag_ctl_peer *p, const Sluice__Contr
     b->connected = 1;
     b->last_heard_ms = b->last_ping_ms = ag_now_ms();
     clear_pending(b);
+    ag_usage_backend_reset(s->usage, b->project); /* a (re)started backend has no sessions */
     sl_log(SL_LOG_NOTICE, COMPONENT,
            "project %s: backend pid %d ready at %.128s (%.32s), "
            "replaying %zu grants",
@@ -557,16 +560,34 @@ static void on_hello(ag_supervisor *s, const ag_ctl_peer *p, const Sluice__Contr
         send_grant(s, b, &b->grants[i]);
 }
 
-static void on_report(ag_supervisor *s, const ag_ctl_peer *p, Sluice__Control__BackendReport *r)
+/* UsageAck for records now durable in the usage store (agent/usage_ingest.h). Not tracked for
+ * retransmission: a backend resends the records it has no ack for, and gets an ack again. */
+static void send_usage_ack(void *user, const char *project, char *const *ids, size_t n)
+{
+    ag_supervisor *s = user;
+    backend *b = find(s, project);
+    if (!b || !b->connected)
+        return;
+    Sluice__Control__UsageAck ua = SLUICE__CONTROL__USAGE_ACK__INIT;
+    ua.record_ids = (char **)ids;
+    ua.n_record_ids = n;
+    Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
+    m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_USAGE_ACK;
+    m.usage_ack = &ua;
+    send_ctl(s, b, &m, 0);
+}
+
+/* Returns 1 when r was handed over (to the usage queue) and must not be freed. */
+static int on_report(ag_supervisor *s, const ag_ctl_peer *p, Sluice__Control__BackendReport *r)
 {
     if (r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_HELLO) {
         on_hello(s, p, r->hello);
-        return;
+        return 0;
     }
     backend *b = by_peer(s, p);
     if (!b) {
         sl_log(SL_LOG_WARNING, COMPONENT, "control: report from a peer without hello dropped");
-        return;
+        return 0;
     }
     b->last_heard_ms = ag_now_ms();
     switch (r->kind_case) {
@@ -591,14 +612,19 @@ static void on_report(ag_supervisor *s, const ag_ctl_peer *p, Sluice__Control__B
                b->project, (unsigned long long)r->session->session_id,
                r->session->instance_uuid ? r->session->instance_uuid : "", r->session->kind,
                r->session->detail ? r->session->detail : "");
+        ag_usage_session(s->usage, b->project, r->session);
         break;
     case SLUICE__CONTROL__BACKEND_REPORT__KIND_USAGE:
-        /* Issue 6 stores usage records durably and acknowledges them; not acked here. */
-        sl_log(SL_LOG_DEBUG, COMPONENT, "project %s: usage record (not stored yet)", b->project);
+        /* queued; stored and acknowledged by ag_usage_commit after the drain */
+        if (s->usage)
+            return ag_usage_take(s->usage, b->project, r);
+        sl_log(SL_LOG_DEBUG, COMPONENT, "project %s: usage record dropped (no usage store)",
+               b->project);
         break;
     default:
         break;
     }
+    return 0;
 }
 
 /* ------------------------------------------------------------------ public */
@@ -751,6 +777,7 @@ static void tick_backend(ag_supervisor *s, backend *b, int64_t now)
             b->pid = 0;
             b->connected = 0;
             clear_pending(b);
+            ag_usage_backend_reset(s->usage, b->project);
             if (b->stopping) {
                 sl_log(SL_LOG_NOTICE, COMPONENT, "project %s: backend stopped (%s)", b->project,
                        why);
@@ -820,10 +847,9 @@ int ag_supervisor_tick(ag_supervisor *s)
     Sluice__Control__BackendReport *r;
     int got;
     for (int i = 0; i < 1000 && (got = ag_control_recv(s->ctl, &p, &r)) != 0; i++)
-        if (got > 0) {
-            on_report(s, &p, r);
+        if (got > 0 && !on_report(s, &p, r))
             sluice__control__backend_report__free_unpacked(r, NULL);
-        }
+    ag_usage_commit(s->usage, send_usage_ack, s); /* one durable transaction, then the acks */
     int64_t now = ag_now_ms();
     int wait = 1000;
     for (size_t i = 0; i < s->n;) {
@@ -921,6 +947,23 @@ void ag_backend_grant(ag_supervisor *s, const ag_instance *inst, const char *cer
         send_grant(s, b, &g);
     }
     pthread_mutex_unlock(&s->mu);
+}
+
+void ag_supervisor_set_usage(ag_supervisor *s, ag_usage *u)
+{
+    pthread_mutex_lock(&s->mu);
+    s->usage = u;
+    pthread_mutex_unlock(&s->mu);
+}
+
+unsigned ag_supervisor_running(ag_supervisor *s)
+{
+    pthread_mutex_lock(&s->mu);
+    unsigned n = 0;
+    for (size_t i = 0; i < s->n; i++)
+        n += s->b[i]->pid > 0 && s->b[i]->connected && !s->b[i]->stopping;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 int ag_backend_pid(ag_supervisor *s, const char *project_id)

@@ -65,6 +65,13 @@ int ag_backend_endpoint(ag_supervisor *s, const char *project_id, char *out, siz
 void ag_backend_grant(ag_supervisor *s, const ag_instance *inst, const char *cert_sha256_hex,
                       int64_t not_after);
 
+/* Usage records and session events go to u (agent/usage_ingest.h) from now on; NULL: usage
+ * records are dropped unacknowledged. Set before the loop runs. */
+struct ag_usage;
+void ag_supervisor_set_usage(ag_supervisor *s, struct ag_usage *u);
+/* Backends running and connected (the backends_running health gauge). */
+unsigned ag_supervisor_running(ag_supervisor *s);
+
 /* For tests and logs: the backend's pid (0 if none), its restarts, its grants. */
 int ag_backend_pid(ag_supervisor *s, const char *project_id);
 int ag_backend_restarts(ag_supervisor *s, const char *project_id);

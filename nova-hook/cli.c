@@ -13,6 +13,24 @@
 #define DEFAULT_DB    "/var/lib/sluice/registry.db"
 #define DEFAULT_STALE 120
 
+typedef struct usage_ctx {
+    sl_usage_report *r;
+    sl_error *e;
+    sl_code rc;
+} usage_ctx;
+
+static int on_usage(const sl_usage_rec *u, void *ud)
+{
+    usage_ctx *c = ud;
+    return (c->rc = sl_usage_report_add(c->r, u, c->e)) != SL_OK;
+}
+
+static int on_life(const sl_usage_life *l, void *ud)
+{
+    usage_ctx *c = ud;
+    return (c->rc = sl_usage_report_add_life(c->r, l, c->e)) != SL_OK;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -25,10 +43,45 @@ static void usage(FILE *f)
             "  instances [--host H] [--project P] instances placed on Sluice hosts\n"
             "  stale [--older-than SECONDS]       agents not heard from for that long (default "
             "%d)\n"
+            "  usage [--from TIME] [--to TIME] [--project ID] [--format F] [--output FILE]\n"
+            "                                     GPU usage of the cluster over a period, per\n"
+            "                                     project then per instance (docs/usage.md)\n"
             "\n"
             "  --db FILE   the registry database (default %s)\n"
-            "  --json      JSON instead of an aligned table\n",
-            DEFAULT_STALE, DEFAULT_DB);
+            "  --json      JSON instead of an aligned table (usage: --format json)\n"
+            "\n"
+            "usage options:\n%s",
+            DEFAULT_STALE, DEFAULT_DB, sl_usage_options_help);
+}
+
+/* sluice-registry usage: records and placement history -> report -> output. */
+static int usage_report(nh_store *s, sl_usage_options *uo)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * SL_USAGE_NS_PER_S + ts.tv_nsec;
+    sl_error e = {0};
+    if (sl_usage_options_finish(uo, now, &e) != SL_OK) {
+        fprintf(stderr, "sluice-registry: %s\n", e.msg);
+        return 2;
+    }
+    const char *project = uo->project[0] ? uo->project : NULL;
+    usage_ctx c = {NULL, &e, SL_OK};
+    sl_code rc = sl_usage_report_new(uo->from_ns, uo->to_ns, project, &c.r, &e);
+    if (rc == SL_OK)
+        rc = nh_store_usage_records(s, uo->from_ns, uo->to_ns, project, on_usage, &c, &e);
+    if (rc == SL_OK && (rc = c.rc) == SL_OK)
+        rc = nh_store_lifetimes(s, uo->from_ns, uo->to_ns, project, now, on_life, &c, &e);
+    if (rc == SL_OK && (rc = c.rc) == SL_OK)
+        rc = sl_usage_report_finish(c.r, &e);
+    if (rc == SL_OK)
+        rc = sl_usage_write(sl_usage_report_view(c.r), uo, &e);
+    sl_usage_report_free(c.r);
+    if (rc != SL_OK) {
+        fprintf(stderr, "sluice-registry: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
 }
 
 static void iso(int64_t t, char *out, size_t cap)
@@ -122,13 +175,20 @@ int main(int argc, char **argv)
                                          {"host", required_argument, NULL, 'H'},
                                          {"project", required_argument, NULL, 'p'},
                                          {"older-than", required_argument, NULL, 'o'},
+                                         {"from", required_argument, NULL, 'u'},
+                                         {"to", required_argument, NULL, 'u'},
+                                         {"format", required_argument, NULL, 'u'},
+                                         {"output", required_argument, NULL, 'u'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *db = DEFAULT_DB, *host = NULL, *project = NULL;
     long long older = DEFAULT_STALE;
-    int json = 0, c;
+    int json = 0, c, idx, usage_opts = 0, have_format = 0;
     char *end;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    sl_usage_options uo;
+    sl_usage_options_init(&uo);
+    sl_error ue;
+    while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
         switch (c) {
         case 'd':
             db = optarg;
@@ -149,6 +209,14 @@ int main(int argc, char **argv)
                 fprintf(stderr, "sluice-registry: --project: not a project id\n");
                 return 2;
             }
+            break;
+        case 'u':
+            if (sl_usage_option(&uo, opts[idx].name, optarg, &ue) != SL_OK) {
+                fprintf(stderr, "sluice-registry: %s\n", ue.msg);
+                return 2;
+            }
+            usage_opts = 1;
+            have_format |= !strcmp(opts[idx].name, "format");
             break;
         case 'o':
             older = strtoll(optarg, &end, 10);
@@ -171,21 +239,37 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[optind];
     int is_hosts = !strcmp(cmd, "hosts"), is_stale = !strcmp(cmd, "stale");
-    int is_inst = !strcmp(cmd, "instances");
-    if (!is_hosts && !is_stale && !is_inst) {
+    int is_inst = !strcmp(cmd, "instances"), is_usage = !strcmp(cmd, "usage");
+    if (!is_hosts && !is_stale && !is_inst && !is_usage) {
         fprintf(stderr, "sluice-registry: unknown command %s\n", cmd);
         usage(stderr);
         return 2;
     }
-    if ((host || project) && !is_inst) {
-        fprintf(stderr, "sluice-registry: --host and --project go with instances\n");
+    if ((host && !is_inst) || (project && !is_inst && !is_usage)) {
+        fprintf(stderr, "sluice-registry: --host goes with instances, --project with "
+                        "instances and usage\n");
         return 2;
     }
+    if (usage_opts && !is_usage) {
+        fprintf(stderr, "sluice-registry: --from, --to, --format and --output go with usage\n");
+        return 2;
+    }
+    if (is_usage && project && sl_usage_option(&uo, "project", project, &ue) != SL_OK) {
+        fprintf(stderr, "sluice-registry: %s\n", ue.msg);
+        return 2;
+    }
+    if (is_usage && json && !have_format)
+        uo.format = SL_USAGE_JSON;
     nh_store *s;
     sl_error e;
     if (nh_store_open(db, 1, &s, &e) != SL_OK) {
         fprintf(stderr, "sluice-registry: %s\n", e.msg);
         return 1;
+    }
+    if (is_usage) {
+        int status = usage_report(s, &uo);
+        nh_store_close(s);
+        return status;
     }
     out o = {.json = json, .now = (int64_t)time(NULL)};
     o.arr = json_array();

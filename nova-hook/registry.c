@@ -211,6 +211,9 @@ static int valid_record(const Sluice__Control__UsageRecord *u)
     return nh_valid_printable(u->record_id, 1, 128) && nh_valid_id(u->instance_uuid) &&
            nh_valid_id(u->project_id) && nh_valid_printable(u->flavor, 0, 255) &&
            nh_valid_printable(u->gpu_uuid, 0, 64) && nh_valid_printable(u->measurement, 0, 16) &&
+           nh_valid_printable(u->instance_name, 0, 255) &&
+           nh_valid_printable(u->domain_name, 0, 255) && nh_valid_printable(u->sla_tier, 0, 32) &&
+           u->gpu_share >= 0 && u->gpu_share <= 1 && /* false for NaN too */
            u->interval_start_ns >= 0 && u->interval_end_ns >= u->interval_start_ns;
 }
 

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct nh_store {
     sqlite3 *db;
@@ -60,6 +61,28 @@ static const char *const schema_v1[] = {
     NULL,
 };
 
+/* Version 2 (usage reports): what the agent adds to a record, and the placement history. */
+static const char *const schema_v2[] = {
+    "ALTER TABLE usage ADD COLUMN instance_name TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE usage ADD COLUMN domain_name TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE usage ADD COLUMN sla_tier TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE usage ADD COLUMN gpu_share REAL NOT NULL DEFAULT 0",
+    "CREATE INDEX usage_end ON usage(interval_end_ns)",
+    "CREATE TABLE placement_history ("
+    " instance TEXT NOT NULL,"
+    " project TEXT NOT NULL,"
+    " flavor TEXT NOT NULL,"
+    " host TEXT NOT NULL,"
+    " since INTEGER NOT NULL,"
+    " until INTEGER," /* NULL: still placed there */
+    " PRIMARY KEY (instance, host, since))",
+    "CREATE INDEX placement_history_project ON placement_history(project)",
+    "INSERT INTO placement_history SELECT instance, project, flavor, host, since, NULL "
+    "FROM placements",
+    "PRAGMA user_version = 2",
+    NULL,
+};
+
 static sl_code db_fail(nh_store *s, sl_error *e, const char *what)
 {
     return sl_fail(e, SL_ERR_IO, "registry store: %s: %s", what, sqlite3_errmsg(s->db));
@@ -100,12 +123,22 @@ static sl_code migrate(nh_store *s, sl_error *e)
     if (v > NH_STORE_SCHEMA_VERSION)
         return sl_fail(e, SL_ERR_CONFIG, "registry store: schema version %d is newer than %d", v,
                        NH_STORE_SCHEMA_VERSION);
+    if (s->readonly && v > 0)
+        return sl_fail(e, SL_ERR_CONFIG,
+                       "registry store: schema version %d is older than %d: start "
+                       "sluice-novahook once to migrate it",
+                       v, NH_STORE_SCHEMA_VERSION);
     if (s->readonly)
         return sl_fail(e, SL_ERR_CONFIG, "registry store: no registry schema (version %d)", v);
     if ((rc = exec1(s, "BEGIN IMMEDIATE", e)) != SL_OK)
         return rc;
-    for (int i = 0; schema_v1[i]; i++)
+    for (int i = 0; v < 1 && schema_v1[i]; i++)
         if ((rc = exec1(s, schema_v1[i], e)) != SL_OK) {
+            exec1(s, "ROLLBACK", NULL);
+            return rc;
+        }
+    for (int i = 0; v < 2 && schema_v2[i]; i++)
+        if ((rc = exec1(s, schema_v2[i], e)) != SL_OK) {
             exec1(s, "ROLLBACK", NULL);
             return rc;
         }
@@ -234,17 +267,43 @@ sl_code nh_store_register(nh_store *s, const nh_agent_in *a, int64_t now, sl_err
     return rc;
 }
 
+/* Closes the open placement history rows of host (and of instance, when not NULL) at t. */
+static sl_code history_close(nh_store *s, const char *host, const char *instance, int64_t t,
+                             sl_error *e)
+{
+    stmt h;
+    sl_code rc = prep(s,
+                      "UPDATE placement_history SET until = max(since, ?3) WHERE host = ?1 AND "
+                      "(?2 IS NULL OR instance = ?2) AND until IS NULL",
+                      &h, e);
+    if (rc == SL_OK) {
+        text(&h, 1, host);
+        text(&h, 2, instance);
+        i64(&h, 3, t);
+        rc = run(&h, "closing placement history", e);
+    }
+    return rc;
+}
+
 sl_code nh_store_unregister(nh_store *s, const char *host, int *existed, sl_error *e)
 {
     pthread_mutex_lock(&s->mu);
     stmt t;
-    sl_code rc = prep(s, "DELETE FROM agents WHERE host = ?1", &t, e);
+    sl_code rc = exec1(s, "BEGIN IMMEDIATE", e);
+    if (rc == SL_OK)
+        rc = prep(s, "DELETE FROM agents WHERE host = ?1", &t, e);
     if (rc == SL_OK) {
         text(&t, 1, host);
         rc = run(&t, "unregistering an agent", e);
         if (existed)
             *existed = rc == SL_OK && sqlite3_changes(s->db) > 0;
     }
+    if (rc == SL_OK)
+        rc = history_close(s, host, NULL, (int64_t)time(NULL), e);
+    if (rc == SL_OK)
+        rc = exec1(s, "COMMIT", e);
+    else
+        exec1(s, "ROLLBACK", NULL);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -272,11 +331,13 @@ sl_code nh_store_place(nh_store *s, const char *instance, const char *project, c
 {
     pthread_mutex_lock(&s->mu);
     stmt t;
-    sl_code rc = prep(s,
-                      "INSERT INTO placements(instance, project, flavor, host, since) "
-                      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(instance) DO UPDATE SET "
-                      "project = ?2, flavor = ?3, host = ?4, since = ?5",
-                      &t, e);
+    sl_code rc = exec1(s, "BEGIN IMMEDIATE", e);
+    if (rc == SL_OK)
+        rc = prep(s,
+                  "INSERT INTO placements(instance, project, flavor, host, since) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(instance) DO UPDATE SET "
+                  "project = ?2, flavor = ?3, host = ?4, since = ?5",
+                  &t, e);
     if (rc == SL_OK) {
         text(&t, 1, instance);
         text(&t, 2, project);
@@ -287,6 +348,36 @@ sl_code nh_store_place(nh_store *s, const char *instance, const char *project, c
         if (rc == SL_ERR_REFUSED)
             rc = sl_fail(e, SL_ERR_REFUSED, "host %s is not a registered agent", host);
     }
+    /* history: a move ends the stay on the old host; a stay already open here goes on */
+    if (rc == SL_OK)
+        rc = prep(s,
+                  "UPDATE placement_history SET until = max(since, ?2) WHERE instance = ?1 AND "
+                  "host != ?3 AND until IS NULL",
+                  &t, e);
+    if (rc == SL_OK) {
+        text(&t, 1, instance);
+        i64(&t, 2, since);
+        text(&t, 3, host);
+        rc = run(&t, "closing placement history", e);
+    }
+    if (rc == SL_OK)
+        rc = prep(s,
+                  "INSERT OR IGNORE INTO placement_history(instance, project, flavor, host, "
+                  "since, until) SELECT ?1, ?2, ?3, ?4, ?5, NULL WHERE NOT EXISTS (SELECT 1 "
+                  "FROM placement_history WHERE instance = ?1 AND host = ?4 AND until IS NULL)",
+                  &t, e);
+    if (rc == SL_OK) {
+        text(&t, 1, instance);
+        text(&t, 2, project);
+        text(&t, 3, flavor);
+        text(&t, 4, host);
+        i64(&t, 5, since);
+        rc = run(&t, "recording placement history", e);
+    }
+    if (rc == SL_OK)
+        rc = exec1(s, "COMMIT", e);
+    else
+        exec1(s, "ROLLBACK", NULL);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -296,7 +387,9 @@ sl_code nh_store_unplace(nh_store *s, const char *instance, const char *host, in
 {
     pthread_mutex_lock(&s->mu);
     stmt t;
-    sl_code rc = prep(s, "DELETE FROM placements WHERE instance = ?1 AND host = ?2", &t, e);
+    sl_code rc = exec1(s, "BEGIN IMMEDIATE", e);
+    if (rc == SL_OK)
+        rc = prep(s, "DELETE FROM placements WHERE instance = ?1 AND host = ?2", &t, e);
     if (rc == SL_OK) {
         text(&t, 1, instance);
         text(&t, 2, host);
@@ -304,6 +397,12 @@ sl_code nh_store_unplace(nh_store *s, const char *instance, const char *host, in
         if (removed)
             *removed = rc == SL_OK && sqlite3_changes(s->db) > 0;
     }
+    if (rc == SL_OK)
+        rc = history_close(s, host, instance, (int64_t)time(NULL), e);
+    if (rc == SL_OK)
+        rc = exec1(s, "COMMIT", e);
+    else
+        exec1(s, "ROLLBACK", NULL);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -351,8 +450,9 @@ static sl_code insert_record(nh_store *s, const char *host, const Sluice__Contro
         "INSERT OR IGNORE INTO usage(record_id, host, instance, project, flavor, gpu_uuid, "
         "session_id, interval_start_ns, interval_end_ns, gpu_busy_ns, kernel_ns, kernels, "
         "bytes_htod, bytes_dtoh, memory_high_water, calls, errors, throttled_ns, quota_refusals, "
-        "measurement, final, received) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-        "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
+        "measurement, final, received, instance_name, domain_name, sla_tier, gpu_share) VALUES "
+        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
+        "?20, ?21, ?22, ?23, ?24, ?25, ?26)",
         &t, e);
     if (rc != SL_OK)
         return rc;
@@ -378,6 +478,10 @@ static sl_code insert_record(nh_store *s, const char *host, const Sluice__Contro
     text(&t, 20, r->measurement ? r->measurement : "");
     i64(&t, 21, r->final ? 1 : 0);
     i64(&t, 22, now);
+    text(&t, 23, r->instance_name ? r->instance_name : "");
+    text(&t, 24, r->domain_name ? r->domain_name : "");
+    text(&t, 25, r->sla_tier ? r->sla_tier : "");
+    sqlite3_bind_double(t.st, 26, r->gpu_share);
     rc = run(&t, "storing a usage record", e);
     if (rc == SL_OK && sqlite3_changes(s->db) > 0)
         (*inserted)++;
@@ -415,6 +519,91 @@ sl_code nh_store_usage_count(nh_store *s, int64_t *count, sl_error *e)
             *count = sqlite3_column_int64(t.st, 0);
         else
             rc = db_fail(s, e, "counting usage records");
+        sqlite3_finalize(t.st);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+sl_code nh_store_usage_records(nh_store *s, int64_t from_ns, int64_t to_ns, const char *project,
+                               nh_usage_cb cb, void *ud, sl_error *e)
+{
+    pthread_mutex_lock(&s->mu);
+    stmt t;
+    sl_code rc = prep(s,
+                      "SELECT record_id, instance, project, flavor, gpu_uuid, instance_name, "
+                      "domain_name, sla_tier, gpu_share, interval_start_ns, interval_end_ns, "
+                      "gpu_busy_ns, kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water, "
+                      "calls, errors, throttled_ns, quota_refusals FROM usage WHERE "
+                      "interval_end_ns >= ?1 AND interval_start_ns < ?2 AND (?3 IS NULL OR "
+                      "project = ?3) ORDER BY interval_end_ns, record_id",
+                      &t, e);
+    if (rc == SL_OK) {
+        i64(&t, 1, from_ns);
+        i64(&t, 2, to_ns);
+        text(&t, 3, project);
+        int r;
+        while ((r = sqlite3_step(t.st)) == SQLITE_ROW) {
+            sl_usage_rec u = {0};
+            u.record_id = col(t.st, 0);
+            u.instance = col(t.st, 1);
+            u.project = col(t.st, 2);
+            u.flavor = col(t.st, 3);
+            u.gpu_uuid = col(t.st, 4);
+            u.name = col(t.st, 5);
+            u.domain = col(t.st, 6);
+            u.tier = col(t.st, 7);
+            u.gpu_share = sqlite3_column_double(t.st, 8);
+            u.start_ns = sqlite3_column_int64(t.st, 9);
+            u.end_ns = sqlite3_column_int64(t.st, 10);
+            uint64_t *v[] = {&u.gpu_busy_ns,  &u.kernel_ns,         &u.kernels, &u.bytes_htod,
+                             &u.bytes_dtoh,   &u.memory_high_water, &u.calls,   &u.errors,
+                             &u.throttled_ns, &u.quota_refusals};
+            for (int i = 0; i < 10; i++)
+                *v[i] = (uint64_t)sqlite3_column_int64(t.st, 11 + i);
+            if (cb(&u, ud) != 0) {
+                r = SQLITE_DONE;
+                break;
+            }
+        }
+        if (r != SQLITE_DONE)
+            rc = db_fail(s, e, "reading usage records");
+        sqlite3_finalize(t.st);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+sl_code nh_store_lifetimes(nh_store *s, int64_t from_ns, int64_t to_ns, const char *project,
+                           int64_t now_ns, nh_life_cb cb, void *ud, sl_error *e)
+{
+    const int64_t ns = 1000000000LL;
+    pthread_mutex_lock(&s->mu);
+    stmt t;
+    sl_code rc = prep(s,
+                      "SELECT instance, project, flavor, since, until FROM placement_history "
+                      "WHERE (until IS NULL OR until * ?4 >= ?1) AND since * ?4 < ?2 AND "
+                      "(?3 IS NULL OR project = ?3) ORDER BY instance, since",
+                      &t, e);
+    if (rc == SL_OK) {
+        i64(&t, 1, from_ns);
+        i64(&t, 2, to_ns);
+        text(&t, 3, project);
+        i64(&t, 4, ns);
+        int r;
+        while ((r = sqlite3_step(t.st)) == SQLITE_ROW) {
+            int open = sqlite3_column_type(t.st, 4) == SQLITE_NULL;
+            int64_t a = sqlite3_column_int64(t.st, 3) * ns;
+            int64_t b = open ? now_ns : sqlite3_column_int64(t.st, 4) * ns;
+            sl_usage_life l = {col(t.st, 0),  col(t.st, 1), "", col(t.st, 2), "", "", 0, a,
+                               b < a ? a : b, open};
+            if (cb(&l, ud) != 0) {
+                r = SQLITE_DONE;
+                break;
+            }
+        }
+        if (r != SQLITE_DONE)
+            rc = db_fail(s, e, "reading placement history");
         sqlite3_finalize(t.st);
     }
     pthread_mutex_unlock(&s->mu);

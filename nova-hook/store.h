@@ -1,6 +1,7 @@
 /* The registry's persistent store: SQLite in WAL mode, schema versioned, prepared statements
- * only. Tables: agents, placements, usage (see store.c). One nh_store may be shared by threads:
- * every call takes the store's mutex. */
+ * only. Tables: agents, placements, placement_history (when each instance ran where: the wall
+ * time of usage reports), usage (see store.c). One nh_store may be shared by threads: every call
+ * takes the store's mutex. */
 #ifndef NH_STORE_H
 #define NH_STORE_H
 
@@ -8,9 +9,10 @@
 #include <stdint.h>
 
 #include "sluice/error.h"
+#include "sluice/usage_report.h"
 #include "sluice_control.pb-c.h"
 
-#define NH_STORE_SCHEMA_VERSION 1
+#define NH_STORE_SCHEMA_VERSION 2
 
 typedef struct nh_store nh_store;
 
@@ -39,7 +41,9 @@ sl_code nh_store_touch(nh_store *s, const char *host, int64_t now, int *known, s
 /* Inserts or moves the instance to host (which must be registered: else SL_ERR_REFUSED). */
 sl_code nh_store_place(nh_store *s, const char *instance, const char *project, const char *flavor,
                        const char *host, int64_t since, sl_error *e);
-/* Removes the instance if it is placed on host. *removed: 1 if a row went. */
+/* Removes the instance if it is placed on host. *removed: 1 if a row went. The instance's
+ * placement history on host is closed now (place opens it; a move closes the old host's at the
+ * new placement's since; unregistering closes every one of the host). */
 sl_code nh_store_unplace(nh_store *s, const char *instance, const char *host, int *removed,
                          sl_error *e);
 
@@ -61,6 +65,16 @@ sl_code nh_store_usage_insert(nh_store *s, const char *host,
                               Sluice__Control__UsageRecord *const *records, size_t n, int64_t now,
                               size_t *inserted, sl_error *e);
 sl_code nh_store_usage_count(nh_store *s, int64_t *count, sl_error *e);
+
+/* Usage records touching [from_ns, to_ns) (project NULL: all), as report rows valid during the
+ * callback; a non-zero return stops. */
+typedef int (*nh_usage_cb)(const sl_usage_rec *r, void *ud);
+sl_code nh_store_usage_records(nh_store *s, int64_t from_ns, int64_t to_ns, const char *project,
+                               nh_usage_cb cb, void *ud, sl_error *e);
+/* Placement history touching the period as lifetimes; an open one ends at now_ns. */
+typedef int (*nh_life_cb)(const sl_usage_life *l, void *ud);
+sl_code nh_store_lifetimes(nh_store *s, int64_t from_ns, int64_t to_ns, const char *project,
+                           int64_t now_ns, nh_life_cb cb, void *ud, sl_error *e);
 
 /* ---- queries (the CLI); rows are valid during the callback only; a non-zero return stops */
 typedef struct nh_host_row {

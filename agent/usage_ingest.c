@@ -1,0 +1,350 @@
+/* Usage ingestion: check, complete, commit, acknowledge; lifetimes; metrics. */
+#include "usage_ingest.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice/log.h"
+#include "supervisor.h"
+#include "usage_record.h"
+
+#define COMPONENT   "agent"
+#define REJECT_RING 64
+
+typedef struct queued {
+    char project[65];
+    Sluice__Control__BackendReport *rep;
+    Sluice__Control__UsageRecord rec; /* a shallow copy of rep->usage, completed below */
+    char name[256], domain[256], tier[33], flavor[256];
+} queued;
+
+struct ag_usage {
+    ag_usage_store *store;
+    ag_metrics *metrics;
+    ag_instances *inst;
+    void (*stored)(void *);
+    void *stored_user;
+    queued *q;
+    size_t nq;
+    char rejected[REJECT_RING][40]; /* ids already logged as malformed */
+    size_t next_reject;
+    int64_t last_tick_ms, last_beat_ms;
+    uint64_t alive_sig;
+    pthread_mutex_t mu; /* stats only */
+    ag_usage_stats st;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int seed(const sl_usage_rec *sum, uint64_t records, void *ud)
+{
+    ag_metrics_seed(ud, sum, records);
+    return 0;
+}
+
+sl_code ag_usage_new(const ag_usage_opts *o, ag_usage **out, sl_error *e)
+{
+    if (!o->store || !o->instances)
+        return sl_fail(e, SL_ERR_INVALID, "usage: a store and an instance table are needed");
+    ag_usage *u = calloc(1, sizeof *u);
+    if (!u || !(u->q = calloc(AG_USAGE_QUEUE_MAX, sizeof *u->q))) {
+        free(u);
+        return sl_fail(e, SL_ERR_NOMEM, "out of memory");
+    }
+    pthread_mutex_init(&u->mu, NULL);
+    u->store = o->store;
+    u->metrics = o->metrics;
+    u->inst = o->instances;
+    u->stored = o->stored;
+    u->stored_user = o->stored_user;
+    uint64_t n = 0, pending = 0;
+    sl_code rc = SL_OK;
+    if (u->metrics)
+        rc = ag_usage_store_totals(u->store, seed, u->metrics, e);
+    if (rc == SL_OK)
+        rc = ag_usage_store_count(u->store, &n, e);
+    if (rc == SL_OK)
+        rc = ag_usage_store_pending(u->store, &pending, e);
+    if (rc != SL_OK) {
+        ag_usage_free(u);
+        return rc;
+    }
+    ag_metrics_pending(u->metrics, pending);
+    sl_log(SL_LOG_INFO, COMPONENT, "usage store: %llu records, %llu not forwarded yet",
+           (unsigned long long)n, (unsigned long long)pending);
+    *out = u;
+    return SL_OK;
+}
+
+static void drop_queue(ag_usage *u)
+{
+    for (size_t i = 0; i < u->nq; i++)
+        sluice__control__backend_report__free_unpacked(u->q[i].rep, NULL);
+    u->nq = 0;
+}
+
+void ag_usage_free(ag_usage *u)
+{
+    if (!u)
+        return;
+    drop_queue(u);
+    free(u->q);
+    pthread_mutex_destroy(&u->mu);
+    free(u);
+}
+
+static void count(ag_usage *u, uint64_t *field, uint64_t n)
+{
+    pthread_mutex_lock(&u->mu);
+    *field += n;
+    pthread_mutex_unlock(&u->mu);
+}
+
+void ag_usage_get_stats(const ag_usage *u, ag_usage_stats *st)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&u->mu);
+    *st = u->st;
+    pthread_mutex_unlock((pthread_mutex_t *)&u->mu);
+}
+
+/* Logs a malformed record once per id (a backend resends what was not acknowledged). */
+static void reject(ag_usage *u, const char *project, const Sluice__Control__UsageRecord *r,
+                   const char *why)
+{
+    char id[40];
+    snprintf(id, sizeof id, "%.39s", r->record_id ? r->record_id : "");
+    int seen = 0;
+    for (size_t i = 0; i < REJECT_RING && !seen; i++)
+        seen = id[0] && !strcmp(u->rejected[i], id);
+    sl_log(seen ? SL_LOG_DEBUG : SL_LOG_WARNING, COMPONENT,
+           "project %s: usage record %.39s refused (not stored, not acknowledged): %s", project,
+           id[0] ? id : "(no id)", why);
+    if (!seen) {
+        memcpy(u->rejected[u->next_reject], id, sizeof id);
+        u->next_reject = (u->next_reject + 1) % REJECT_RING;
+    }
+    count(u, &u->st.rejected, 1);
+    ag_metrics_rejected(u->metrics, 1);
+}
+
+/* A copy that passes the record checks here and in the registry: printable ASCII (a Nova
+ * display name may be UTF-8; other bytes become '?'), shorter than cap. */
+static void printable(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < cap; i++)
+        dst[i] = (unsigned char)src[i] >= 0x20 && (unsigned char)src[i] <= 0x7e ? src[i] : '?';
+    dst[i] = '\0';
+}
+
+/* Fills what the backend left empty from the instance table, else the latest lifetime. */
+static void complete(ag_usage *u, queued *q)
+{
+    Sluice__Control__UsageRecord *r = &q->rec;
+    ag_instance in;
+    ag_usage_info info;
+    int found = 0;
+    if (ag_instances_get(u->inst, r->instance_uuid, &in)) {
+        printable(q->name, sizeof q->name, in.name);
+        printable(q->domain, sizeof q->domain, in.domain);
+        printable(q->tier, sizeof q->tier, in.sla.tier);
+        printable(q->flavor, sizeof q->flavor, in.flavor);
+        info.gpu_share = in.gpu ? in.sla.gpu_share : 0;
+        found = 1;
+    } else {
+        sl_error e;
+        if (ag_usage_store_info(u->store, r->instance_uuid, &info, &found, &e) != SL_OK)
+            sl_log(SL_LOG_WARNING, COMPONENT, "%s", e.msg);
+        if (found) {
+            printable(q->name, sizeof q->name, info.name);
+            printable(q->domain, sizeof q->domain, info.domain);
+            printable(q->tier, sizeof q->tier, info.tier);
+            printable(q->flavor, sizeof q->flavor, info.flavor);
+        }
+    }
+    if (!found)
+        return;
+    if (!r->instance_name || !*r->instance_name)
+        r->instance_name = q->name;
+    if (!r->domain_name || !*r->domain_name)
+        r->domain_name = q->domain;
+    if (!r->sla_tier || !*r->sla_tier)
+        r->sla_tier = q->tier;
+    if (!r->flavor || !*r->flavor)
+        r->flavor = q->flavor;
+    if (!(r->gpu_share > 0))
+        r->gpu_share = info.gpu_share;
+}
+
+int ag_usage_take(ag_usage *u, const char *project, Sluice__Control__BackendReport *rep)
+{
+    const Sluice__Control__UsageRecord *r = rep->usage;
+    char why[160];
+    if (!r) {
+        count(u, &u->st.rejected, 1);
+        return 0;
+    }
+    if (ag_usage_record_check(r, project, now_ns(), why, sizeof why) != 0) {
+        reject(u, project, r, why);
+        return 0;
+    }
+    if (u->nq >= AG_USAGE_QUEUE_MAX) {
+        sl_log(SL_LOG_WARNING, COMPONENT,
+               "project %s: usage queue full, record %s not acknowledged (sent again later)",
+               project, r->record_id);
+        return 0;
+    }
+    queued *q = &u->q[u->nq++];
+    memset(q, 0, sizeof *q);
+    snprintf(q->project, sizeof q->project, "%s", project);
+    q->rep = rep;
+    q->rec = *r;
+    complete(u, q);
+    return 1;
+}
+
+void ag_usage_commit(ag_usage *u, ag_usage_ack_fn ack, void *user)
+{
+    if (!u || !u->nq)
+        return;
+    const Sluice__Control__UsageRecord **recs = calloc(u->nq, sizeof *recs);
+    unsigned char *is_new = calloc(u->nq, 1);
+    char **ids = calloc(u->nq, sizeof *ids);
+    unsigned char *done = calloc(u->nq, 1);
+    sl_error e = {0};
+    sl_code rc = recs && is_new && ids && done ? SL_OK : sl_fail(&e, SL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == SL_OK && i < u->nq; i++)
+        recs[i] = &u->q[i].rec;
+    if (rc == SL_OK)
+        rc = ag_usage_store_put(u->store, recs, u->nq, (int64_t)time(NULL), is_new, &e);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERR, COMPONENT,
+               "usage store: %zu records not stored, not acknowledged (the backends send them "
+               "again): %s",
+               u->nq, e.msg);
+        count(u, &u->st.failed_commits, 1);
+        ag_metrics_store_failed(u->metrics);
+    } else {
+        size_t fresh = 0;
+        for (size_t i = 0; i < u->nq; i++) {
+            if (!is_new[i])
+                continue;
+            sl_usage_rec row;
+            ag_usage_record_row(&u->q[i].rec, &row);
+            ag_metrics_record(u->metrics, &row);
+            fresh++;
+        }
+        count(u, &u->st.stored, fresh);
+        count(u, &u->st.duplicates, u->nq - fresh);
+        count(u, &u->st.commits, 1);
+        sl_log(SL_LOG_DEBUG, COMPONENT, "usage store: %zu records committed, %zu new", u->nq,
+               fresh);
+        /* acknowledge per backend, duplicates included: they are stored */
+        for (size_t i = 0; i < u->nq; i++) {
+            if (done[i])
+                continue;
+            size_t n = 0;
+            for (size_t k = i; k < u->nq; k++)
+                if (!done[k] && !strcmp(u->q[k].project, u->q[i].project)) {
+                    ids[n++] = u->q[k].rec.record_id;
+                    done[k] = 1;
+                }
+            if (ack)
+                ack(user, u->q[i].project, ids, n);
+        }
+        uint64_t pending;
+        if (ag_usage_store_pending(u->store, &pending, &e) == SL_OK)
+            ag_metrics_pending(u->metrics, pending);
+        if (fresh && u->stored)
+            u->stored(u->stored_user);
+    }
+    free(recs);
+    free(is_new);
+    free(ids);
+    free(done);
+    drop_queue(u);
+}
+
+static void domain_of(ag_usage *u, const char *uuid, char *out, size_t n)
+{
+    ag_instance in;
+    out[0] = '\0';
+    if (uuid && ag_instances_get(u->inst, uuid, &in))
+        snprintf(out, n, "%s", in.domain);
+}
+
+void ag_usage_session(ag_usage *u, const char *project, const Sluice__Control__SessionEvent *ev)
+{
+    if (!u || !ev->instance_uuid || !ag_usage_is_uuid(ev->instance_uuid))
+        return;
+    int kind = ev->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED    ? AG_SESSION_OPENED
+               : ev->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__CLOSED  ? AG_SESSION_CLOSED
+               : ev->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED ? AG_SESSION_REFUSED
+                                                                           : 0;
+    if (!kind)
+        return;
+    char domain[256];
+    domain_of(u, ev->instance_uuid, domain, sizeof domain);
+    ag_metrics_session(u->metrics, project, ev->instance_uuid, domain, kind);
+}
+
+void ag_usage_backend_reset(ag_usage *u, const char *project)
+{
+    if (u)
+        ag_metrics_sessions_reset(u->metrics, project);
+}
+
+/* The running (or about to be revoked) GPU instances, as lifetimes to extend. */
+static void beat(ag_usage *u, int64_t mono_ms)
+{
+    size_t n = 0;
+    ag_instance *all = ag_instances_snapshot(u->inst, &n);
+    ag_usage_alive *alive = calloc(n ? n : 1, sizeof *alive);
+    if (!alive) {
+        free(all);
+        return;
+    }
+    size_t k = 0;
+    uint64_t sig = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ag_instance *in = &all[i];
+        if (!in->gpu || !(in->running || in->revoke_at_ms))
+            continue;
+        alive[k++] = (ag_usage_alive){in->uuid,   in->project_id, in->name,         in->domain,
+                                      in->flavor, in->sla.tier,   in->sla.gpu_share};
+        uint64_t h = 1469598103934665603ULL; /* FNV-1a; XOR-combined: order-independent */
+        for (const char *p = in->uuid; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        sig ^= (h ^ (uint64_t)(in->sla.gpu_share * 1e6)) * 1099511628211ULL;
+    }
+    sig += k;
+    if (sig != u->alive_sig || mono_ms - u->last_beat_ms >= AG_USAGE_BEAT_S * 1000) {
+        sl_error e;
+        if (ag_usage_store_heartbeat(u->store, alive, k, now_ns(), &e) != SL_OK)
+            sl_log(SL_LOG_WARNING, COMPONENT, "usage store: lifetimes: %s", e.msg);
+        u->alive_sig = sig;
+        u->last_beat_ms = mono_ms;
+    }
+    free(alive);
+    free(all);
+}
+
+void ag_usage_tick(ag_usage *u, int libvirt_connected, unsigned backends_running)
+{
+    if (!u)
+        return;
+    ag_metrics_health(u->metrics, libvirt_connected, backends_running);
+    int64_t now = ag_now_ms();
+    if (u->last_tick_ms && now - u->last_tick_ms < 1000)
+        return; /* the instance table at most once a second */
+    u->last_tick_ms = now;
+    beat(u, now);
+}

@@ -1,0 +1,65 @@
+/* Usage records from the backends into the store, and the metrics that follow them.
+ *
+ * The supervisor hands over each BackendReport.usage it reads (ag_usage_take: checked, or
+ * rejected and logged), and after draining the control socket calls ag_usage_commit: the queued
+ * records are completed from the instance table (instance name, libvirt domain, SLA tier and
+ * share; from the store's lifetimes for instances that are gone) and written in one durable
+ * transaction, then acknowledged to their backends (UsageAck, duplicates included). Nothing is
+ * acknowledged when the commit fails: the backend sends the records again.
+ *
+ * ag_usage_tick keeps the instances' lifetimes (the SLA entitlement's wall time) and the health
+ * gauges. Used from the agent's loop thread only. Reference: docs/usage.md. */
+#ifndef AG_USAGE_INGEST_H
+#define AG_USAGE_INGEST_H
+
+#include <stddef.h>
+
+#include "instances.h"
+#include "metrics.h"
+#include "sluice/error.h"
+#include "sluice_control.pb-c.h"
+#include "usage_store.h"
+
+#define AG_USAGE_QUEUE_MAX 1024 /* records queued between two commits (a drain reads <= 1000) */
+#define AG_USAGE_BEAT_S    30   /* lifetime heartbeat when nothing changes */
+
+typedef struct ag_usage ag_usage;
+
+typedef struct ag_usage_opts {
+    ag_usage_store *store;      /* required */
+    ag_metrics *metrics;        /* NULL: no metrics */
+    ag_instances *instances;    /* required */
+    void (*stored)(void *user); /* after new records were committed (wakes the forwarder) */
+    void *stored_user;
+} ag_usage_opts;
+
+/* Seeds the metrics from the store's totals (they survive a restart). */
+sl_code ag_usage_new(const ag_usage_opts *o, ag_usage **out, sl_error *e);
+void ag_usage_free(ag_usage *u); /* NULL is fine; queued records are dropped unacknowledged */
+
+/* r (kind usage) from the backend of project: 1 = queued (u owns r now), 0 = rejected or the
+ * queue is full (logged; the caller still owns r and frees it). */
+int ag_usage_take(ag_usage *u, const char *project, Sluice__Control__BackendReport *r);
+
+/* ack(user, project, ids, n): the records with these ids from the backend of project are
+ * durable; tell it. Called once per project with queued records, after the commit. */
+typedef void (*ag_usage_ack_fn)(void *user, const char *project, char *const *ids, size_t n);
+/* Commits what ag_usage_take queued, acknowledges, frees the queued reports. */
+void ag_usage_commit(ag_usage *u, ag_usage_ack_fn ack, void *user);
+
+/* A SessionEvent from the backend of project (open-session gauge). */
+void ag_usage_session(ag_usage *u, const char *project, const Sluice__Control__SessionEvent *ev);
+/* The project's backend exited or said hello again: it has no sessions. */
+void ag_usage_backend_reset(ag_usage *u, const char *project);
+
+/* Lifetime heartbeat (when the set of running GPU instances changed, else every
+ * AG_USAGE_BEAT_S) and health gauges; cheap to call often. */
+void ag_usage_tick(ag_usage *u, int libvirt_connected, unsigned backends_running);
+
+/* Counters for tests and logs. */
+typedef struct ag_usage_stats {
+    uint64_t stored, duplicates, rejected, commits, failed_commits;
+} ag_usage_stats;
+void ag_usage_get_stats(const ag_usage *u, ag_usage_stats *st);
+
+#endif

@@ -1,0 +1,126 @@
+/* The aligned table for people: per project a total line, then its instances, indented. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define NCOL 16
+#define CELL 64
+
+static const char *const header[NCOL] = {
+    "PROJECT / INSTANCE", "NAME",    "FLAVOR",      "STATE",   "HOURS",  "GPU H",
+    "KERNEL H",           "KERNELS", "HTOD",        "DTOH",    "MEM HW", "SHARE",
+    "ENTITLED H",         "USE %",   "THROTTLED H", "REFUSALS"};
+/* Columns 4.. are numbers: right-aligned. */
+#define FIRST_NUMERIC 4
+
+typedef struct tab {
+    char (*cell)[NCOL][CELL];
+    size_t n, cap;
+} tab;
+
+static int row(tab *t, const sl_usage_server *s, const char *first, int total)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        char(*nc)[NCOL][CELL] = realloc(t->cell, cap * sizeof *nc);
+        if (!nc)
+            return -1;
+        t->cell = nc;
+        t->cap = cap;
+    }
+    char(*c)[CELL] = t->cell[t->n++];
+    snprintf(c[0], CELL, "%s", first);
+    snprintf(c[1], CELL, "%s", total || !*s->name ? "" : s->name);
+    snprintf(c[2], CELL, "%s", total ? "" : s->flavor);
+    snprintf(c[3], CELL, "%s", s->state);
+    sl_usage_hours(s->wall_s, c[4], CELL);
+    sl_usage_hours(s->busy_s, c[5], CELL);
+    sl_usage_hours(s->kernel_s, c[6], CELL);
+    snprintf(c[7], CELL, "%llu", (unsigned long long)s->kernels);
+    sl_usage_human_bytes(s->bytes_htod, c[8], CELL);
+    sl_usage_human_bytes(s->bytes_dtoh, c[9], CELL);
+    sl_usage_human_bytes(s->memory_high_water, c[10], CELL);
+    if (total)
+        snprintf(c[11], CELL, "%s", "");
+    else if (s->gpu_share > 0)
+        snprintf(c[11], CELL, "%.2f", s->gpu_share);
+    else
+        snprintf(c[11], CELL, "1.00?");
+    sl_usage_hours(s->entitled_s, c[12], CELL);
+    sl_usage_percent(s, c[13], CELL);
+    sl_usage_hours(s->throttled_s, c[14], CELL);
+    snprintf(c[15], CELL, "%llu", (unsigned long long)s->quota_refusals);
+    return 0;
+}
+
+static void print(const tab *t, FILE *f)
+{
+    size_t w[NCOL] = {0};
+    for (int c = 0; c < NCOL; c++)
+        w[c] = strlen(header[c]);
+    for (size_t r = 0; r < t->n; r++)
+        for (int c = 0; c < NCOL; c++) {
+            size_t n = strlen(t->cell[r][c]);
+            if (n > w[c])
+                w[c] = n;
+        }
+    for (size_t r = 0; r <= t->n; r++) {
+        for (int c = 0; c < NCOL; c++) {
+            const char *s = r == 0 ? header[c] : t->cell[r - 1][c];
+            const char *sep = c == NCOL - 1 ? "\n" : "  ";
+            if (c >= FIRST_NUMERIC)
+                fprintf(f, "%*s%s", (int)w[c], s, sep);
+            else
+                fprintf(f, "%-*s%s", (int)w[c], s, sep);
+        }
+    }
+}
+
+sl_code sl_usage_render_table(const sl_usage_view *v, FILE *f)
+{
+    char from[40], to[40];
+    sl_usage_format_time(v->from_ns, 0, from, sizeof from);
+    sl_usage_format_time(v->to_ns, 0, to, sizeof to);
+    fprintf(f, "GPU usage from %s to %s (UTC), hours; %zu project%s\n\n", from, to, v->n_tenants,
+            v->n_tenants == 1 ? "" : "s");
+    if (!v->n_tenants) {
+        fprintf(f, "no usage in this period\n");
+        return SL_OK;
+    }
+    tab t = {0};
+    sl_usage_server grand;
+    memset(&grand, 0, sizeof grand);
+    int oom = 0;
+    for (size_t i = 0; i < v->n_tenants && !oom; i++) {
+        const sl_usage_tenant *tn = &v->tenants[i];
+        oom |= row(&t, &tn->total, tn->project, 1);
+        for (size_t k = 0; k < tn->n_servers && !oom; k++) {
+            char first[CELL];
+            snprintf(first, sizeof first, "  %s", tn->servers[k].instance);
+            oom |= row(&t, &tn->servers[k], first, 0);
+        }
+        const sl_usage_server *s = &tn->total;
+        grand.wall_s += s->wall_s;
+        grand.busy_s += s->busy_s;
+        grand.kernel_s += s->kernel_s;
+        grand.throttled_s += s->throttled_s;
+        grand.entitled_s += s->entitled_s;
+        grand.kernels += s->kernels;
+        grand.bytes_htod += s->bytes_htod;
+        grand.bytes_dtoh += s->bytes_dtoh;
+        grand.quota_refusals += s->quota_refusals;
+        if (s->memory_high_water > grand.memory_high_water)
+            grand.memory_high_water = s->memory_high_water;
+    }
+    grand.state = "";
+    if (!oom)
+        oom |= row(&t, &grand, "TOTAL", 1);
+    if (!oom)
+        print(&t, f);
+    free(t.cell);
+    if (!oom)
+        fprintf(f, "\nSHARE: the SLA's GPU share (1.00? = unknown, counted as 1). ENTITLED H = "
+                   "share x HOURS the instance existed; USE %% = GPU H / ENTITLED H.\n");
+    return oom ? SL_ERR_NOMEM : SL_OK;
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Usage forwarding end to end: test PKI (an agent certificate CN=agent-host-1,
+OU=sluice-agent), usage_forward (the agent's registry thread over its usage store) started while
+the registry is still down, sluice-novahook started a second later; every record must reach the
+registry, and again after the forwarded marks are lost, and be stored there exactly once, with
+what the agent adds (name, domain, tier, share).
+usage: test_forward.py USAGE_FORWARD SLUICE_NOVAHOOK"""
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "novahook"))
+import nhtest  # noqa: E402
+
+N = 40
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def main():
+    forward, daemon = sys.argv[1:3]
+    with tempfile.TemporaryDirectory(prefix="ag-usage-fwd-") as d:
+        pki = nhtest.make_pki(d)
+        ca = nhtest.make_ca(d, "registry-ca")
+        server = nhtest.make_leaf(d, "reg-server", ca, "localhost",
+                                  "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                  "extendedKeyUsage=serverAuth", ou="sluice-novahook")
+        agent = nhtest.make_leaf(d, "agent", ca, "agent-host-1", "extendedKeyUsage=clientAuth",
+                                 ou="sluice-agent")
+        port = free_port()
+        rdb = f"{d}/registry.db"
+        config = nhtest.write_config(d, pki, rdb, f"""registry_listen = 127.0.0.1:{port}
+registry_ca = {ca[1]}
+registry_cert = {server[1]}
+registry_key = {server[0]}
+""")
+        fwd = subprocess.Popen([forward, f"{d}/usage.db", f"tcp://127.0.0.1:{port}", ca[1],
+                                agent[1], agent[0], str(N)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)  # the registry is down: the agent keeps the records and retries
+        nh = nhtest.Daemon(daemon, config)
+        try:
+            out, err = fwd.communicate(timeout=100)
+        finally:
+            nh.stop()
+        print(out, err, sep="\n")
+        if fwd.returncode != 0:
+            print("usage_forward failed; registry log:\n" + nh.text())
+            return 1
+        db = sqlite3.connect(rdb)
+        rows, distinct, named = db.execute(
+            "SELECT count(*), count(DISTINCT record_id), sum(instance_name = 'web-1' AND "
+            "domain_name = 'instance-00000001' AND sla_tier = 'silver' AND gpu_share = 0.5) "
+            "FROM usage").fetchone()
+        hosts = {h for (h,) in db.execute("SELECT DISTINCT host FROM usage")}
+        db.close()
+        assert (rows, distinct, named) == (N, N, N), (rows, distinct, named)
+        assert hosts == {"agent-host-1"}, hosts
+        forwarded = [int(line.split()[1]) for line in out.splitlines()
+                     if line.startswith("forwarded")]
+        assert forwarded[0] == N and forwarded[-1] == 2 * N, forwarded
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
