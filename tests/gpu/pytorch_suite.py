@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Stock PyTorch natively and through Sluice on the GPU machine, step by step, compared.
+
+Each step of pytorch_steps.py runs in its own process: twice natively (the spread between two
+native runs is the tolerance for steps that are not bit-deterministic) and then through Sluice
+(our libcuda.so.1 first on the library path, a sluice-backend on the real driver on this
+machine). A value passes when it equals native exactly, or, where the two native runs differ,
+when it is no further from the first native run than the native runs are from each other (x4).
+Writes results.jsonl and each run's log under --out and prints a table; recorded in
+docs/pytorch.md.
+
+usage: pytorch_suite.py --bundle DIR --frontend DIR --out DIR [--steps a,b] [--timeout S]
+                        [--sluice-runs N] [--log-level L]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_samples import start_backend  # noqa: E402
+
+STEPS = ["discovery", "tensors", "matmul", "fft", "solve", "conv", "train_cnn", "train_gpt", "graphs",
+         "compile"]
+
+
+def run_step(step, env, out_json, log_path, timeout):
+    t0 = time.time()
+    with open(log_path, "w") as log:
+        try:
+            p = subprocess.run([sys.executable, os.path.join(HERE, "pytorch_steps.py"), step,
+                                out_json], env=env, stdout=log, stderr=subprocess.STDOUT,
+                               timeout=timeout)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    res = {"rc": rc, "wall": time.time() - t0}
+    if rc == 0:
+        with open(out_json) as f:
+            res.update(json.load(f))
+    return res
+
+
+def close(a, b, tol):
+    if tol is None:
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, t) for x, y, t in zip(a, b, tol))
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= tol
+    return a == b
+
+
+def spread(a, b):
+    """Per-element tolerance from two native runs, or None where they must match exactly.
+    A list whose native runs differ anywhere comes from a non-deterministic operation: each of
+    its elements may then differ by 4x the largest relative spread seen in the list (at least
+    1e-7 relative, float32's rounding), plus 4x its own spread."""
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        fl = [(x, y) for x, y in zip(a, b) if isinstance(x, float) and isinstance(y, float)]
+        rel = max([abs(x - y) / max(abs(x), 1e-30) for x, y in fl] or [0.0])
+        if rel == 0.0:
+            return [spread(x, y) for x, y in zip(a, b)]
+        rel = max(rel, 1e-7)
+        return [4 * rel * abs(x) + 4 * abs(x - y) if (x, y) in fl else spread(x, y)
+                for x, y in zip(a, b)]
+    if isinstance(a, float) and isinstance(b, float) and a != b:
+        return 4 * abs(a - b)
+    return None
+
+
+def compare(n1, n2, s):
+    bad = []
+    for k, want in n1["values"].items():
+        got = s["values"].get(k)
+        tol = spread(want, n2["values"].get(k))
+        if got != want and (tol is None or not close(want, got, tol)):
+            bad.append(k)
+    return bad
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--frontend", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", default=",".join(STEPS))
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--sluice-runs", type=int, default=1,
+                    help="runs through Sluice per step (a second one shows the image cache)")
+    ap.add_argument("--log-level", default="info", help="SLUICE_LOG_LEVEL of the programs")
+    ap.add_argument("--skip-native", action="store_true",
+                    help="run only through Sluice (for diagnosing; nothing is compared)")
+    ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="sluice-torch-")
+    be, cfg = start_backend(a.bundle, work, a.driver)
+    native_env = dict(os.environ)
+    sl_env = dict(os.environ)
+    sl_env["LD_LIBRARY_PATH"] = a.frontend + ":" + os.environ.get("LD_LIBRARY_PATH", "")
+    sl_env["SLUICE_CONFIG_DIR"] = cfg
+    sl_env["SLUICE_LOG_LEVEL"] = a.log_level
+    sl_env["TRITON_LIBCUDA_PATH"] = a.frontend
+    rows = []
+    try:
+        with open(os.path.join(a.out, "results.jsonl"), "a") as res:
+            for step in a.steps.split(","):
+                runs = {}
+                plan = [] if a.skip_native else [("native1", native_env), ("native2", native_env)]
+                plan += [("sluice%d" % (i + 1), sl_env) for i in range(a.sluice_runs)]
+                for mode, env in plan:
+                    r = run_step(step, env, os.path.join(work, "%s-%s.json" % (step, mode)),
+                                 os.path.join(a.out, "%s-%s.log" % (step, mode)), a.timeout)
+                    runs[mode] = r
+                    res.write(json.dumps({"step": step, "mode": mode, **r}) + "\n")
+                    res.flush()
+                s1 = runs["sluice1"]
+                n1 = runs.get("native1", {"rc": "skipped"})
+                n2 = runs.get("native2", {"rc": "skipped"})
+                if a.skip_native:
+                    verdict = "ran" if s1["rc"] == 0 else "FAIL (rc %s)" % s1["rc"]
+                elif n1["rc"] != 0 or n2["rc"] != 0:
+                    verdict = "native failed"
+                elif s1["rc"] != 0:
+                    verdict = "FAIL (rc %s)" % s1["rc"]
+                else:
+                    bad = compare(n1, n2, s1)
+                    verdict = "pass" if not bad else "MISMATCH " + ",".join(bad)
+                rows.append((step, n1, s1, verdict))
+                print("%-10s %s" % (step, verdict), flush=True)
+    finally:
+        be.terminate()
+        be.wait(timeout=10)
+        os.system("cp %s/backend.log %s/ 2>/dev/null" % (work, a.out))
+    print("\n%-10s %-24s %10s %10s %7s" % ("step", "result", "native s", "sluice s", "ratio"))
+    for step, n1, s1, verdict in rows:
+        nt = n1.get("times", {}).get("step_total")
+        st = s1.get("times", {}).get("step_total")
+        ratio = "%.2f" % (st / nt) if nt and st else "-"
+        print("%-10s %-24s %10s %10s %7s" % (step, verdict[:24], "%.2f" % nt if nt else "-",
+                                            "%.2f" % st if st else "-", ratio))
+        for k in sorted(s1.get("times", {})):
+            if k.endswith("_step_median") or k.endswith("_first_step_since_start"):
+                nv = n1.get("times", {}).get(k)
+                sv = s1["times"][k]
+                if nv:
+                        print("  %-32s native %.4f  sluice %.4f  ratio %.3f" % (k, nv, sv, sv / nv))
+    return 0 if all(r[3] in ("pass", "ran") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
