@@ -418,6 +418,14 @@ static uint64_t bulk_total(const struct iovec *in, size_t n)
     return t;
 }
 
+/* A stream seen capturing is asked again: its capture may be invalidated by work whose error
+ * arrives later, and "not capturing" is the answer worth keeping. */
+static int capturing(const Sluice__Wire__Reply *r)
+{
+    return r->out_case == SLUICE__WIRE__REPLY__OUT_CU_STREAM_IS_CAPTURING &&
+           r->cu_stream_is_capturing->capture_status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
                             size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply)
 {
@@ -461,7 +469,9 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     }
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
-    if (memo)
+    if (w.reply->result != CUDA_SUCCESS || w.reply->failed_seq)
+        sl_fe_memo_clear(); /* an error may have changed state (an invalidated capture...) */
+    else if (memo && !capturing(w.reply))
         sl_fe_memo_put(call, w.reply);
     return CUDA_SUCCESS;
 }

@@ -21,6 +21,7 @@
 #include "exports.h"
 #include "fe.h"
 #include "hooks.h"
+#include "sluice/wire.h"
 
 static void config_parse(void **state)
 {
@@ -351,6 +352,52 @@ static void pinned_host_memory(void **state)
     assert_int_equal(cuMemFreeHost(NULL), CUDA_SUCCESS);
 }
 
+/* frontend/memo.c: a clean answer is given again for the same call and context only; an
+ * answer with an error, bulk or a deferred failure is never kept; clear forgets. */
+static void memo_answers(void **state)
+{
+    (void)state;
+    sl_fe_memo_clear();
+    Sluice__Cuda__CuKernelGetAttributeRequest rq =
+        SLUICE__CUDA__CU_KERNEL_GET_ATTRIBUTE_REQUEST__INIT;
+    rq.attrib = 8;
+    rq.kernel = 0x0500000000000001ull;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuKernelGetAttribute;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_KERNEL_GET_ATTRIBUTE;
+    call.cu_kernel_get_attribute = &rq;
+    call.context = 0x10;
+    call.seq = 7;
+    Sluice__Cuda__CuKernelGetAttributeReply out = SLUICE__CUDA__CU_KERNEL_GET_ATTRIBUTE_REPLY__INIT;
+    out.pi = 1024;
+    Sluice__Wire__Reply rep = SLUICE__WIRE__REPLY__INIT;
+    rep.out_case = SLUICE__WIRE__REPLY__OUT_CU_KERNEL_GET_ATTRIBUTE;
+    rep.cu_kernel_get_attribute = &out;
+    Sluice__Wire__Reply *got = NULL;
+    assert_int_equal(sl_fe_memo_get(&call, &got), 0);
+    sl_fe_memo_put(&call, &rep);
+    call.seq = 8; /* the seq is not part of the key */
+    assert_int_equal(sl_fe_memo_get(&call, &got), 1);
+    assert_int_equal(got->seq, 8);
+    assert_int_equal(got->cu_kernel_get_attribute->pi, 1024);
+    sluice__wire__reply__free_unpacked(got, NULL);
+    call.context = 0x11; /* another context */
+    assert_int_equal(sl_fe_memo_get(&call, &got), 0);
+    call.context = 0x10;
+    rq.attrib = 9; /* another attribute */
+    assert_int_equal(sl_fe_memo_get(&call, &got), 0);
+    rep.result = 1; /* errors are not kept */
+    sl_fe_memo_put(&call, &rep);
+    assert_int_equal(sl_fe_memo_get(&call, &got), 0);
+    rep.result = 0;
+    rep.failed_seq = 3; /* nor answers carrying a deferred error */
+    sl_fe_memo_put(&call, &rep);
+    assert_int_equal(sl_fe_memo_get(&call, &got), 0);
+    rq.attrib = 8;
+    sl_fe_memo_clear();
+    assert_int_equal(sl_fe_memo_get(&call, &got), 0);
+}
+
 static void ctx_create_refusals(void **state)
 {
     (void)state;
@@ -388,6 +435,7 @@ int main(void)
         cmocka_unit_test(error_names_and_strings),
         cmocka_unit_test(profiler_is_local),
         cmocka_unit_test(pinned_host_memory),
+        cmocka_unit_test(memo_answers),
         cmocka_unit_test(ctx_create_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
