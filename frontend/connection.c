@@ -211,10 +211,29 @@ const struct sl_fe_device *sl_fe_session_device(int ordinal)
     return &g_devs[ordinal];
 }
 
+/* SLUICE_STATS=1: one line at exit saying what the session cost (docs/tenant-guide.md). */
+static void log_stats(void)
+{
+    const char *v = getenv("SLUICE_STATS");
+    if (!v || !*v || !strcmp(v, "0"))
+        return;
+    struct sl_fe_rpc_stats st;
+    sl_fe_rpc_stats(&st);
+    sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT,
+           "session stats: %llu sync calls (%.1f ms waiting for replies), %llu async calls in "
+           "%llu frames, %llu fences, %llu answers from memo, %llu callbacks, %llu deferred "
+           "errors",
+           (unsigned long long)st.sync_calls, (double)st.wait_ns / 1e6,
+           (unsigned long long)st.async_calls, (unsigned long long)st.frames_sent,
+           (unsigned long long)st.fences, (unsigned long long)st.memo_hits,
+           (unsigned long long)st.callbacks_run, (unsigned long long)st.deferred_errors);
+}
+
 __attribute__((destructor)) static void sl_fe_session_close(void)
 {
     pthread_mutex_lock(&g_conn_lock);
     if (g_state == 1 && g_client) {
+        log_stats();
         sl_fe_rpc_detach();
         sl_client_close(g_client);
         g_client = NULL;

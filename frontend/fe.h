@@ -83,6 +83,7 @@ void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l);
 /* Statistics for tests. */
 struct sl_fe_rpc_stats {
     uint64_t frames_sent, calls_sent, fences, callbacks_run, deferred_errors, memo_hits;
+    uint64_t sync_calls, async_calls, wait_ns; /* wait_ns: time sync calls waited for replies */
 };
 void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st);
 

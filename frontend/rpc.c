@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fe.h"
@@ -454,7 +455,13 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (rc != CUDA_SUCCESS)
         return rc;
     struct waiter w = {.seq = call->seq, .out = out, .out_cap = out_cap};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = read_until(&w);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    g_stats.sync_calls++;
+    g_stats.wait_ns +=
+        (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
     if (rc != CUDA_SUCCESS)
         return rc;
     if (out_len)
@@ -571,6 +578,7 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     }
     g_inflight_calls++;
     g_inflight_bulk += blen;
+    g_stats.async_calls++;
     if (sl_log_enabled(SL_LOG_DEBUG)) {
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
         sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu queued (async)", ci ? ci->name : "?",
