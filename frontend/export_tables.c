@@ -22,6 +22,8 @@ const uint8_t SL_FE_ET_ID_INTEGRITY_CHECK[16] = {0xd4, 0x08, 0x20, 0x55, 0xbd, 0
                                                  0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2};
 const uint8_t SL_FE_ET_ID_CONTEXT_ID[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
                                             0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+const uint8_t SL_FE_ET_ID_CLUSTER[16] = {0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45,
+                                         0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca};
 
 struct served {
     const uint8_t *id;
@@ -36,6 +38,7 @@ static const struct served SERVED[] = {
     {SL_FE_ET_ID_CONTEXT_CHECKS, sl_fe_et_context_checks},
     {SL_FE_ET_ID_INTEGRITY_CHECK, sl_fe_et_integrity_check},
     {SL_FE_ET_ID_CONTEXT_ID, sl_fe_et_context_id},
+    {SL_FE_ET_ID_CLUSTER, sl_fe_et_cluster},
 };
 
 CUresult sl_fe_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)

@@ -68,6 +68,9 @@ static void test_served_ids(void **state)
     check_sized(SL_FE_ET_ID_CONTEXT_CHECKS, 15);
     check_sized(SL_FE_ET_ID_INTEGRITY_CHECK, 3);
     check_sized(SL_FE_ET_ID_CONTEXT_ID, 93);
+    check_sized(SL_FE_ET_ID_CLUSTER, 17);
+    CUuuid cl = uuid_hex("1734dc26800d47458726c0f1e7dd8bca");
+    assert_memory_equal(cl.bytes, SL_FE_ET_ID_CLUSTER, 16);
     /* CONTEXT_LOCAL_STORAGE has no size slot: put, delete, get, NULL */
     slots_t cls = get_table(SL_FE_ET_ID_CONTEXT_LOCAL_STORAGE);
     assert_non_null(cls[0]);
@@ -296,6 +299,28 @@ static void test_context_id(void **state)
     assert_ptr_not_equal(t[91], t[92]);
 }
 
+/* ---- cluster table: the slots that need no session ---- */
+typedef CUresult (*ptrs_fn)(unsigned char *, unsigned char *);
+typedef CUresult (*intp_fn)(int *);
+typedef CUresult (*devintp_fn)(CUdevice, int *);
+typedef uint32_t (*override_fn)(int, uint32_t);
+
+static void test_cluster(void **state)
+{
+    (void)state;
+    slots_t t = get_table(SL_FE_ET_ID_CLUSTER);
+    int v = 7;
+    assert_int_equal(((intp_fn)t[14])(&v), CUDA_SUCCESS);
+    assert_int_equal(v, 0);
+    assert_int_equal(((intp_fn)t[14])(NULL), CUDA_ERROR_INVALID_VALUE);
+    v = 7;
+    assert_int_equal(((devintp_fn)t[16])(0, &v), CUDA_SUCCESS);
+    assert_int_equal(v, 0);
+    assert_int_equal(((ptrs_fn)t[13])(NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(((ptrs_fn)t[4])(NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(((override_fn)t[11])(0, 16), 0);
+}
+
 /* ---- INTEGRITY_CHECK slot 2 (slot 1: test_integrity.c) ---- */
 typedef CUresult (*int_fn)(int);
 
@@ -320,6 +345,7 @@ int main(void)
         cmocka_unit_test_setup(test_tools_tls, setup),
         cmocka_unit_test_setup(test_context_checks, setup),
         cmocka_unit_test_setup(test_context_id, setup),
+        cmocka_unit_test_setup(test_cluster, setup),
         cmocka_unit_test_setup(test_integrity_slot2, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
