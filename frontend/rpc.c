@@ -435,12 +435,14 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     int memo = (flags & SL_CALL_MEMO) && !n && !out;
     if (!call->context)
         call->context = sl_fe_current_ctx_id();
-    if (flags & SL_CALL_UNMEMO)
-        sl_fe_memo_clear();
+    /* memo + unmemo: an idempotent setter (cuFuncSetAttribute...): the same call again after
+     * nothing else changed is a no-op, answered here; any other call of it forgets first. */
     if (memo && sl_fe_memo_get(call, reply)) {
         g_stats.memo_hits++;
         return CUDA_SUCCESS;
     }
+    if (flags & SL_CALL_UNMEMO)
+        sl_fe_memo_clear();
     CUresult rc = sl_fe_mapped_sync_out(mapped_emit);
     if (rc != CUDA_SUCCESS)
         return rc;

@@ -223,8 +223,8 @@ def check(calls, path):
                     raise TableError(f"{where}: {p.name}: {ref!r} is not an integer parameter")
         if c.has("async") and any(p.direction != "in" for p in c.params):
             raise TableError(f"{where}: an async call cannot have out-parameters")
-        if c.has("memo") and (c.has("async") or c.has("unmemo")):
-            raise TableError(f"{where}: a memo call is synchronous and does not also unmemo")
+        if c.has("memo") and c.has("async"):
+            raise TableError(f"{where}: a memo call is synchronous")
         if not c.has("handwritten"):
             for p in c.params:
                 why = unsupported(c, p)
