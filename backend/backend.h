@@ -42,6 +42,9 @@
 #define BE_IMAGE_CACHE_BYTES ((size_t)512 << 20)  /* in-process image cache */
 #define BE_IMAGE_CACHE_COUNT 1024u
 
+/* SLA accounting: measurement, quota, share, usage records (docs/accounting.md) */
+#include "accounting.h"
+
 /* ---------------------------------------------------------------- handles.c */
 #define BE_ID_KIND_SHIFT   56
 #define BE_ID_COUNTER_MASK ((UINT64_C(1) << BE_ID_KIND_SHIFT) - 1)
@@ -88,11 +91,13 @@ struct be_range {
     uint64_t owner_ctx; /* context it lives in (0: unknown) */
     uint64_t parent;    /* module/library id for globals */
     enum be_range_kind kind;
+    int counted; /* an allocation (cuMemAlloc*, pitch, async/pool): counts for the quota */
 };
 
 struct be_mem {
     struct be_range *r; /* sorted by base, non-overlapping */
     size_t n, cap, max;
+    uint64_t counted; /* bytes of the counted ranges: the session's device memory */
 };
 
 void be_mem_init(struct be_mem *m, size_t max);
@@ -108,6 +113,8 @@ int be_mem_remove(struct be_mem *m, uint64_t base);
 /* Removes every range of a context / of a module or library. */
 void be_mem_remove_owner(struct be_mem *m, uint64_t owner_ctx);
 void be_mem_remove_parent(struct be_mem *m, uint64_t parent);
+/* The range at base was made by call_id: when that is an allocation, it counts in m->counted. */
+void be_mem_count(struct be_mem *m, uint32_t call_id, uint64_t base);
 const struct be_range *be_mem_find(const struct be_mem *m, uint64_t ptr);
 
 /* ---------------------------------------------------------------- deferred.c */
@@ -194,8 +201,11 @@ struct sl_be_session {
     uint8_t *stdout_buf; /* printf output not yet delivered */
     size_t stdout_len;
     uint64_t calls, errors;
+    struct be_acct *acct;  /* GPU-time measurement, quota, share (accounting.c); may be NULL */
     struct be_map *mapped; /* mapped host memory (mapped.c) */
     uint64_t mapped_bytes;
+    struct be_gstate *graph; /* graphs on guest memory, graph allocations (graph*.c) */
+    struct be_vmm *vmm;      /* address reservations and mappings (vmm.c) */
 
     /* shared with the channel thread (mu) */
     pthread_mutex_t mu;
@@ -259,6 +269,15 @@ void be_mapped_collect_done(Sluice__Wire__Reply *reply);
 void be_mapped_release_all(sl_be_session *s);
 void be_register_graph(struct sl_be_dispatch_entry *t);   /* graph.c */
 void be_register_texture(struct sl_be_dispatch_entry *t); /* texture.c */
+/* Registered by be_register_graph: stream attributes, virtual memory management, JIT linker. */
+void be_register_stream_attr(struct sl_be_dispatch_entry *t); /* stream_attr.c */
+void be_register_vmm(struct sl_be_dispatch_entry *t);         /* vmm.c */
+void be_register_link(struct sl_be_dispatch_entry *t);        /* link.c */
+/* Session end, after its contexts are gone: frees the graph state (graph_life.c), which also
+ * frees the VMM bookkeeping (be_vmm_release) and the link states (be_link_release). */
+void be_graph_release(sl_be_session *s);
+void be_vmm_release(sl_be_session *s);
+void be_link_release(sl_be_session *s);
 
 /* Helper for hand handlers: allocate a reply member message. */
 #define BE_REPLY(reply, field, CASE, Type, init)                                                   \
@@ -313,7 +332,10 @@ struct be_config {
      * the server never loads the driver. NULL (unit tests): sessions run on threads of this
      * process with the api/devs given to be_server_run. */
     const char *worker_exe;
-    unsigned max_sessions; /* live sessions; 0 = BE_DEFAULT_MAX_SESSIONS */
+    unsigned max_sessions;     /* live sessions; 0 = BE_DEFAULT_MAX_SESSIONS */
+    unsigned usage_interval_s; /* usage record period; 0 = BE_USAGE_INTERVAL_S */
+    unsigned usage_resend_s;   /* unacknowledged records again after; 0 = BE_USAGE_RESEND_S */
+    int no_gpu_timing;         /* --measure none: no timing events (overhead measurements) */
 };
 #define BE_DEFAULT_MAX_SESSIONS 64u
 #define BE_WORKER_GRACE_MS      5000 /* after the socket is closed, then SIGKILL */
@@ -339,6 +361,8 @@ enum { BE_IPC_MSG = 1, BE_IPC_SEND = 2, BE_IPC_CLOSE = 3 };
  * the bulk lies in the ring. Each ring is FIFO: the producer owns head, the consumer stores the
  * `end` of what it has finished with in the counter page. */
 enum { BE_IPC_MSG_SHM = 4, BE_IPC_SEND_SHM = 5, BE_IPC_SHM = 6 };
+/* Worker -> parent: an encoded UsageRecord (accounting.c), also after the session ended. */
+enum { BE_IPC_USAGE = 7 };
 #define BE_SHM_PAGE ((uint64_t)4096)
 #define BE_SHM_DOWN ((uint64_t)160 << 20) /* two 64 MiB chunks and the small ones between */
 #define BE_SHM_UP   ((uint64_t)80 << 20)
@@ -393,8 +417,15 @@ void be_ipc_rx_free(struct be_ipc_rx *rx);
 sl_code be_driver_open(const char *path, struct sl_driver_api *api, struct be_devices *devs,
                        void **dl, int *nbound, sl_error *e);
 int be_probe_main(const char *driver, const char *project);
+/* What a worker gets besides its socket (server.c spawn_worker): the accounting page (fd, its
+ * slot and instance entry; fd -1: none) and the usage record period. */
+struct be_worker_opts {
+    int acct_fd, acct_slot, acct_inst;
+    unsigned usage_interval_s;
+    int no_gpu_timing; /* --measure none */
+};
 int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
-                   const char *project);
+                   const char *project, const struct be_worker_opts *o);
 
 /* Grants (control.c keeps them, server.c's accept hook asks). */
 struct be_grants;
@@ -406,6 +437,10 @@ void be_grants_add(struct be_grants *g, const char *uuid, const uint8_t *sha, si
                    int64_t not_after);
 void be_grants_revoke(struct be_grants *g, const char *uuid);
 /* 0 = granted; otherwise fills why. */
+/* The SLA of a granted instance (sla NULL: none, e.g. allow-listed). be_grants_sla: 1 and *out
+ * when the instance has one; otherwise 0 and the defaults (uncapped, no quota, no limit). */
+void be_grants_set_sla(struct be_grants *g, const char *uuid, const struct be_sla *sla);
+int be_grants_sla(const struct be_grants *g, const char *uuid, struct be_sla *out);
 int be_grants_check(const struct be_grants *g, const char *project, const sl_peer_identity *id,
                     char *why, size_t n);
 
@@ -415,6 +450,8 @@ struct be_control_hooks {
     void (*revoke)(void *user, const char *uuid, const char *reason);
     void (*shutdown)(void *user, const char *reason);
     void *user;
+    /* a Grant was applied (its SLA; defaults when it had none) */
+    void (*grant)(void *user, const char *uuid, const struct be_sla *sla);
 };
 sl_code be_control_open(const char *endpoint, const char *project, const char *listen,
                         struct be_grants *grants, const struct be_control_hooks *hooks,
@@ -423,6 +460,14 @@ void *be_control_socket(struct be_control *c);
 /* Handles every waiting control message (non-blocking). */
 void be_control_process(struct be_control *c);
 void be_control_close(struct be_control *c);
+/* Usage records: queued until the agent acknowledges them, sent again every ms (default
+ * BE_USAGE_RESEND_S) and after a reconnection. rec: an encoded UsageRecord. */
+void be_control_set_resend(struct be_control *c, int64_t ms);
+void be_control_usage(struct be_control *c, const uint8_t *rec, size_t len);
+size_t be_control_usage_waiting(const struct be_control *c);
+/* BackendReport{session: SessionEvent{kind (SLUICE__CONTROL__SESSION_EVENT__KIND__*), ...}}. */
+void be_control_session(struct be_control *c, int kind, const char *instance, const char *project,
+                        uint64_t session_id, const char *detail);
 
 /* server.c: runs until *stop. Returns 0 on a clean exit. */
 int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,

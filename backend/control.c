@@ -8,11 +8,18 @@
  * Control channel (--control ipc://PATH): a plain ZeroMQ DEALER (the socket file's permissions
  * are the trust); each message is one frame holding one protobuf message: BackendReport from us
  * (hello first), BackendControl from the agent. Every BackendControl is answered with
- * BackendReport{ack{control_seq, ok, detail}}; ping is answered with pong. */
+ * BackendReport{ack{control_seq, ok, detail}}; ping is answered with pong.
+ *
+ * Usage records (docs/accounting.md) go out one per BackendReport{usage} and stay in the queue
+ * (usage_queue.c) until a UsageAck names them; they are sent again every --usage-resend seconds
+ * and, with the hello, whenever the socket connects again (a socket monitor sees it). Session
+ * events (opened, closed, refused) go out as BackendReport{session}. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -29,6 +36,8 @@ struct be_grant {
     int pinned;
     int64_t not_after;
     int revoked;
+    int has_sla;
+    struct be_sla sla; /* the agent's Grant.sla; an allow-listed instance has none */
 };
 
 struct be_grants {
@@ -93,6 +102,56 @@ void be_grants_add(struct be_grants *g, const char *uuid, const uint8_t *sha, si
         x->pinned = 1;
     }
     x->not_after = not_after;
+}
+
+void be_grants_set_sla(struct be_grants *g, const char *uuid, const struct be_sla *sla)
+{
+    struct be_grant *x = grant_find(g, uuid);
+    if (!x)
+        return;
+    x->has_sla = sla != NULL;
+    if (sla)
+        x->sla = *sla;
+}
+
+int be_grants_sla(const struct be_grants *g, const char *uuid, struct be_sla *out)
+{
+    const struct be_grant *x = grant_find(g, uuid);
+    memset(out, 0, sizeof *out);
+    out->share = 1;
+    if (!x || !x->has_sla)
+        return 0;
+    *out = x->sla;
+    return 1;
+}
+
+/* Grant.sla as the backend keeps it; -1 (and why) when a value is out of range. */
+static int sla_from(const Sluice__Control__Sla *in, struct be_sla *out, char *why, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    out->share = 1;
+    if (!in)
+        return 0;
+    double sh = in->gpu_share;
+    if (!isfinite(sh) || sh < 0 || sh > 1) {
+        snprintf(why, n, "sla.gpu_share %g is not within 0..1", sh);
+        return -1;
+    }
+    out->share = sh > 0 ? sh : 1; /* 0: not set, uncapped */
+    const char *f = in->flavor ? in->flavor : "";
+    if (strlen(f) >= sizeof out->flavor) {
+        snprintf(why, n, "sla.flavor is longer than %zu bytes", sizeof out->flavor - 1);
+        return -1;
+    }
+    for (const char *p = f; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) {
+            snprintf(why, n, "sla.flavor is not printable ASCII");
+            return -1;
+        }
+    snprintf(out->flavor, sizeof out->flavor, "%s", f);
+    out->quota = in->memory_quota_bytes;
+    out->max_sessions = in->max_sessions;
+    return 0;
 }
 
 void be_grants_revoke(struct be_grants *g, const char *uuid)
@@ -172,23 +231,36 @@ int be_grants_check(const struct be_grants *g, const char *project, const sl_pee
 /* ---------------------------------------------------------------- control channel */
 
 struct be_control {
-    void *ctx, *sock;
+    void *ctx, *sock, *mon;
     struct be_grants *grants;
     struct be_control_hooks hooks;
     uint64_t seq;
+    char *project, *listen;
+    struct be_uq *usage;
+    int64_t resend_ms;
+    unsigned connects; /* ZMQ_EVENT_CONNECTED seen */
 };
 
-static void report(struct be_control *c, Sluice__Control__BackendReport *r)
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int report(struct be_control *c, Sluice__Control__BackendReport *r)
 {
     r->seq = ++c->seq;
     size_t len = sluice__control__backend_report__get_packed_size(r);
     uint8_t *buf = malloc(len ? len : 1);
     if (!buf)
-        return;
+        return -1;
     sluice__control__backend_report__pack(r, buf);
-    if (zmq_send(c->sock, buf, len, ZMQ_DONTWAIT) < 0)
+    int rc = zmq_send(c->sock, buf, len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
+    if (rc)
         sl_log(SL_LOG_WARNING, BE_COMPONENT, "control: send: %s", zmq_strerror(errno));
     free(buf);
+    return rc;
 }
 
 static void ack(struct be_control *c, uint64_t seq, int ok, const char *detail)
@@ -201,6 +273,27 @@ static void ack(struct be_control *c, uint64_t seq, int ok, const char *detail)
     r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_ACK;
     r.ack = &a;
     report(c, &r);
+}
+
+static void hello(struct be_control *c)
+{
+    Sluice__Control__BackendHello h = SLUICE__CONTROL__BACKEND_HELLO__INIT;
+    h.project_id = c->project;
+    h.pid = (uint32_t)getpid();
+    h.endpoint = c->listen;
+    h.version = SLUICE_BACKEND_VERSION;
+    Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
+    r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_HELLO;
+    r.hello = &h;
+    report(c, &r);
+}
+
+static int send_usage(void *user, const Sluice__Control__UsageRecord *rec)
+{
+    Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
+    r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_USAGE;
+    r.usage = (Sluice__Control__UsageRecord *)rec;
+    return report(user, &r);
 }
 
 sl_code be_control_open(const char *endpoint, const char *project, const char *listen,
@@ -223,22 +316,39 @@ sl_code be_control_open(const char *endpoint, const char *project, const char *l
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(c->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+    c->project = strdup(project);
+    c->listen = strdup(listen);
+    c->usage = be_uq_new(BE_USAGE_QUEUE_MAX);
+    c->resend_ms = (int64_t)BE_USAGE_RESEND_S * 1000;
+    if (!c->project || !c->listen || !c->usage) {
+        be_control_close(c);
+        return sl_fail(e, SL_ERR_NOMEM, "out of memory");
+    }
+    /* a monitor tells reconnections apart (the agent restarted: hello and records again) */
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://sluice-control-monitor-%p", (void *)c);
+    if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_CONNECTED) == 0 &&
+        (c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) != NULL) {
+        zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero);
+        if (zmq_connect(c->mon, mon) != 0) {
+            zmq_close(c->mon);
+            c->mon = NULL;
+        }
+    }
     if (zmq_connect(c->sock, endpoint) != 0) {
         be_control_close(c);
         return sl_fail(e, SL_ERR_CONFIG, "cannot connect to %s: %s", endpoint, zmq_strerror(errno));
     }
-    Sluice__Control__BackendHello h = SLUICE__CONTROL__BACKEND_HELLO__INIT;
-    h.project_id = (char *)project;
-    h.pid = (uint32_t)getpid();
-    h.endpoint = (char *)listen;
-    h.version = SLUICE_BACKEND_VERSION;
-    Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
-    r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_HELLO;
-    r.hello = &h;
-    report(c, &r);
+    hello(c);
     sl_log(SL_LOG_INFO, BE_COMPONENT, "control: hello sent to %s", endpoint);
     *out = c;
     return SL_OK;
+}
+
+void be_control_set_resend(struct be_control *c, int64_t ms)
+{
+    if (c && ms > 0)
+        c->resend_ms = ms;
 }
 
 void *be_control_socket(struct be_control *c)
@@ -259,8 +369,17 @@ static void handle(struct be_control *c, const Sluice__Control__BackendControl *
             ack(c, m->seq, 0, "cert_sha256 is not 32 bytes");
             return;
         }
+        struct be_sla sla;
+        char why[120];
+        if (sla_from(g->sla, &sla, why, sizeof why) != 0) {
+            ack(c, m->seq, 0, why);
+            return;
+        }
         be_grants_add(c->grants, g->instance_uuid, g->cert_sha256.data, g->cert_sha256.len,
                       g->not_after_unix);
+        be_grants_set_sla(c->grants, g->instance_uuid, g->sla ? &sla : NULL);
+        if (c->hooks.grant)
+            c->hooks.grant(c->hooks.user, g->instance_uuid, &sla);
         sl_log(SL_LOG_INFO, BE_COMPONENT, "instance %s granted by the agent (%s%s%s)",
                g->instance_uuid, g->domain_name ? g->domain_name : "",
                g->sla && g->sla->flavor ? ", flavor " : "",
@@ -296,18 +415,90 @@ static void handle(struct be_control *c, const Sluice__Control__BackendControl *
         if (c->hooks.shutdown)
             c->hooks.shutdown(c->hooks.user, m->shutdown->reason ? m->shutdown->reason : "");
         return;
-    case SLUICE__CONTROL__BACKEND_CONTROL__KIND_USAGE_ACK:
-        ack(c, m->seq, 1, "usage records are not kept yet");
+    case SLUICE__CONTROL__BACKEND_CONTROL__KIND_USAGE_ACK: {
+        const Sluice__Control__UsageAck *ua = m->usage_ack;
+        size_t n = ua ? be_uq_ack(c->usage, ua->record_ids, ua->n_record_ids) : 0;
+        if (sl_log_enabled(SL_LOG_DEBUG))
+            sl_log(SL_LOG_DEBUG, BE_COMPONENT,
+                   "control: %zu usage record%s acknowledged, %zu waiting", n, n == 1 ? "" : "s",
+                   be_uq_len(c->usage));
+        ack(c, m->seq, 1, "");
         return;
+    }
     default:
         ack(c, m->seq, 0, "unknown control message");
     }
+}
+
+/* Connection events: a connection after the first one is a reconnection (the agent came back):
+ * hello again, and every record not acknowledged yet. */
+static void monitor(struct be_control *c)
+{
+    for (int k = 0; c->mon && k < 16; k++) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t id = 0;
+        if (zmq_msg_size(&ev) >= 2)
+            memcpy(&id, zmq_msg_data(&ev), 2);
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        while (more) { /* the endpoint frame */
+            zmq_msg_init(&ev);
+            more = zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&ev);
+            zmq_msg_close(&ev);
+        }
+        if (id != ZMQ_EVENT_CONNECTED || ++c->connects == 1)
+            continue;
+        sl_log(SL_LOG_NOTICE, BE_COMPONENT,
+               "control: connected to the agent again: hello, and %zu usage record%s not "
+               "acknowledged yet",
+               be_uq_len(c->usage), be_uq_len(c->usage) == 1 ? "" : "s");
+        hello(c);
+        be_uq_due(c->usage, mono_ms(), c->resend_ms, 1, send_usage, c);
+    }
+}
+
+void be_control_usage(struct be_control *c, const uint8_t *rec, size_t len)
+{
+    if (be_uq_add(c->usage, rec, len) != 0) {
+        sl_log(SL_LOG_WARNING, BE_COMPONENT, "control: a malformed usage record was dropped");
+        return;
+    }
+    be_uq_due(c->usage, mono_ms(), c->resend_ms, 0, send_usage, c);
+}
+
+size_t be_control_usage_waiting(const struct be_control *c)
+{
+    return c ? be_uq_len(c->usage) : 0;
+}
+
+void be_control_session(struct be_control *c, int kind, const char *instance, const char *project,
+                        uint64_t session_id, const char *detail)
+{
+    if (!c)
+        return;
+    Sluice__Control__SessionEvent ev = SLUICE__CONTROL__SESSION_EVENT__INIT;
+    ev.kind = (Sluice__Control__SessionEvent__Kind)kind;
+    ev.instance_uuid = (char *)instance;
+    ev.project_id = (char *)project;
+    ev.session_id = session_id;
+    ev.detail = (char *)(detail ? detail : "");
+    Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
+    r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION;
+    r.session = &ev;
+    report(c, &r);
 }
 
 void be_control_process(struct be_control *c)
 {
     if (!c)
         return;
+    monitor(c);
+    be_uq_due(c->usage, mono_ms(), c->resend_ms, 0, send_usage, c);
     for (int k = 0; k < 256; k++) {
         zmq_msg_t msg;
         zmq_msg_init(&msg);
@@ -343,6 +534,17 @@ void be_control_close(struct be_control *c)
 {
     if (!c)
         return;
+    if (c->usage && be_uq_len(c->usage))
+        sl_log(SL_LOG_WARNING, BE_COMPONENT,
+               "control: %zu usage record%s not acknowledged by the agent are lost",
+               be_uq_len(c->usage), be_uq_len(c->usage) == 1 ? "" : "s");
+    be_uq_free(c->usage);
+    free(c->project);
+    free(c->listen);
+    if (c->sock && c->mon)
+        zmq_socket_monitor(c->sock, NULL, 0);
+    if (c->mon)
+        zmq_close(c->mon);
     if (c->sock)
         zmq_close(c->sock);
     if (c->ctx)

@@ -29,7 +29,9 @@ static void usage(FILE *f)
         f,
         "usage: sluice-backend --project ID --listen tcp://ADDR:PORT --cert FILE --key FILE\n"
         "                      --ca FILE --driver PATH/libcuda.so.1 [--control ipc://PATH]\n"
-        "                      [--allow FILE] [--state-dir DIR] [--max-sessions N] [--help]\n"
+        "                      [--allow FILE] [--state-dir DIR] [--max-sessions N]\n"
+        "                      [--usage-interval S] [--usage-resend S] [--measure events|none]\n"
+        "                      [--help]\n"
         "\n"
         "Serves one tenant's remote CUDA sessions on the real driver (docs/backend.md).\n"
         "  --project ID      the tenant; only client certificates with OU=ID are accepted\n"
@@ -40,7 +42,14 @@ static void usage(FILE *f)
         "  --control EP      the agent's control socket (ipc://...): grants, revocations\n"
         "  --allow FILE      instance uuids granted without an agent (one per line, # comments)\n"
         "  --state-dir DIR   a directory for the backend's state (must exist)\n"
-        "  --max-sessions N  live sessions (each one is a worker process); default 64\n"
+        "  --max-sessions N  live sessions of the tenant (each one is a worker process); default\n"
+        "                    64; an instance's own limit comes from its SLA (the agent's grant)\n"
+        "  --usage-interval S  a usage record per session every S seconds (and at its end);\n"
+        "                    default 10, 1..86400 (docs/accounting.md)\n"
+        "  --usage-resend S  usage records the agent has not acknowledged go again every S\n"
+        "                    seconds; default 30, 1..86400\n"
+        "  --measure M       events (default): GPU time from timing events; none: no timing\n"
+        "                    (to measure the accounting's overhead; GPU shares not enforced)\n"
         "Environment: SLUICE_LOG_LEVEL=err|warning|notice|info|debug\n");
 }
 
@@ -66,9 +75,10 @@ static int id_ok(const char *s)
     return 1;
 }
 
-/* Hidden modes: `--session-worker FD --driver PATH --session-id N --instance I --project P` (a
- * session's worker process) and `--probe-driver PATH --project P` (the start-up driver check).
- * Returns -1 when argv is neither. */
+/* Hidden modes: `--session-worker FD --driver PATH --session-id N --instance I --project P
+ * [--acct-fd FD --acct-slot N --acct-inst N] [--usage-interval S] [--measure M]` (a session's
+ * worker process, started by server.c) and `--probe-driver PATH --project P` (the start-up driver
+ * check). Returns -1 when argv is neither. */
 static int hidden_mode(int argc, char **argv)
 {
     if (argc < 2 || (strcmp(argv[1], "--session-worker") && strcmp(argv[1], "--probe-driver")))
@@ -76,9 +86,20 @@ static int hidden_mode(int argc, char **argv)
     const char *driver = NULL, *instance = "", *project = "";
     unsigned long long sid = 0;
     int fd = -1;
+    struct be_worker_opts wo = {-1, -1, -1, 0, 0};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--session-worker"))
             fd = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--acct-fd"))
+            wo.acct_fd = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--acct-slot"))
+            wo.acct_slot = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--acct-inst"))
+            wo.acct_inst = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--usage-interval"))
+            wo.usage_interval_s = (unsigned)strtoul(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--measure"))
+            wo.no_gpu_timing = !strcmp(argv[i + 1], "none");
         else if (!strcmp(argv[i], "--probe-driver") || !strcmp(argv[i], "--driver"))
             driver = argv[i + 1];
         else if (!strcmp(argv[i], "--session-id"))
@@ -94,7 +115,7 @@ static int hidden_mode(int argc, char **argv)
         return be_probe_main(driver, project);
     if (fd < 0)
         return 2;
-    return be_worker_main(fd, driver, sid, instance, project);
+    return be_worker_main(fd, driver, sid, instance, project, &wo);
 }
 
 /* Runs `exe --probe-driver PATH` and waits: 0 when the driver loads and initialises. */
@@ -132,6 +153,9 @@ int main(int argc, char **argv)
                                          {"allow", required_argument, 0, 'A'},
                                          {"state-dir", required_argument, 0, 's'},
                                          {"max-sessions", required_argument, 0, 'm'},
+                                         {"usage-interval", required_argument, 0, 'I'},
+                                         {"usage-resend", required_argument, 0, 'R'},
+                                         {"measure", required_argument, 0, 'M'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
@@ -174,6 +198,28 @@ int main(int argc, char **argv)
             cfg.max_sessions = (unsigned)v;
             break;
         }
+        case 'I':
+        case 'R': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end || v < 1 || v > 86400) {
+                fprintf(stderr, "sluice-backend: --%s must be 1..86400 seconds\n",
+                        o == 'I' ? "usage-interval" : "usage-resend");
+                return 2;
+            }
+            if (o == 'I')
+                cfg.usage_interval_s = (unsigned)v;
+            else
+                cfg.usage_resend_s = (unsigned)v;
+            break;
+        }
+        case 'M':
+            if (strcmp(optarg, "events") && strcmp(optarg, "none")) {
+                fprintf(stderr, "sluice-backend: --measure must be events or none\n");
+                return 2;
+            }
+            cfg.no_gpu_timing = !strcmp(optarg, "none");
+            break;
         case 'h':
             usage(stdout);
             return 0;

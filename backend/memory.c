@@ -68,8 +68,11 @@ CUresult be_mem_add(struct be_mem *m, uint64_t base, uint64_t size, enum be_rang
     /* drop every range that overlaps [base, end) */
     size_t first = i >= 0 && m->r[i].base + m->r[i].size > base ? (size_t)i : (size_t)(i + 1);
     size_t last = first;
-    while (last < m->n && m->r[last].base < end)
+    while (last < m->n && m->r[last].base < end) {
+        if (m->r[last].counted)
+            m->counted -= m->r[last].size;
         last++;
+    }
     if (last > first) {
         memmove(&m->r[first], &m->r[last], (m->n - last) * sizeof *m->r);
         m->n -= last - first;
@@ -85,7 +88,7 @@ CUresult be_mem_add(struct be_mem *m, uint64_t base, uint64_t size, enum be_rang
         m->cap = cap;
     }
     memmove(&m->r[first + 1], &m->r[first], (m->n - first) * sizeof *m->r);
-    m->r[first] = (struct be_range){base, size, owner_ctx, parent, kind};
+    m->r[first] = (struct be_range){base, size, owner_ctx, parent, kind, 0};
     m->n++;
     return CUDA_SUCCESS;
 }
@@ -95,6 +98,8 @@ int be_mem_remove(struct be_mem *m, uint64_t base)
     long i = floor_idx(m, base);
     if (i < 0 || m->r[i].base != base)
         return 0;
+    if (m->r[i].counted)
+        m->counted -= m->r[i].size;
     memmove(&m->r[i], &m->r[i + 1], (m->n - (size_t)i - 1) * sizeof *m->r);
     m->n--;
     return 1;
@@ -103,9 +108,12 @@ int be_mem_remove(struct be_mem *m, uint64_t base)
 static void remove_if(struct be_mem *m, int by_parent, uint64_t v)
 {
     size_t k = 0;
-    for (size_t i = 0; i < m->n; i++)
+    for (size_t i = 0; i < m->n; i++) {
         if ((by_parent ? m->r[i].parent : m->r[i].owner_ctx) != v)
             m->r[k++] = m->r[i];
+        else if (m->r[i].counted)
+            m->counted -= m->r[i].size;
+    }
     m->n = k;
 }
 
@@ -119,6 +127,28 @@ void be_mem_remove_parent(struct be_mem *m, uint64_t parent)
 {
     if (parent)
         remove_if(m, 1, parent);
+}
+
+/* Device memory the session allocated (the quota and memory_high_water of
+ * docs/accounting.md): the ranges of these calls count; globals, mapped host memory and the
+ * like do not. */
+void be_mem_count(struct be_mem *m, uint32_t call_id, uint64_t base)
+{
+    switch (call_id) {
+    case SL_CALL_cuMemAlloc_v2:
+    case SL_CALL_cuMemAllocPitch_v2:
+    case SL_CALL_cuMemAllocAsync:
+    case SL_CALL_cuMemAllocFromPoolAsync:
+    case SL_CALL_cuMemAllocManaged:
+        break;
+    default:
+        return;
+    }
+    long i = floor_idx(m, base);
+    if (i >= 0 && m->r[i].base == base && !m->r[i].counted) {
+        m->r[i].counted = 1;
+        m->counted += m->r[i].size;
+    }
 }
 
 /* ---------------------------------------------------------------- hooks */
@@ -154,7 +184,11 @@ CUresult sl_be_devptr_add(sl_be_session *s, uint32_t call_id, uint64_t ptr, uint
             return CUDA_ERROR_NOT_SUPPORTED; /* we cannot bound it: do not hand it out */
         len = size;
     }
-    return be_mem_add(&s->mem, ptr, len, BE_R_ALLOC, s->cur_ctx == UINT64_MAX ? 0 : s->cur_ctx, 0);
+    CUresult rc =
+        be_mem_add(&s->mem, ptr, len, BE_R_ALLOC, s->cur_ctx == UINT64_MAX ? 0 : s->cur_ctx, 0);
+    if (rc == CUDA_SUCCESS)
+        be_mem_count(&s->mem, call_id, ptr);
+    return rc;
 }
 
 void sl_be_devptr_release(sl_be_session *s, uint64_t ptr)

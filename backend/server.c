@@ -10,7 +10,15 @@
  * SOCK_SEQPACKET socketpair; what it sends back goes to the guest. A worker that dies ends its
  * own session only (the guest gets CLOSE with the reason); ending a session closes the socket,
  * then SIGKILL after BE_WORKER_GRACE_MS. Thread mode (unit tests): sessions run on threads of
- * this process (session.c) with the api/devs given to be_server_run. */
+ * this process (session.c) with the api/devs given to be_server_run.
+ *
+ * Accounting (docs/accounting.md): the server makes the tenant's accounting page (quota.c)
+ * before any worker and gives each session a slot in it and its instance's SLA from the grant;
+ * it enforces the sessions-per-instance limit of the SLA (and --max-sessions per tenant),
+ * reports session events to the agent, and takes the workers' usage records (BE_IPC_USAGE, read
+ * until the worker exits, even after its session ended) into the control channel's queue. A
+ * worker that dies before its final record gets a final record made here (no figures,
+ * measurement "none"). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -20,6 +28,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +44,7 @@ struct be_out {
     size_t len;
     uint8_t *bulk;
     size_t bulk_len;
+    int usage; /* msg is an encoded UsageRecord (an in-process session's) */
     int close;
     sl_code code;
     char why[160];
@@ -61,6 +71,13 @@ struct be_sess_node {
     int64_t kill_at; /* ms (monotonic) after which the worker gets SIGKILL; 0 = not asked */
     int killed;
     int ended; /* the channel session is gone; waiting for the worker */
+    /* accounting: the slot and instance entry in the accounting page, what the last usage
+     * record said (a worker that dies without its final record gets one from here) */
+    int acct_slot, acct_inst;
+    int got_final;
+    int64_t last_end_ns;
+    char gpu_uuid[48];
+    char flavor[256];
 };
 
 struct be_server {
@@ -77,7 +94,12 @@ struct be_server {
     uint64_t next_session;
     volatile int *stop;
     unsigned live;
+    struct be_acct_shm *acct; /* the tenant's accounting page (quota.c) */
+    int acct_fd;
 };
+
+static int64_t now_ms(void);
+static void worker_read(struct be_server *srv, struct be_sess_node *n);
 
 static be_outbox_sink sink; /* a session worker process: the outbox goes to its parent */
 
@@ -125,7 +147,24 @@ void be_outbox_push_reply(struct be_server *srv, sl_peer peer, uint8_t *msg, siz
         free(bulk);
         return;
     }
-    *o = (struct be_out){NULL, peer, msg, len, bulk, bulk_len, 0, SL_OK, ""};
+    *o = (struct be_out){NULL, peer, msg, len, bulk, bulk_len, 0, 0, SL_OK, ""};
+    out_push(srv, o);
+}
+
+/* An in-process session's usage record (thread mode), taken by the channel thread. */
+static void outbox_usage(void *user, const uint8_t *rec, size_t len)
+{
+    struct be_server *srv = user;
+    struct be_out *o = calloc(1, sizeof *o);
+    uint8_t *copy = o ? malloc(len ? len : 1) : NULL;
+    if (!copy) {
+        free(o);
+        return;
+    }
+    memcpy(copy, rec, len);
+    o->msg = copy;
+    o->len = len;
+    o->usage = 1;
     out_push(srv, o);
 }
 
@@ -154,6 +193,74 @@ static struct be_sess_node *find(struct be_server *srv, sl_peer peer)
     return NULL;
 }
 
+static struct be_sess_node *find_id(struct be_server *srv, uint64_t id)
+{
+    for (struct be_sess_node *n = srv->sessions; n; n = n->next)
+        if (n->id == id)
+            return n;
+    return NULL;
+}
+
+/* A usage record from session n's worker (or an in-process session, n found by its id): checked
+ * against the session it comes from, then queued for the agent or logged. */
+static void on_usage(struct be_server *srv, struct be_sess_node *n, const uint8_t *rec, size_t len)
+{
+    Sluice__Control__UsageRecord *r = sluice__control__usage_record__unpack(NULL, len, rec);
+    int in_process = !n; /* thread mode: the session (and its node) may be gone already */
+    if (r && !n)
+        n = find_id(srv, r->session_id);
+    if (!r || (!n && !in_process) ||
+        (n &&
+         (r->session_id != n->id || !r->instance_uuid || strcmp(r->instance_uuid, n->instance))) ||
+        !r->project_id || strcmp(r->project_id, srv->cfg->project)) {
+        sl_log(SL_LOG_WARNING, BE_COMPONENT,
+               "session %llu: a usage record that is not the session's was dropped",
+               n ? (unsigned long long)n->id : 0ULL);
+        if (r)
+            sluice__control__usage_record__free_unpacked(r, NULL);
+        return;
+    }
+    if (n) {
+        n->got_final |= r->final;
+        n->last_end_ns = r->interval_end_ns;
+        snprintf(n->gpu_uuid, sizeof n->gpu_uuid, "%s", r->gpu_uuid ? r->gpu_uuid : "");
+        snprintf(n->flavor, sizeof n->flavor, "%s", r->flavor ? r->flavor : "");
+    }
+    if (srv->ctl)
+        be_control_usage(srv->ctl, rec, len);
+    else
+        be_usage_log(r);
+    sluice__control__usage_record__free_unpacked(r, NULL);
+}
+
+/* The final record of a session whose worker died before sending its own. */
+static void final_for_lost(struct be_server *srv, struct be_sess_node *n)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    struct be_usage u = {.instance = n->instance,
+                         .project = srv->cfg->project,
+                         .flavor = n->flavor,
+                         .gpu_uuid = n->gpu_uuid,
+                         .measurement = "none",
+                         .session_id = n->id,
+                         .start_ns = n->last_end_ns && n->last_end_ns <= now ? n->last_end_ns : now,
+                         .end_ns = now,
+                         .final = 1};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    sl_error e;
+    if (be_usage_encode(&u, &buf, &len, &e) != SL_OK)
+        return;
+    sl_log(SL_LOG_WARNING, BE_COMPONENT,
+           "session %llu instance %s: its worker ended without a final usage record; the work of "
+           "its last interval is not accounted",
+           (unsigned long long)n->id, n->instance);
+    on_usage(srv, n, buf, len);
+    free(buf);
+}
+
 static void drain_outbox(struct be_server *srv)
 {
     uint64_t v;
@@ -165,7 +272,9 @@ static void drain_outbox(struct be_server *srv)
     pthread_mutex_unlock(&srv->out_mu);
     while (o) {
         struct be_out *next = o->next;
-        if (find(srv, o->peer)) {
+        if (o->usage) {
+            on_usage(srv, NULL, o->msg, o->len);
+        } else if (find(srv, o->peer)) {
             sl_error e;
             if (o->close) {
                 sl_server_disconnect(srv->srv, o->peer, o->code, o->why, &e);
@@ -205,23 +314,28 @@ static void end_session(struct be_server *srv, struct be_sess_node *n, const cha
     srv->live--;
     sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu instance %s project %s: closing (%s)",
            (unsigned long long)n->id, n->instance, n->project, why);
+    be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__CLOSED, n->instance,
+                       n->project, n->id, why);
     if (n->s) {
         be_session_close(n->s);
         return;
     }
-    /* the worker sees EOF, frees everything and exits; SIGKILL if it takes too long */
+    /* the worker sees EOF, sends its final usage record, frees everything and exits (we read
+     * until it has); SIGKILL if it takes too long */
     tx_free(n);
-    if (n->fd >= 0) {
+    if (n->fd >= 0 && shutdown(n->fd, SHUT_WR) != 0) {
         close(n->fd);
         n->fd = -1;
     }
     n->kill_at = now_ms() + BE_WORKER_GRACE_MS;
 }
 
-static void node_free(struct be_sess_node *n)
+static void node_free(struct be_server *srv, struct be_sess_node *n)
 {
     if (n->s)
         be_session_free(n->s);
+    if (srv->acct && n->acct_slot >= 0)
+        be_acct_slot_release(srv->acct, n->acct_slot); /* its memory is free again */
     tx_free(n);
     be_ipc_rx_free(&n->rx);
     if (n->fd >= 0)
@@ -238,6 +352,14 @@ static void worker_exited(struct be_server *srv, struct be_sess_node *n, int st)
     else
         snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(st));
     n->pid = 0;
+    if (n->fd >= 0) /* what it wrote before exiting (its final usage record) */
+        worker_read(srv, n);
+    if (n->fd >= 0) {
+        close(n->fd);
+        n->fd = -1;
+    }
+    if (!n->got_final)
+        final_for_lost(srv, n);
     if (n->ended) {
         sl_log(n->killed ? SL_LOG_WARNING : SL_LOG_INFO, BE_COMPONENT,
                "session %llu instance %s project %s: worker ended (%s%s)",
@@ -272,10 +394,17 @@ static void reap(struct be_server *srv, int wait)
                     n->killed = 1;
                 }
             }
+            if (n->pid > 0 && n->ended && n->fd >= 0)
+                worker_read(srv, n); /* its last usage records */
             int done = n->s ? (wait || atomic_load(&n->s->finished)) : n->pid == 0;
             if (n->ended && done) {
                 *p = n->next;
-                node_free(n);
+                if (n->s && wait && !atomic_load(&n->s->finished)) {
+                    be_session_free(n->s); /* joins: its final record is in the outbox */
+                    n->s = NULL;
+                    drain_outbox(srv);
+                }
+                node_free(srv, n);
             } else {
                 pending += n->ended;
                 p = &n->next;
@@ -316,7 +445,7 @@ sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s, 
         di[i].name = (char *)d->name;
         if (d->has_uuid)
             di[i].uuid = (ProtobufCBinaryData){16, (uint8_t *)d->uuid};
-        di[i].total_mem = d->total_mem;
+        di[i].total_mem = be_acct_total_mem(s, d->total_mem); /* min(device, quota) */
         di[i].attributes = d->attrs;
         di[i].n_attributes = d->n_attrs;
         if (d->has_luid)
@@ -352,9 +481,14 @@ static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_er
     int sz = 4 << 20;
     setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
     setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
-    char fdstr[16], idstr[24];
+    char fdstr[16], idstr[24], afd[16], aslot[16], ainst[16], ival[16];
     snprintf(fdstr, sizeof fdstr, "%d", sv[1]);
     snprintf(idstr, sizeof idstr, "%llu", (unsigned long long)n->id);
+    snprintf(afd, sizeof afd, "%d", srv->acct ? srv->acct_fd : -1);
+    snprintf(aslot, sizeof aslot, "%d", n->acct_slot);
+    snprintf(ainst, sizeof ainst, "%d", n->acct_inst);
+    snprintf(ival, sizeof ival, "%u",
+             srv->cfg->usage_interval_s ? srv->cfg->usage_interval_s : BE_USAGE_INTERVAL_S);
     char *argv[] = {(char *)srv->cfg->worker_exe,
                     "--session-worker",
                     fdstr,
@@ -366,6 +500,16 @@ static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_er
                     n->instance,
                     "--project",
                     n->project,
+                    "--acct-fd",
+                    afd,
+                    "--acct-slot",
+                    aslot,
+                    "--acct-inst",
+                    ainst,
+                    "--usage-interval",
+                    ival,
+                    "--measure",
+                    srv->cfg->no_gpu_timing ? "none" : "events",
                     NULL};
     pid_t pid = fork();
     if (pid < 0) {
@@ -376,6 +520,8 @@ static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_er
     if (pid == 0) { /* only async-signal-safe calls until exec */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         fcntl(sv[1], F_SETFD, 0);
+        if (srv->acct)
+            fcntl(srv->acct_fd, F_SETFD, 0); /* the accounting page, inherited */
         execv(srv->cfg->worker_exe, argv);
         _exit(127);
     }
@@ -383,6 +529,8 @@ static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_er
     fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
     n->pid = pid;
     n->fd = sv[0];
+    if (srv->acct)
+        be_acct_slot_set_pid(srv->acct, n->acct_slot, (int)pid);
     return SL_OK;
 }
 
@@ -473,7 +621,9 @@ static void worker_read(struct be_server *srv, struct be_sess_node *n)
             tx_free(n);
             return;
         }
-        if (!n->ended) {
+        if (n->rx.hdr.type == BE_IPC_USAGE) {
+            on_usage(srv, n, n->rx.msg, (size_t)n->rx.hdr.msg_len);
+        } else if (!n->ended) {
             if (n->rx.hdr.type == BE_IPC_SEND) {
                 struct iovec iov = {n->rx.bulk, (size_t)n->rx.hdr.bulk_len};
                 if (sl_server_send(srv->srv, n->peer, n->rx.msg, (size_t)n->rx.hdr.msg_len,
@@ -502,11 +652,25 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
     }
     sl_error e;
     unsigned max = srv->cfg->max_sessions ? srv->cfg->max_sessions : BE_DEFAULT_MAX_SESSIONS;
-    if (srv->live >= max) {
-        char why[120];
+    const char *inst = ev->identity->instance_id;
+    struct be_sla sla;
+    be_grants_sla(srv->grants, inst, &sla);
+    unsigned of_inst = 0;
+    for (struct be_sess_node *x = srv->sessions; x; x = x->next)
+        of_inst += !x->ended && !strcmp(x->instance, inst);
+    char why[200] = "";
+    if (srv->live >= max)
         snprintf(why, sizeof why, "the backend serves its maximum of %u sessions; try later", max);
+    else if (sla.max_sessions && of_inst >= sla.max_sessions)
+        snprintf(why, sizeof why,
+                 "instance %.40s has its maximum of %u session%s (flavor %.60s); try later", inst,
+                 sla.max_sessions, sla.max_sessions == 1 ? "" : "s",
+                 sla.flavor[0] ? sla.flavor : "?");
+    if (why[0]) {
         sl_log(SL_LOG_WARNING, BE_COMPONENT, "refused a session of instance %s project %s: %s",
-               ev->identity->instance_id, ev->identity->project_id, why);
+               inst, ev->identity->project_id, why);
+        be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED, inst,
+                           ev->identity->project_id, 0, why);
         sl_server_disconnect(srv->srv, ev->peer, SL_ERR_REFUSED, why, &e);
         return;
     }
@@ -516,17 +680,31 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
         return;
     }
     n->fd = -1;
+    n->acct_slot = n->acct_inst = -1;
     n->peer = ev->peer;
     n->id = ++srv->next_session;
     snprintf(n->instance, sizeof n->instance, "%s", ev->identity->instance_id);
     snprintf(n->project, sizeof n->project, "%s", ev->identity->project_id);
+    snprintf(n->flavor, sizeof n->flavor, "%s", sla.flavor);
+    if (srv->acct) {
+        n->acct_inst = be_acct_inst_set(srv->acct, inst, &sla);
+        n->acct_slot = be_acct_slot_take(srv->acct, n->acct_inst);
+        if (n->acct_inst < 0 || n->acct_slot < 0) {
+            sl_log(SL_LOG_ERR, BE_COMPONENT,
+                   "refused a session of instance %s: the accounting page is full", inst);
+            node_free(srv, n);
+            sl_server_disconnect(srv->srv, ev->peer, SL_ERR_REFUSED,
+                                 "the backend cannot account for another session; try later", &e);
+            return;
+        }
+    }
     uint8_t *buf = NULL;
     size_t len = 0;
     if (srv->cfg->worker_exe) {
         if (spawn_worker(srv, n, &e) != SL_OK) {
             sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu instance %s: no worker: %s",
                    (unsigned long long)n->id, n->instance, e.msg);
-            node_free(n);
+            node_free(srv, n);
             sl_server_disconnect(srv->srv, ev->peer, e.code, e.msg, &e);
             return;
         }
@@ -534,7 +712,7 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
     } else {
         sl_be_session *s = be_session_new(n->id, srv->api, srv->devs);
         if (!s) {
-            free(n);
+            node_free(srv, n);
             sl_server_disconnect(srv->srv, ev->peer, SL_ERR_NOMEM, "out of memory", &e);
             return;
         }
@@ -543,8 +721,18 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
         memcpy(s->instance, n->instance, sizeof s->instance);
         memcpy(s->project, n->project, sizeof s->project);
         n->s = s;
-        if (be_session_start(s, &e) != SL_OK) {
-            node_free(n);
+        struct be_acct_cfg ac = {.interval_ns = (int64_t)(srv->cfg->usage_interval_s
+                                                              ? srv->cfg->usage_interval_s
+                                                              : BE_USAGE_INTERVAL_S) *
+                                                1000000000LL,
+                                 .shm = srv->acct,
+                                 .slot = n->acct_slot,
+                                 .inst = n->acct_inst,
+                                 .no_timing = srv->cfg->no_gpu_timing,
+                                 .emit = outbox_usage,
+                                 .user = srv};
+        if (be_acct_attach(s, &ac, &e) != SL_OK || be_session_start(s, &e) != SL_OK) {
+            node_free(srv, n);
             sl_server_disconnect(srv->srv, ev->peer, e.code, e.msg, &e);
             return;
         }
@@ -552,6 +740,8 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
     n->next = srv->sessions;
     srv->sessions = n;
     srv->live++;
+    be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED, n->instance,
+                       n->project, n->id, "");
     if (n->s) {
         if (be_encode_accept(srv->devs, n->s, &buf, &len, &e) != SL_OK) {
             violation(srv, ev->peer, SL_ERR_NOMEM, "out of memory");
@@ -708,6 +898,17 @@ static void on_revoke(void *user, const char *uuid, const char *reason)
            reason, n, n == 1 ? "" : "s");
 }
 
+/* A Grant (maybe a new SLA for an instance with live sessions: they follow it from their next
+ * frame). */
+static void on_grant(void *user, const char *uuid, const struct be_sla *sla)
+{
+    struct be_server *srv = user;
+    if (srv->acct && be_acct_inst_set(srv->acct, uuid, sla) < 0)
+        sl_log(SL_LOG_WARNING, BE_COMPONENT,
+               "instance %s: the accounting page is full; its SLA applies from its next session",
+               uuid);
+}
+
 static void on_shutdown(void *user, const char *reason)
 {
     struct be_server *srv = user;
@@ -737,6 +938,19 @@ static void handle_event(struct be_server *srv, const sl_server_event *ev)
     }
 }
 
+/* Stopping: the agent gets up to 2 s to acknowledge the last usage records. */
+static void flush_usage(struct be_server *srv)
+{
+    if (!srv->ctl)
+        return;
+    int64_t until = now_ms() + 2000;
+    while (be_control_usage_waiting(srv->ctl) && now_ms() < until) {
+        zmq_pollitem_t it = {be_control_socket(srv->ctl), 0, ZMQ_POLLIN, 0};
+        zmq_poll(&it, 1, 100);
+        be_control_process(srv->ctl);
+    }
+}
+
 int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
                   const struct be_devices *devs, volatile int *stop)
 {
@@ -748,6 +962,7 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
     srv->devs = devs;
     srv->stop = stop;
     srv->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    srv->acct_fd = -1;
     pthread_mutex_init(&srv->out_mu, NULL);
     int rc = 1;
     sl_error e;
@@ -756,6 +971,20 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
         sl_log(SL_LOG_ERR, BE_COMPONENT, "out of resources at start");
         goto out;
     }
+    if (be_acct_shm_create(&srv->acct, &srv->acct_fd, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "accounting page: %s", e.msg);
+        goto out;
+    }
+    if (cfg->no_gpu_timing)
+        sl_log(SL_LOG_WARNING, BE_COMPONENT,
+               "accounting: --measure none: GPU time is NOT measured (records say \"none\") and "
+               "GPU shares are NOT enforced; usage records every %u s",
+               cfg->usage_interval_s ? cfg->usage_interval_s : BE_USAGE_INTERVAL_S);
+    else
+        sl_log(SL_LOG_INFO, BE_COMPONENT,
+               "accounting: GPU time measured with timing events around each session's device "
+               "work (\"events\"; CUPTI is not used), usage records every %u s",
+               cfg->usage_interval_s ? cfg->usage_interval_s : BE_USAGE_INTERVAL_S);
     if (cfg->allow && be_grants_load_allow(srv->grants, cfg->allow, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, BE_COMPONENT, "--allow: %s", e.msg);
         goto out;
@@ -773,12 +1002,15 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
     sl_log(SL_LOG_NOTICE, BE_COMPONENT, "project %s: listening on %s", cfg->project,
            sl_server_endpoint(srv->srv));
     if (cfg->control) {
-        struct be_control_hooks ch = {on_revoke, on_shutdown, srv};
+        struct be_control_hooks ch = {
+            .revoke = on_revoke, .shutdown = on_shutdown, .grant = on_grant, .user = srv};
         if (be_control_open(cfg->control, cfg->project, sl_server_endpoint(srv->srv), srv->grants,
                             &ch, &srv->ctl, &e) != SL_OK) {
             sl_log(SL_LOG_ERR, BE_COMPONENT, "--control %s: %s", cfg->control, e.msg);
             goto out;
         }
+        if (cfg->usage_resend_s)
+            be_control_set_resend(srv->ctl, (int64_t)cfg->usage_resend_s * 1000);
     }
     size_t cap = 0;
     zmq_pollitem_t *items = NULL;
@@ -843,8 +1075,12 @@ out:
         end_session(srv, n, "backend stopping");
     reap(srv, 1);
     drain_outbox(srv);
+    flush_usage(srv);
     sl_server_close(srv->srv);
     be_control_close(srv->ctl);
+    be_acct_shm_unmap(srv->acct);
+    if (srv->acct_fd >= 0)
+        close(srv->acct_fd);
     be_grants_free(srv->grants);
     if (srv->efd >= 0)
         close(srv->efd);

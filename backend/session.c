@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "sluice/log.h"
@@ -116,6 +117,7 @@ static CUresult ctx_destroy(sl_be_session *s, struct be_ctx *c)
 {
     CUresult rc = CUDA_SUCCESS;
     if (c->ctx) {
+        be_acct_ctx_gone(s, c->ctx); /* accounting.c: its timed work is measured first */
         if (s->api->cuCtxSynchronize_v2)
             s->api->cuCtxSynchronize_v2(c->ctx);
         rc = s->api->cuCtxDestroy_v2 ? s->api->cuCtxDestroy_v2(c->ctx) : CUDA_ERROR_NOT_SUPPORTED;
@@ -331,6 +333,7 @@ static void setup(void)
     be_register_module(be_table);
     be_register_launch(be_table);
     be_register_callback(be_table);
+    be_register_quota(be_table); /* quota.c: cuMemGetInfo, allocations under the quota */
 }
 
 void be_dispatch_setup(void)
@@ -405,7 +408,9 @@ CUresult be_run_call(sl_be_session *s, const Sluice__Wire__Call *call, const uin
         int lock = be_printf_active() && prints(call->call_id);
         if (lock)
             be_printf_lock();
+        be_acct_call_begin(s, call); /* accounting.c: timed runs of device work */
         rc = sl_be_dispatch(s, s->api, be_table, call, reply);
+        be_acct_call_end(s, call, rc);
         if (lock)
             be_printf_unlock_drain(s);
         if (cur && be_is_sticky(rc) && be_ctx_find(s, call->context) == cur)
@@ -444,7 +449,11 @@ sl_be_session *be_session_new(uint64_t id, const struct sl_driver_api *api,
     be_handles_init(&s->h, BE_MAX_HANDLES);
     be_mem_init(&s->mem, BE_MAX_ALLOCS);
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the worker's timed waits (usage ticks) */
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
     s->next_cb = 1;
     int n = devs ? devs->count : 0;
     s->primary_ids = calloc(n ? (size_t)n : 1, sizeof *s->primary_ids);
@@ -550,6 +559,7 @@ static void send_reply(sl_be_session *s, Sluice__Wire__Reply *reply)
 static void run_job(sl_be_session *s, struct be_job *job)
 {
     const Sluice__Wire__CallFrame *f = job->msg->calls;
+    be_acct_frame_begin(s); /* accounting.c: a capped instance's frame may wait (GPU share) */
     for (size_t i = 0; i < f->n_calls; i++) {
         const Sluice__Wire__Call *call = f->calls[i];
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
@@ -566,15 +576,35 @@ static void run_job(sl_be_session *s, struct be_job *job)
         }
         sl_be_reply_clear(&reply);
     }
+    be_acct_frame_end(s); /* accounting.c: close the timed runs, measure what finished */
 }
 
 static void *worker(void *arg)
 {
     sl_be_session *s = arg;
     for (;;) {
+        if (be_acct_ms_to_tick(s) <= 0)
+            be_acct_tick(s); /* accounting.c: the interval's usage records */
         pthread_mutex_lock(&s->mu);
-        while (!s->qhead && !s->closing)
-            pthread_cond_wait(&s->cv, &s->mu);
+        while (!s->qhead && !s->closing) {
+            int64_t ms = be_acct_ms_to_tick(s);
+            if (ms <= 0)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts); /* s->cv runs on CLOCK_MONOTONIC */
+            ms = ms > 3600000 ? 3600000 : ms;
+            ts.tv_sec += (time_t)(ms / 1000);
+            ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        }
+        if (!s->qhead && !s->closing) {
+            pthread_mutex_unlock(&s->mu);
+            continue; /* a record is due */
+        }
         struct be_job *job = s->qhead;
         if (!job) {
             pthread_mutex_unlock(&s->mu);
@@ -621,6 +651,7 @@ void be_session_close(sl_be_session *s)
 void be_session_release_all(sl_be_session *s)
 {
     be_callbacks_cancel(s);
+    be_acct_finish(s); /* accounting.c: the final usage record, before the contexts go */
     be_mapped_release_all(s);
     /* libraries are context-independent: unload them first (their kernels go with them) */
     for (size_t i = 0; i < s->h.cap; i++) {
@@ -643,6 +674,7 @@ void be_session_release_all(sl_be_session *s)
     if (s->api && s->api->cuCtxSetCurrent && s->cur_ctx != UINT64_MAX && s->cur_ctx != 0)
         s->api->cuCtxSetCurrent(NULL);
     s->cur_ctx = UINT64_MAX;
+    be_graph_release(s); /* graph*.c, vmm.c, link.c: their bookkeeping */
     be_handles_free(&s->h);
     be_mem_free(&s->mem);
     free(s->out_bulk);

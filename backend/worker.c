@@ -10,9 +10,11 @@
  * Parent -> worker: BE_IPC_MSG, the ClientMessage bytes the parent decoded and checked (CallFrame
  * or CallbackDone) and the calls' bulk, each call's at a 16-byte aligned offset; the worker
  * decodes and checks them again. Worker ->
- * parent: BE_IPC_SEND (an encoded ServerMessage and its bulk, for the guest) and BE_IPC_CLOSE
- * (end the session: code, reason). EOF on the socket ends the worker (the parent closed it) or
- * tells the parent that the worker is gone. */
+ * parent: BE_IPC_SEND (an encoded ServerMessage and its bulk, for the guest), BE_IPC_CLOSE
+ * (end the session: code, reason) and BE_IPC_USAGE (an encoded UsageRecord, accounting.c). EOF
+ * on the socket ends the worker (the parent shut its side down: the worker sends its final
+ * usage record, frees everything and exits) or tells the parent that the worker is gone. The
+ * worker also maps the tenant's accounting page (`--acct-fd`, quota.c). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
@@ -202,6 +204,14 @@ static void w_close(sl_code code, const char *why)
     w_sink(1, code, why, NULL, 0, NULL, 0);
 }
 
+static void w_usage(void *user, const uint8_t *rec, size_t len)
+{
+    (void)user;
+    pthread_mutex_lock(&w_mu);
+    ipc_send_blocking(w_fd, BE_IPC_USAGE, 0, rec, len, NULL, 0);
+    pthread_mutex_unlock(&w_mu);
+}
+
 /* One BE_IPC_MSG: a CallFrame (queued) or a CallbackDone. Takes rx's buffers. 0 = go on. */
 static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
 {
@@ -265,7 +275,7 @@ static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
 }
 
 int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
-                   const char *project)
+                   const char *project, const struct be_worker_opts *o)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the parent */
     signal(SIGPIPE, SIG_IGN);
@@ -302,6 +312,30 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     uint8_t *buf = NULL;
     size_t len = 0;
     int rc = 1;
+    struct be_acct_shm *shm = NULL;
+    if (o->acct_fd >= 0) { /* the tenant's accounting page (quota.c) */
+        if (o->acct_slot < 0 || o->acct_slot >= BE_ACCT_MAX_SLOTS || o->acct_inst < 0 ||
+            o->acct_inst >= BE_ACCT_MAX_INST)
+            sl_fail(&e, SL_ERR_CONFIG, "--acct-slot/--acct-inst out of range");
+        else
+            be_acct_shm_attach(o->acct_fd, &shm, &e);
+        if (!shm) {
+            w_close(SL_ERR_CONFIG, e.msg);
+            goto out;
+        }
+    }
+    struct be_acct_cfg ac = {
+        .interval_ns = (int64_t)(o->usage_interval_s ? o->usage_interval_s : BE_USAGE_INTERVAL_S) *
+                       1000000000LL,
+        .shm = shm,
+        .slot = o->acct_slot,
+        .inst = o->acct_inst,
+        .no_timing = o->no_gpu_timing,
+        .emit = w_usage};
+    if (be_acct_attach(s, &ac, &e) != SL_OK) {
+        w_close(e.code, e.msg);
+        goto out;
+    }
     if (be_encode_accept(&devs, s, &buf, &len, &e) != SL_OK) {
         w_close(SL_ERR_NOMEM, e.msg);
         goto out;
@@ -329,7 +363,8 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     }
     be_ipc_rx_free(&rx);
 out:
-    be_session_free(s); /* joins the worker thread: frees contexts, libraries, tables */
+    be_session_free(s); /* joins the worker thread: final usage record, frees everything */
+    be_acct_shm_unmap(shm);
     be_devices_free(&devs);
     be_images_clear();
     return rc;

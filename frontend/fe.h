@@ -105,6 +105,8 @@ int sl_fe_in_callback(void);
 int sl_fe_memo_get(const Sluice__Wire__Call *call, Sluice__Wire__Reply **reply);
 void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *reply);
 void sl_fe_memo_clear(void);
+/* Forgets the answers of one call (cuStreamIsCapturing after a call flagged uncapture). */
+void sl_fe_memo_forget(uint32_t call_id);
 
 /* ------------------------------------------------------------------ callback.c */
 /* Registers a host function for a stream; returns its id (non-zero). kind 0: CUhostFn

@@ -1,27 +1,44 @@
-/* CUDA graphs built by hand: kernel nodes and memset nodes. A kernel node's parameters pack
- * exactly as cuLaunchKernel's (slParamLayout, the packed buffer as the call's bulk; `extra` is
- * the same buffer as given); the CUDA_KERNEL_NODE_PARAMS pod travels with kernelParams and extra
- * cleared, func/kern/ctx as ids. The _v1 structures (cuGraphAddKernelNode, ...) are converted
- * and sent as the _v2 calls. Memset nodes: the pod as is (device pointers, checked remotely).
- * Node getters, memcpy and host nodes are not remoted yet. */
+/* CUDA graphs built by hand: kernel nodes, memset nodes, node lists, and the helpers the other
+ * graph files share (graph.h). A kernel node's parameters pack exactly as cuLaunchKernel's
+ * (slParamLayout, the packed buffer as the call's bulk; `extra` is the same buffer as given); the
+ * CUDA_KERNEL_NODE_PARAMS pod travels with kernelParams and extra cleared, func/kern/ctx as ids.
+ * cuGraphKernelNodeGetParams answers kernelParams pointing into a copy the frontend keeps for
+ * the node (until its parameters are asked for again). The _v1 structures (cuGraphAddKernelNode,
+ * ...) are converted and sent as the _v2 calls. Memset nodes: the pod as is (device pointers,
+ * checked remotely). Memcpy and host nodes: graph_host.c. */
 #define __CUDA_API_VERSION_INTERNAL 1
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fe.h"
+#include "graph.h"
 #include "hooks.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
 #define STACK_PARAMS 4096
 
-static CUresult finish(CUresult rc, Sluice__Wire__Reply *rep)
+CUresult sl_fe_g_result(CUresult rc, Sluice__Wire__Reply *rep)
 {
     if (rep) {
         rc = (CUresult)rep->result;
         sl_fe_reply_free(rep);
     }
+    return rc;
+}
+
+CUresult sl_fe_g_node_out(Sluice__Wire__Reply *rep, int out_case, uint64_t id, CUgraphNode *out)
+{
+    CUresult rc = (CUresult)rep->result;
+    if (rc == CUDA_SUCCESS) {
+        if ((int)rep->out_case == out_case && id)
+            *out = (CUgraphNode)(uintptr_t)id;
+        else
+            rc = CUDA_ERROR_UNKNOWN;
+    }
+    sl_fe_reply_free(rep);
     return rc;
 }
 
@@ -69,7 +86,7 @@ static void from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *v1, CUDA_KERNEL_NODE_PARAM
     v2->extra = v1->extra;
 }
 
-static CUresult deps_ids(const CUgraphNode *deps, size_t n, uint64_t **out)
+CUresult sl_fe_g_deps(const CUgraphNode *deps, size_t n, uint64_t **out)
 {
     *out = NULL;
     if (n && !deps)
@@ -98,7 +115,7 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
     uint64_t *deps = NULL;
     CUresult rc = knode_prepare(nodeParams, k);
     if (rc == CUDA_SUCCESS)
-        rc = deps_ids(dependencies, numDependencies, &deps);
+        rc = sl_fe_g_deps(dependencies, numDependencies, &deps);
     if (rc == CUDA_SUCCESS) {
         Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
         Sluice__Cuda__CuGraphAddKernelNodeV2Request rq =
@@ -176,7 +193,7 @@ static CUresult set_params(uint64_t exec, CUgraphNode hNode, const CUDA_KERNEL_N
         struct iovec iov = {(void *)k->bytes, k->len};
         Sluice__Wire__Reply *rep = NULL;
         rc = sl_fe_call_bulk(&call, &iov, k->len ? 1 : 0, NULL, 0, NULL, &rep);
-        rc = finish(rc, rep);
+        rc = sl_fe_g_result(rc, rep);
     }
     free(k->heap);
     free(k);
@@ -222,7 +239,7 @@ CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     if (!phGraphNode || !memsetParams)
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t *deps = NULL;
-    CUresult rc = deps_ids(dependencies, numDependencies, &deps);
+    CUresult rc = sl_fe_g_deps(dependencies, numDependencies, &deps);
     if (rc != CUDA_SUCCESS)
         return rc;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
@@ -290,4 +307,232 @@ CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
         sl_fe_reply_free(rep);
     }
     return rc;
+}
+
+CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
+{
+    if (!numRootNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (rootNodes && *numRootNodes == 0)
+        return CUDA_SUCCESS;
+    if (rootNodes && *numRootNodes > SL_WIRE_MAX_ARRAY)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuGraphGetRootNodesRequest rq =
+        SLUICE__CUDA__CU_GRAPH_GET_ROOT_NODES_REQUEST__INIT;
+    rq.h_graph = (uint64_t)(uintptr_t)hGraph;
+    rq.num_root_nodes = rootNodes ? *numRootNodes : 0;
+    call.call_id = SL_CALL_cuGraphGetRootNodes;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_GET_ROOT_NODES;
+    call.cu_graph_get_root_nodes = &rq;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (!rep)
+        return rc;
+    rc = (CUresult)rep->result;
+    if (rc == CUDA_SUCCESS) {
+        const Sluice__Cuda__CuGraphGetRootNodesReply *r = rep->cu_graph_get_root_nodes;
+        if (rep->out_case != SLUICE__WIRE__REPLY__OUT_CU_GRAPH_GET_ROOT_NODES ||
+            (rootNodes && (r->n_root_nodes > *numRootNodes || r->num_root_nodes > *numRootNodes))) {
+            rc = CUDA_ERROR_UNKNOWN;
+        } else {
+            for (size_t i = 0; rootNodes && i < *numRootNodes; i++)
+                rootNodes[i] =
+                    i < r->n_root_nodes ? (CUgraphNode)(uintptr_t)r->root_nodes[i] : NULL;
+            *numRootNodes = r->num_root_nodes;
+        }
+    }
+    sl_fe_reply_free(rep);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- kernel node parameters */
+
+/* The copy of a node's parameters cuGraphKernelNodeGetParams answers pointers into. */
+struct kparams {
+    struct kparams *next;
+    uint64_t node;
+    void **ptrs;
+    uint8_t *values;
+};
+static struct kparams *g_kparams;
+static pthread_mutex_t g_kparams_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Keeps bulk (layout and values, backend/graph.c) for node; *ptrs the pointer array. */
+static CUresult kparams_keep(uint64_t node, const uint8_t *bulk, size_t len, void ***ptrs)
+{
+    uint64_t count;
+    if (len < 8)
+        return CUDA_ERROR_UNKNOWN;
+    memcpy(&count, bulk, 8);
+    if (count > 4096 || len < 8 + 16 * count)
+        return CUDA_ERROR_UNKNOWN;
+    size_t head = 8 + 16 * (size_t)count, vlen = len - head;
+    struct kparams *k = calloc(1, sizeof *k);
+    if (!k)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    k->node = node;
+    k->ptrs = calloc(count + 1, sizeof *k->ptrs);
+    k->values = malloc(vlen ? vlen : 1);
+    if (!k->ptrs || !k->values) {
+        free(k->ptrs);
+        free(k->values);
+        free(k);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(k->values, bulk + head, vlen);
+    for (size_t i = 0; i < count; i++) {
+        uint64_t off, sz;
+        memcpy(&off, bulk + 8 + 8 * i, 8);
+        memcpy(&sz, bulk + 8 + 8 * (count + i), 8);
+        if (off > vlen || sz > vlen - off) {
+            free(k->ptrs);
+            free(k->values);
+            free(k);
+            return CUDA_ERROR_UNKNOWN;
+        }
+        k->ptrs[i] = k->values + off;
+    }
+    pthread_mutex_lock(&g_kparams_lock);
+    for (struct kparams **p = &g_kparams; *p; p = &(*p)->next)
+        if ((*p)->node == node) {
+            struct kparams *old = *p;
+            *p = old->next;
+            free(old->ptrs);
+            free(old->values);
+            free(old);
+            break;
+        }
+    k->next = g_kparams;
+    g_kparams = k;
+    pthread_mutex_unlock(&g_kparams_lock);
+    *ptrs = k->ptrs;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Cuda__CuGraphKernelNodeGetParamsV2Request rq =
+        SLUICE__CUDA__CU_GRAPH_KERNEL_NODE_GET_PARAMS_V2_REQUEST__INIT;
+    rq.h_node = (uint64_t)(uintptr_t)hNode;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuGraphKernelNodeGetParams_v2;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_KERNEL_NODE_GET_PARAMS_V2;
+    call.cu_graph_kernel_node_get_params_v2 = &rq;
+    size_t cap = 8 + 16 * 4096 + 32768, got = 0;
+    uint8_t *bulk = malloc(cap);
+    if (!bulk)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call_bulk(&call, NULL, 0, bulk, cap, &got, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        const Sluice__Cuda__CuGraphKernelNodeGetParamsV2Reply *r =
+            rep->cu_graph_kernel_node_get_params_v2;
+        if (rc == CUDA_SUCCESS &&
+            (rep->out_case != SLUICE__WIRE__REPLY__OUT_CU_GRAPH_KERNEL_NODE_GET_PARAMS_V2 ||
+             r->node_params.len != sizeof *nodeParams))
+            rc = CUDA_ERROR_UNKNOWN;
+        void **ptrs = NULL;
+        if (rc == CUDA_SUCCESS)
+            rc = kparams_keep(rq.h_node, bulk, got, &ptrs);
+        if (rc == CUDA_SUCCESS) {
+            memcpy(nodeParams, r->node_params.data, sizeof *nodeParams);
+            nodeParams->kernelParams = ptrs;
+            nodeParams->extra = NULL;
+        }
+        sl_fe_reply_free(rep);
+    }
+    free(bulk);
+    return rc;
+}
+
+CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS p;
+    CUresult rc = cuGraphKernelNodeGetParams_v2(hNode, &p);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    nodeParams->func = p.func ? p.func : (CUfunction)p.kern;
+    nodeParams->gridDimX = p.gridDimX;
+    nodeParams->gridDimY = p.gridDimY;
+    nodeParams->gridDimZ = p.gridDimZ;
+    nodeParams->blockDimX = p.blockDimX;
+    nodeParams->blockDimY = p.blockDimY;
+    nodeParams->blockDimZ = p.blockDimZ;
+    nodeParams->sharedMemBytes = p.sharedMemBytes;
+    nodeParams->kernelParams = p.kernelParams;
+    nodeParams->extra = NULL;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- memset node parameters */
+
+CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Cuda__CuGraphMemsetNodeGetParamsRequest rq =
+        SLUICE__CUDA__CU_GRAPH_MEMSET_NODE_GET_PARAMS_REQUEST__INIT;
+    rq.h_node = (uint64_t)(uintptr_t)hNode;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuGraphMemsetNodeGetParams;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_MEMSET_NODE_GET_PARAMS;
+    call.cu_graph_memset_node_get_params = &rq;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (!rep)
+        return rc;
+    rc = (CUresult)rep->result;
+    if (rc == CUDA_SUCCESS) {
+        if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_MEMSET_NODE_GET_PARAMS &&
+            rep->cu_graph_memset_node_get_params->node_params.len == sizeof *nodeParams)
+            memcpy(nodeParams, rep->cu_graph_memset_node_get_params->node_params.data,
+                   sizeof *nodeParams);
+        else
+            rc = CUDA_ERROR_UNKNOWN;
+    }
+    sl_fe_reply_free(rep);
+    return rc;
+}
+
+CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Cuda__CuGraphMemsetNodeSetParamsRequest rq =
+        SLUICE__CUDA__CU_GRAPH_MEMSET_NODE_SET_PARAMS_REQUEST__INIT;
+    rq.h_node = (uint64_t)(uintptr_t)hNode;
+    rq.node_params = (ProtobufCBinaryData){sizeof *nodeParams, (uint8_t *)nodeParams};
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuGraphMemsetNodeSetParams;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_MEMSET_NODE_SET_PARAMS;
+    call.cu_graph_memset_node_set_params = &rq;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    return sl_fe_g_result(rc, rep);
+}
+
+CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                        const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    if (!memsetParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Cuda__CuGraphExecMemsetNodeSetParamsRequest rq =
+        SLUICE__CUDA__CU_GRAPH_EXEC_MEMSET_NODE_SET_PARAMS_REQUEST__INIT;
+    rq.h_graph_exec = (uint64_t)(uintptr_t)hGraphExec;
+    rq.h_node = (uint64_t)(uintptr_t)hNode;
+    rq.memset_params = (ProtobufCBinaryData){sizeof *memsetParams, (uint8_t *)memsetParams};
+    rq.ctx = (uint64_t)(uintptr_t)ctx;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuGraphExecMemsetNodeSetParams;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_EXEC_MEMSET_NODE_SET_PARAMS;
+    call.cu_graph_exec_memset_node_set_params = &rq;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    return sl_fe_g_result(rc, rep);
 }

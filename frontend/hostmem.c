@@ -336,8 +336,10 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     struct range r = {0};
     if (tracked((void *)(uintptr_t)ptr, &r))
         return host_attr(&r, attribute, data, (uintptr_t)ptr);
-    if (sl_fe_is_host_pointer((void *)(uintptr_t)ptr))
-        return CUDA_ERROR_INVALID_VALUE; /* unregistered host memory, as the driver says */
+    /* Anything else is asked of the backend, which knows the session's device memory: an
+     * address mapped in this process may still be a device address (the guest has no driver
+     * reserving the device's part of the address space). The backend refuses unregistered
+     * host memory with INVALID_VALUE, as the driver does. */
     Sluice__Cuda__CuPointerGetAttributeRequest req =
         SLUICE__CUDA__CU_POINTER_GET_ATTRIBUTE_REQUEST__INIT;
     req.data = sz;
@@ -369,20 +371,25 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute 
         return CUDA_ERROR_INVALID_VALUE;
     struct range r = {0};
     int is_tracked = tracked((void *)(uintptr_t)ptr, &r);
-    int unregistered = !is_tracked && sl_fe_is_host_pointer((void *)(uintptr_t)ptr);
+    int unregistered = 0; /* host memory the backend does not know: the driver says all zero */
     for (unsigned i = 0; i < numAttributes; i++) {
         size_t sz = attr_size(attributes[i]);
         if (!data[i])
             continue;
         if (!sz)
             return CUDA_ERROR_INVALID_VALUE;
-        CUresult rc;
-        if (unregistered) { /* the driver reports unregistered host memory as all zero */
+        if (unregistered) {
             memset(data[i], 0, sz);
             continue;
         }
-        rc = is_tracked ? host_attr(&r, attributes[i], data[i], (uintptr_t)ptr)
-                        : cuPointerGetAttribute(data[i], attributes[i], ptr);
+        CUresult rc = is_tracked ? host_attr(&r, attributes[i], data[i], (uintptr_t)ptr)
+                                 : cuPointerGetAttribute(data[i], attributes[i], ptr);
+        if (rc == CUDA_ERROR_INVALID_VALUE && !is_tracked &&
+            sl_fe_is_host_pointer((void *)(uintptr_t)ptr)) {
+            unregistered = 1;
+            memset(data[i], 0, sz);
+            continue;
+        }
         if (rc == CUDA_ERROR_NOT_SUPPORTED) {
             memset(data[i], 0, sz);
             continue;

@@ -16,6 +16,7 @@
 
 struct memo {
     struct memo *next;
+    uint32_t call_id;
     uint64_t hash;
     size_t key_len, reply_len;
     uint8_t *key, *reply; /* one allocation: key bytes then packed reply */
@@ -41,6 +42,23 @@ void sl_fe_memo_clear(void)
             free(m);
         }
     g_count = 0;
+}
+
+void sl_fe_memo_forget(uint32_t call_id)
+{
+    if (!g_count)
+        return;
+    for (size_t i = 0; i < MEMO_BUCKETS; i++)
+        for (struct memo **pp = &g_bucket[i]; *pp;) {
+            struct memo *m = *pp;
+            if (m->call_id == call_id) {
+                *pp = m->next;
+                free(m);
+                g_count--;
+            } else {
+                pp = &m->next;
+            }
+        }
 }
 
 /* The key: the call packed with seq 0. Returns a malloc'd buffer, NULL on failure. */
@@ -95,6 +113,7 @@ void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r
         free(key);
         return;
     }
+    m->call_id = call->call_id;
     m->hash = fnv1a(key, klen);
     m->key_len = klen;
     m->reply_len = rlen;

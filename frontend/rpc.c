@@ -443,6 +443,8 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     }
     if (flags & SL_CALL_UNMEMO)
         sl_fe_memo_clear();
+    if (flags & SL_CALL_UNCAPTURE)
+        sl_fe_memo_forget(SL_CALL_cuStreamIsCapturing);
     CUresult rc = sl_fe_mapped_sync_out(mapped_emit);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -548,6 +550,8 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     const struct sl_call_info *info = sl_call_lookup(call->call_id);
     if (info && (info->flags & SL_CALL_UNMEMO))
         sl_fe_memo_clear();
+    if (info && (info->flags & SL_CALL_UNCAPTURE))
+        sl_fe_memo_forget(SL_CALL_cuStreamIsCapturing);
     if ((rc = sl_fe_mapped_sync_out(mapped_emit)) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&g_io);
         return rc;

@@ -13,7 +13,7 @@ HANDLE_KINDS = [
     "graphicsresource", "userobject", "callbackhandle", "condhandle",
 ]
 OTHER_KINDS = {"device", "devptr", "pod", "cstr", "hostptr", "callback", "bytes"}
-FLAGS = {"async", "handwritten", "ptds", "ptsz", "internal", "memo", "unmemo"}
+FLAGS = {"async", "handwritten", "ptds", "ptsz", "internal", "memo", "unmemo", "uncapture"}
 MODIFIERS = {"len", "span", "release", "repeated"}
 INTERNAL_BASE = 10000   # internal (Sluice-only) calls have ids >= INTERNAL_BASE, all others below
 C_KEYWORDS = {

@@ -35,6 +35,10 @@ struct dbl_kernel {
     void (*run)(struct dbl_launch *launch);
 };
 
+/* The simulated duration of a launch of k (timing.c): nominal_us, or for kernels whose time
+ * depends on their arguments (the spin kernel of gpu_time.cu) what those say. */
+double dbl_kernel_duration_us(const struct dbl_kernel *k, const struct dbl_launch *launch);
+
 /* A `__device__` variable the test programs declare: every loaded image gets its own copy. */
 struct dbl_global {
     const char *name;
@@ -55,6 +59,30 @@ void *dbl_global_ptr(struct dbl_launch *launch, const char *name);
  * *elem bytes, *height rows); NULL if obj is not an object on an array. */
 unsigned char *dbl_object_array(unsigned long long obj, size_t *pitch, size_t *width,
                                 size_t *height, size_t *elem);
+/* Simulated device time (timing.c): per-stream clocks in CLOCK_MONOTONIC microseconds. ctx is
+ * the current context (the NULL, legacy and per-thread streams are one clock per context).
+ * Called under the double's lock, except dbl_time_sleep_until. */
+double dbl_time_now_us(void);
+/* Queues dur_us of work on the stream; returns when it ends. */
+double dbl_time_work(const void *ctx, CUstream s, double dur_us);
+/* The time the stream reaches this point (an event recorded now). */
+double dbl_time_mark(const void *ctx, CUstream s);
+/* The stream waits for time t_us (cuStreamWaitEvent). */
+void dbl_time_wait_for(const void *ctx, CUstream s, double t_us);
+/* When the stream's / every stream of ctx's queued work ends. */
+double dbl_time_stream_end(const void *ctx, CUstream s);
+double dbl_time_ctx_end(const void *ctx);
+void dbl_time_sleep_until(double t_us);
+/* Around the host computation of a result: that time is not device time. */
+int64_t dbl_time_host_begin(void);
+void dbl_time_host_end(int64_t begin);
+/* The clock rate kernels' cycle counts are converted with (CU_DEVICE_ATTRIBUTE_CLOCK_RATE). */
+#define DBL_CLOCK_RATE_KHZ 1755000
+
+/* cudaGraphSetConditional(handle, value) in a kernel: sets a conditional handle of the graph
+ * being launched (launch->status = CUDA_ERROR_ILLEGAL_ADDRESS for an unknown handle). */
+void dbl_cond_set(struct dbl_launch *launch, unsigned long long handle, unsigned value);
+
 /* Device printf: writes straight to fd 1 (the backend captures fd 1; no stdio buffering). */
 void dbl_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

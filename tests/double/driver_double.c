@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -88,7 +90,6 @@ static size_t nobjs, capobjs;
 static struct dbl_alloc *allocs;
 static size_t nallocs, capallocs;
 static size_t mem_total, mem_used;
-static double sim_us; /* simulated device clock */
 static unsigned long long next_ctx_id = 1;
 static struct dbl_ctx primary_ctx;
 static unsigned primary_refs;
@@ -446,7 +447,7 @@ static int attribute(CUdevice_attribute a)
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
         return 65536;
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
-        return 1755000;
+        return DBL_CLOCK_RATE_KHZ; /* kernels' cycle counts are timed with it (timing.c) */
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
         return 512;
     case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
@@ -725,9 +726,22 @@ static CUresult ctx_sync(void)
     return need_ctx(&c);
 }
 
+/* The synchronize calls sleep, outside the lock, until the simulated work ends (timing.c). */
+#define LOCKED_THEN_SLEEP(expr, until)                                                             \
+    do {                                                                                           \
+        double until_ = 0;                                                                         \
+        pthread_mutex_lock(&lock);                                                                 \
+        CUresult rc_ = (expr);                                                                     \
+        if (rc_ == CUDA_SUCCESS)                                                                   \
+            until_ = (until);                                                                      \
+        pthread_mutex_unlock(&lock);                                                               \
+        dbl_time_sleep_until(until_);                                                              \
+        return rc_;                                                                                \
+    } while (0)
+
 EXPORT CUresult cuCtxSynchronize(void)
 {
-    LOCKED(ctx_sync());
+    LOCKED_THEN_SLEEP(ctx_sync(), dbl_time_ctx_end(cur()));
 }
 
 static CUresult ctx_sync_v2(CUcontext ctx)
@@ -742,7 +756,7 @@ static CUresult ctx_sync_v2(CUcontext ctx)
 
 EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
-    LOCKED(ctx_sync_v2(ctx));
+    LOCKED_THEN_SLEEP(ctx_sync_v2(ctx), dbl_time_ctx_end(ctx ? (const void *)ctx : cur()));
 }
 
 static CUresult ctx_get_id(CUcontext ctx, unsigned long long *ctxId)
@@ -995,9 +1009,10 @@ static CUresult check_stream(CUstream s)
     return obj_get(s, K_STREAM) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-static void advance_copy(size_t n)
+/* Simulated time of a copy or memset on stream s (timing.c): 2 us + 20 GB/s. */
+static void advance_copy(struct dbl_ctx *c, CUstream s, size_t n)
 {
-    sim_us += 2.0 + (double)n / 20000.0; /* 20 GB/s */
+    dbl_time_work(c, s, 2.0 + (double)n / 20000.0);
 }
 
 static CUresult copy(void *dst, const void *src, size_t n, CUdeviceptr ddst, CUdeviceptr dsrc,
@@ -1015,9 +1030,11 @@ static CUresult copy(void *dst, const void *src, size_t n, CUdeviceptr ddst, CUd
         return CUDA_ERROR_INVALID_VALUE;
     if (!dst || !src)
         return CUDA_ERROR_INVALID_VALUE;
+    int64_t h = dbl_time_host_begin(); /* not device time (timing.c) */
     if (n)
         memmove(dst, src, n);
-    advance_copy(n);
+    dbl_time_host_end(h);
+    advance_copy(c, s, n);
     return CUDA_SUCCESS;
 }
 
@@ -1070,6 +1087,7 @@ static CUresult memset_n(CUdeviceptr dst, unsigned v, size_t width, size_t n, CU
     unsigned char *p = dev_range(DEVPTR(dst), n * width);
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
+    int64_t hb = dbl_time_host_begin(); /* not device time (timing.c) */
     for (size_t i = 0; i < n; i++) {
         if (width == 1)
             p[i] = (unsigned char)v;
@@ -1081,7 +1099,8 @@ static CUresult memset_n(CUdeviceptr dst, unsigned v, size_t width, size_t n, CU
             memcpy(p + 4 * i, &x, 4);
         }
     }
-    advance_copy(n * width);
+    dbl_time_host_end(hb);
+    advance_copy(c, s, n * width);
     return CUDA_SUCCESS;
 }
 
@@ -1166,9 +1185,11 @@ static CUresult copy2d(const CUDA_MEMCPY2D *pin, CUstream s)
         side2d(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, dp, w, h);
     if (!src || !dst)
         return CUDA_ERROR_INVALID_VALUE;
+    int64_t hb = dbl_time_host_begin(); /* not device time (timing.c) */
     for (size_t r = 0; r < h; r++)
         memmove(dst + r * dp, src + r * sp, w);
-    advance_copy(w * h);
+    dbl_time_host_end(hb);
+    advance_copy(c, s, w * h);
     return CUDA_SUCCESS;
 }
 
@@ -1316,12 +1337,21 @@ static CUresult stream_sync(CUstream h)
 
 EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 {
-    LOCKED(stream_sync(hStream));
+    LOCKED_THEN_SLEEP(stream_sync(hStream), dbl_time_stream_end(cur(), hStream));
+}
+
+/* Not ready while the stream's simulated work runs (timing.c). */
+static CUresult stream_query(CUstream h)
+{
+    CUresult rc = stream_sync(h);
+    if (rc == CUDA_SUCCESS && dbl_time_stream_end(cur(), h) > dbl_time_now_us())
+        rc = CUDA_ERROR_NOT_READY;
+    return rc;
 }
 
 EXPORT CUresult cuStreamQuery(CUstream hStream)
 {
-    LOCKED(stream_sync(hStream));
+    LOCKED(stream_query(hStream));
 }
 
 static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags)
@@ -1331,7 +1361,12 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags)
         return rc;
     if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
-    return obj_get(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    struct dbl_event *ev = obj_get(e, K_EVENT);
+    if (!ev)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (ev->recorded) /* later work on h starts after the event's time (timing.c) */
+        dbl_time_wait_for(cur(), h, ev->t_us);
+    return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
@@ -1412,7 +1447,7 @@ static CUresult event_record(CUevent h, CUstream s)
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
     e->recorded = true;
-    e->t_us = sim_us;
+    e->t_us = dbl_time_mark(cur(), s); /* when the stream reaches it (timing.c) */
     return CUDA_SUCCESS;
 }
 
@@ -1427,21 +1462,34 @@ EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigne
     LOCKED(event_record(hEvent, hStream));
 }
 
-static CUresult event_sync(CUevent h)
+/* *until: the simulated time the event completes (0 if never recorded). */
+static CUresult event_sync(CUevent h, double *until)
 {
     if (!initialized)
         return CUDA_ERROR_NOT_INITIALIZED;
-    return obj_get(h, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    struct dbl_event *e = obj_get(h, K_EVENT);
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *until = e->recorded ? e->t_us : 0;
+    return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
-    LOCKED(event_sync(hEvent));
+    double t = 0;
+    LOCKED_THEN_SLEEP(event_sync(hEvent, &t), t);
+}
+
+static CUresult event_query(CUevent h)
+{
+    double t = 0;
+    CUresult rc = event_sync(h, &t);
+    return rc == CUDA_SUCCESS && t > dbl_time_now_us() ? CUDA_ERROR_NOT_READY : rc;
 }
 
 EXPORT CUresult cuEventQuery(CUevent hEvent)
 {
-    LOCKED(event_sync(hEvent));
+    LOCKED(event_query(hEvent));
 }
 
 static CUresult event_elapsed(float *ms, CUevent start, CUevent end)
@@ -1455,6 +1503,9 @@ static CUresult event_elapsed(float *ms, CUevent start, CUevent end)
         return CUDA_ERROR_INVALID_HANDLE;
     if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING || !a->recorded || !b->recorded)
         return CUDA_ERROR_INVALID_HANDLE;
+    double now = dbl_time_now_us();
+    if (a->t_us > now || b->t_us > now)
+        return CUDA_ERROR_NOT_READY; /* as the driver: not completed yet */
     *ms = (float)((b->t_us - a->t_us) / 1000.0);
     return CUDA_SUCCESS;
 }
@@ -2096,8 +2147,10 @@ static CUresult launch(void *h, const unsigned grid[3], const unsigned block[3],
                            params,
                            f->image,
                            CUDA_SUCCESS};
+    int64_t hb = dbl_time_host_begin(); /* the host's work is not device time (timing.c) */
     k->run(&l);
-    sim_us += k->nominal_us;
+    dbl_time_host_end(hb);
+    dbl_time_work(c, s, dbl_kernel_duration_us(k, &l)); /* simulated time (timing.c) */
     if (l.status != CUDA_SUCCESS) {
         c->sticky = l.status; /* as on a GPU: an illegal address poisons the context */
         return l.status;
@@ -2461,63 +2514,136 @@ EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
     LOCKED(free_async(dptr, hStream));
 }
 
-/* ---------- graphs: kernel and memset nodes ----------
+/* ---------- graphs ----------
  * A graph is its nodes in the order they were added (dependencies are always earlier nodes, so
  * that order is a valid execution order); launching runs them one after the other on the
- * calling thread. A kernel node keeps a copy of its parameters (as the driver does); an
- * instantiated graph keeps copies of its nodes, so changing the graph later does not change it.
- * Graphs are context-independent bookkeeping here (hdr.ctx NULL). */
+ * calling thread. Node types: kernel, memset, memcpy (any sides copy3d accepts), host (the
+ * function runs at that point), empty, memory allocation (the memory is allocated when the node
+ * is made and stays: a launch marks it in use, a free node not, for the graph memory
+ * attributes), memory free, and conditional (IF / WHILE / SWITCH over body graphs the node
+ * owns, on a handle kernels set through dbl_cond_set). A kernel node keeps a copy of its
+ * parameters (as the driver does); an instantiated graph keeps a deep copy of its graph, so
+ * changing or destroying the graph later does not change it. Graphs are context-independent
+ * bookkeeping here (hdr.ctx NULL). No stream capture. */
 #define DBL_NODE_PARAM_BYTES 512
-enum { N_KERNEL = 1, N_MEMSET };
+#define DBL_MAX_WHILE        1000000
+enum { N_KERNEL = 1, N_MEMSET, N_MEMCPY, N_HOST, N_EMPTY, N_ALLOC, N_FREE, N_COND };
+struct dbl_graph;
+struct dbl_cond {
+    struct dbl_cond *next;
+    struct dbl_graph *graph;
+    unsigned value, def, flags;
+};
+struct dbl_galloc {
+    struct dbl_galloc *next;
+    CUdeviceptr dptr;
+    size_t size;
+    bool live;
+};
 struct dbl_gnode {
     struct dbl_obj hdr;
     struct dbl_graph *graph;
+    const struct dbl_gnode *origin; /* the node this one was copied from (clone, instance) */
     int type;
+    size_t ndeps;
     void *func; /* struct dbl_func * */
     unsigned grid[3], block[3];
     size_t shared;
     unsigned char params[DBL_NODE_PARAM_BYTES];
+    void *argv[DBL_MAX_PARAMS];
     CUDA_MEMSET_NODE_PARAMS memset;
+    CUDA_MEMCPY3D memcpy;
+    CUDA_HOST_NODE_PARAMS host;
+    struct dbl_galloc *alloc; /* alloc and free nodes */
+    CUDA_MEM_ALLOC_NODE_PARAMS allocp;
+    struct dbl_cond *cond;
+    unsigned ctype, csize;
+    struct dbl_graph **bodies;
 };
 struct dbl_graph {
     struct dbl_obj hdr;
     struct dbl_gnode **nodes;
     size_t n, cap;
+    bool registered; /* an object the caller may name (not an instance's private copy) */
 };
 struct dbl_gexec {
     struct dbl_obj hdr;
-    struct dbl_gnode *orig[64]; /* the graph's node each copy came from */
-    struct dbl_gnode copy[64];
-    size_t n;
+    struct dbl_graph *snap;  /* the instance's own copy of the graph */
+    struct dbl_graph *graph; /* the graph it was made from (conditional handles' defaults) */
 };
+
+static struct dbl_cond *conds;
+static struct dbl_galloc *gallocs;
+static size_t graph_mem_used, graph_mem_high;
+
+static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s);
+
+static struct dbl_graph *graph_new(bool registered)
+{
+    struct dbl_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->hdr.kind = K_GRAPH;
+    g->registered = registered;
+    if (registered)
+        obj_add(g);
+    return g;
+}
+
+static void graph_free(struct dbl_graph *g);
+
+static void node_free(struct dbl_gnode *n)
+{
+    for (unsigned i = 0; n->bodies && i < n->csize; i++)
+        graph_free(n->bodies[i]);
+    free(n->bodies);
+    obj_del(n);
+    free(n);
+}
+
+static void graph_free(struct dbl_graph *g)
+{
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->n; i++)
+        node_free(g->nodes[i]);
+    free(g->nodes);
+    /* conditional handles stay (instances may still use them) */
+    obj_del(g);
+    free(g);
+}
 
 EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
     if (!phGraph || flags)
         return CUDA_ERROR_INVALID_VALUE;
-    struct dbl_graph *g = calloc(1, sizeof *g);
+    pthread_mutex_lock(&lock);
+    struct dbl_graph *g = graph_new(true);
+    pthread_mutex_unlock(&lock);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    g->hdr.kind = K_GRAPH;
-    pthread_mutex_lock(&lock);
-    obj_add(g);
-    pthread_mutex_unlock(&lock);
     *phGraph = (CUgraph)g;
     return CUDA_SUCCESS;
+}
+
+static bool owned_body(const struct dbl_graph *g)
+{
+    for (size_t i = 0; i < nobjs; i++) {
+        const struct dbl_gnode *n = objs[i];
+        if (n->hdr.kind == K_GNODE && n->bodies)
+            for (unsigned j = 0; j < n->csize; j++)
+                if (n->bodies[j] == g)
+                    return true;
+    }
+    return false;
 }
 
 static CUresult graph_destroy(CUgraph h)
 {
     struct dbl_graph *g = obj_get(h, K_GRAPH);
-    if (!g)
+    if (!g || owned_body(g))
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < g->n; i++) {
-        obj_del(g->nodes[i]);
-        free(g->nodes[i]);
-    }
-    free(g->nodes);
-    obj_del(g);
-    free(g);
+    graph_free(g);
     return CUDA_SUCCESS;
 }
 
@@ -2602,6 +2728,7 @@ static CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *dep
     n->hdr.kind = K_GNODE;
     n->hdr.ctx = NULL;
     n->graph = g;
+    n->ndeps = ndeps;
     g->nodes[g->n++] = n;
     obj_add(n);
     *ph = (CUgraphNode)n;
@@ -2624,12 +2751,16 @@ EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph
     LOCKED(add_kernel(phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
 }
 
-static CUresult set_kernel(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
+static struct dbl_gnode *node_of(CUgraphNode h, int type)
 {
     struct dbl_gnode *n = obj_get(h, K_GNODE);
-    if (!n || n->type != N_KERNEL)
-        return CUDA_ERROR_INVALID_VALUE;
-    return knode_set(n, p);
+    return n && (!type || n->type == type) ? n : NULL;
+}
+
+static CUresult set_kernel(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct dbl_gnode *n = node_of(h, N_KERNEL);
+    return n ? knode_set(n, p) : CUDA_ERROR_INVALID_VALUE;
 }
 
 EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,
@@ -2638,16 +2769,49 @@ EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,
     LOCKED(set_kernel(hNode, nodeParams));
 }
 
-static CUresult add_memset(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd,
-                           const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+static CUresult get_kernel(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
 {
-    (void)ctx;
+    struct dbl_gnode *n = node_of(h, N_KERNEL);
+    if (!n || !p)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct dbl_kernel *k = ((struct dbl_func *)n->func)->kernel;
+    for (unsigned j = 0; k && j < k->nparams; j++)
+        n->argv[j] = n->params + k->params[j].offset;
+    memset(p, 0, sizeof *p);
+    p->func = (CUfunction)n->func;
+    p->gridDimX = n->grid[0];
+    p->gridDimY = n->grid[1];
+    p->gridDimZ = n->grid[2];
+    p->blockDimX = n->block[0];
+    p->blockDimY = n->block[1];
+    p->blockDimZ = n->block[2];
+    p->sharedMemBytes = (unsigned)n->shared;
+    p->kernelParams = n->argv;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode,
+                                              CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    LOCKED(get_kernel(hNode, nodeParams));
+}
+
+static CUresult memset_check(const CUDA_MEMSET_NODE_PARAMS *p)
+{
     if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || !p->width ||
         !p->height || (p->height > 1 && p->pitch < p->width * p->elementSize))
         return CUDA_ERROR_INVALID_VALUE;
     size_t span = (p->height - 1) * p->pitch + p->width * p->elementSize;
-    if (!dev_range(DEVPTR(p->dst), span))
-        return CUDA_ERROR_INVALID_VALUE;
+    return dev_range(DEVPTR(p->dst), span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult add_memset(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd,
+                           const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    (void)ctx;
+    CUresult rc = memset_check(p);
+    if (rc)
+        return rc;
     struct dbl_gnode proto;
     memset(&proto, 0, sizeof proto);
     proto.type = N_MEMSET;
@@ -2662,22 +2826,532 @@ EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     LOCKED(add_memset(phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx));
 }
 
+static CUresult memset_params(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *get,
+                              const CUDA_MEMSET_NODE_PARAMS *set)
+{
+    struct dbl_gnode *n = node_of(h, N_MEMSET);
+    if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (get) {
+        *get = n->memset;
+        return CUDA_SUCCESS;
+    }
+    CUresult rc = memset_check(set);
+    if (!rc)
+        n->memset = *set;
+    return rc;
+}
+
+EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(memset_params(hNode, nodeParams, NULL));
+}
+
+EXPORT CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode,
+                                           const CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    LOCKED(memset_params(hNode, NULL, nodeParams));
+}
+
+/* memcpy nodes: the parameters are checked when the node runs (copy3d) */
+static CUresult add_memcpy(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd,
+                           const CUDA_MEMCPY3D *p)
+{
+    if (!p || !p->WidthInBytes || !p->Height)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_gnode proto;
+    memset(&proto, 0, sizeof proto);
+    proto.type = N_MEMCPY;
+    proto.memcpy = *p;
+    return node_add(ph, g, deps, nd, &proto);
+}
+
+EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                     const CUgraphNode *dependencies, size_t numDependencies,
+                                     const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    (void)ctx;
+    LOCKED(add_memcpy(phGraphNode, hGraph, dependencies, numDependencies, copyParams));
+}
+
+static CUresult memcpy_params(CUgraphNode h, CUDA_MEMCPY3D *get, const CUDA_MEMCPY3D *set)
+{
+    struct dbl_gnode *n = node_of(h, N_MEMCPY);
+    if (!n || (!get && (!set || !set->WidthInBytes || !set->Height)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (get)
+        *get = n->memcpy;
+    else
+        n->memcpy = *set;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(memcpy_params(hNode, nodeParams, NULL));
+}
+
+EXPORT CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
+{
+    LOCKED(memcpy_params(hNode, NULL, nodeParams));
+}
+
+static CUresult add_host(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd,
+                         const CUDA_HOST_NODE_PARAMS *p)
+{
+    if (!p || !p->fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_gnode proto;
+    memset(&proto, 0, sizeof proto);
+    proto.type = N_HOST;
+    proto.host = *p;
+    return node_add(ph, g, deps, nd, &proto);
+}
+
+EXPORT CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                   const CUgraphNode *dependencies, size_t numDependencies,
+                                   const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    LOCKED(add_host(phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
+}
+
+static CUresult host_params(CUgraphNode h, CUDA_HOST_NODE_PARAMS *get,
+                            const CUDA_HOST_NODE_PARAMS *set)
+{
+    struct dbl_gnode *n = node_of(h, N_HOST);
+    if (!n || (!get && (!set || !set->fn)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (get)
+        *get = n->host;
+    else
+        n->host = *set;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(host_params(hNode, nodeParams, NULL));
+}
+
+EXPORT CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    LOCKED(host_params(hNode, NULL, nodeParams));
+}
+
+static CUresult add_empty(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd)
+{
+    struct dbl_gnode proto;
+    memset(&proto, 0, sizeof proto);
+    proto.type = N_EMPTY;
+    return node_add(ph, g, deps, nd, &proto);
+}
+
+EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                    const CUgraphNode *dependencies, size_t numDependencies)
+{
+    LOCKED(add_empty(phGraphNode, hGraph, dependencies, numDependencies));
+}
+
+/* memory nodes: the allocation is made with the node, at a fixed address */
+static CUresult add_alloc(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd,
+                          CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    if (!p || !p->bytesize || p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        check_dev(p->poolProps.location.id) || p->poolProps.handleTypes ||
+        (p->accessDescCount && !p->accessDescs))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_galloc *a = calloc(1, sizeof *a);
+    if (!a)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uintptr_t base;
+    CUresult rc = alloc_new(p->bytesize, A_DEVICE, NULL, &base);
+    if (rc) {
+        free(a);
+        return rc;
+    }
+    a->dptr = base;
+    a->size = p->bytesize;
+    struct dbl_gnode proto;
+    memset(&proto, 0, sizeof proto);
+    proto.type = N_ALLOC;
+    proto.alloc = a;
+    proto.allocp = *p;
+    proto.allocp.accessDescs = NULL;
+    proto.allocp.accessDescCount = 0;
+    proto.allocp.dptr = base;
+    rc = node_add(ph, g, deps, nd, &proto);
+    if (rc) {
+        alloc_free(base, A_DEVICE);
+        free(a);
+        return rc;
+    }
+    a->next = gallocs;
+    gallocs = a;
+    p->dptr = base;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                       const CUgraphNode *dependencies, size_t numDependencies,
+                                       CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    LOCKED(add_alloc(phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
+}
+
+static CUresult alloc_params(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    struct dbl_gnode *n = node_of(h, N_ALLOC);
+    if (!n || !p)
+        return CUDA_ERROR_INVALID_VALUE;
+    *p = n->allocp;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode,
+                                             CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
+{
+    LOCKED(alloc_params(hNode, params_out));
+}
+
+static CUresult add_free(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd,
+                         CUdeviceptr dptr)
+{
+    struct dbl_galloc *a = gallocs;
+    while (a && a->dptr != dptr)
+        a = a->next;
+    if (!a)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_gnode proto;
+    memset(&proto, 0, sizeof proto);
+    proto.type = N_FREE;
+    proto.alloc = a;
+    return node_add(ph, g, deps, nd, &proto);
+}
+
+EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                      const CUgraphNode *dependencies, size_t numDependencies,
+                                      CUdeviceptr dptr)
+{
+    LOCKED(add_free(phGraphNode, hGraph, dependencies, numDependencies, dptr));
+}
+
+static CUresult graph_mem_attr(CUdevice dev, CUgraphMem_attribute attr, void *value, int set)
+{
+    if (check_dev(dev) || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t *v = value;
+    switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+        if (set)
+            return CUDA_ERROR_INVALID_VALUE;
+        *v = graph_mem_used;
+        return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+        if (set) {
+            if (*v)
+                return CUDA_ERROR_INVALID_VALUE;
+            graph_mem_high = graph_mem_used;
+        } else {
+            *v = graph_mem_high;
+        }
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
+                                             void *value)
+{
+    LOCKED(graph_mem_attr(device, attr, value, 0));
+}
+
+EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
+                                             void *value)
+{
+    LOCKED(graph_mem_attr(device, attr, value, 1));
+}
+
+EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    return check_dev(device) ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+/* conditional handles and nodes */
+static CUresult cond_create(CUgraphConditionalHandle *h, CUgraph hGraph, unsigned def,
+                            unsigned flags)
+{
+    struct dbl_graph *g = obj_get(hGraph, K_GRAPH);
+    if (!g || !h || (flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_cond *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->graph = g;
+    c->value = c->def = def;
+    c->flags = flags;
+    c->next = conds;
+    conds = c;
+    *h = (CUgraphConditionalHandle)(uintptr_t)c;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out,
+                                               CUgraph hGraph, CUcontext ctx,
+                                               unsigned int defaultLaunchValue, unsigned int flags)
+{
+    (void)ctx;
+    LOCKED(cond_create(pHandle_out, hGraph, defaultLaunchValue, flags));
+}
+
+static struct dbl_cond *cond_of(unsigned long long h)
+{
+    for (struct dbl_cond *c = conds; c; c = c->next)
+        if ((uintptr_t)c == h)
+            return c;
+    return NULL;
+}
+
+/* kernels.c: cudaGraphSetConditional(handle, value) (called with the lock held by the launch) */
+void dbl_cond_set(struct dbl_launch *l, unsigned long long handle, unsigned value)
+{
+    struct dbl_cond *c = cond_of(handle);
+    if (c)
+        c->value = value;
+    else
+        l->status = CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+static CUresult add_node_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd,
+                            CUgraphNodeParams *p)
+{
+    if (!p || p->type != CU_GRAPH_NODE_TYPE_CONDITIONAL)
+        return CUDA_ERROR_NOT_SUPPORTED; /* the backend sends the other types their own way */
+    CUDA_CONDITIONAL_NODE_PARAMS *c = &p->conditional;
+    struct dbl_cond *cond = cond_of((unsigned long long)c->handle);
+    unsigned max = c->type == CU_GRAPH_COND_TYPE_IF      ? 2
+                   : c->type == CU_GRAPH_COND_TYPE_WHILE ? 1
+                                                         : 64;
+    if (!cond || c->type > CU_GRAPH_COND_TYPE_SWITCH || !c->size || c->size > max)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_gnode proto;
+    memset(&proto, 0, sizeof proto);
+    proto.type = N_COND;
+    proto.cond = cond;
+    proto.ctype = c->type;
+    proto.csize = c->size;
+    proto.bodies = calloc(c->size, sizeof *proto.bodies);
+    if (!proto.bodies)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (unsigned i = 0; i < c->size; i++)
+        if (!(proto.bodies[i] = graph_new(true))) {
+            for (unsigned j = 0; j < i; j++)
+                graph_free(proto.bodies[j]);
+            free(proto.bodies);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    CUresult rc = node_add(ph, g, deps, nd, &proto);
+    if (rc) {
+        for (unsigned i = 0; i < c->size; i++)
+            graph_free(proto.bodies[i]);
+        free(proto.bodies);
+        return rc;
+    }
+    c->phGraph_out = (CUgraph *)((struct dbl_gnode *)*ph)->bodies;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                  const CUgraphNode *dependencies,
+                                  const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                  CUgraphNodeParams *nodeParams)
+{
+    if (dependencyData)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    LOCKED(add_node_v2(phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
+}
+
+/* node queries */
+static CUresult node_type(CUgraphNode h, CUgraphNodeType *t)
+{
+    static const CUgraphNodeType types[] = {
+        [N_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL, [N_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
+        [N_MEMCPY] = CU_GRAPH_NODE_TYPE_MEMCPY, [N_HOST] = CU_GRAPH_NODE_TYPE_HOST,
+        [N_EMPTY] = CU_GRAPH_NODE_TYPE_EMPTY,   [N_ALLOC] = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+        [N_FREE] = CU_GRAPH_NODE_TYPE_MEM_FREE, [N_COND] = CU_GRAPH_NODE_TYPE_CONDITIONAL};
+    struct dbl_gnode *n = node_of(h, 0);
+    if (!n || !t)
+        return CUDA_ERROR_INVALID_VALUE;
+    *t = types[n->type];
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    LOCKED(node_type(hNode, type));
+}
+
+static CUresult root_nodes(CUgraph h, CUgraphNode *nodes, size_t *num)
+{
+    struct dbl_graph *g = obj_get(h, K_GRAPH);
+    if (!g || !num)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t k = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (!g->nodes[i]->ndeps) {
+            if (nodes && k < *num)
+                nodes[k] = (CUgraphNode)g->nodes[i];
+            k++;
+        }
+    if (nodes)
+        for (size_t i = k; i < *num; i++)
+            nodes[i] = NULL;
+    if (!nodes || k < *num)
+        *num = k;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
+{
+    LOCKED(root_nodes(hGraph, rootNodes, numRootNodes));
+}
+
+static CUresult destroy_node(CUgraphNode h)
+{
+    struct dbl_gnode *n = node_of(h, 0);
+    if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_graph *g = n->graph;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->nodes[i] == n) {
+            memmove(&g->nodes[i], &g->nodes[i + 1], (g->n - i - 1) * sizeof *g->nodes);
+            g->n--;
+            break;
+        }
+    node_free(n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphDestroyNode(CUgraphNode hNode)
+{
+    LOCKED(destroy_node(hNode));
+}
+
+/* Deep copy of g (bodies too); registered: the copy's graphs and nodes are objects. */
+static struct dbl_graph *graph_copy(const struct dbl_graph *g, bool registered)
+{
+    struct dbl_graph *c = graph_new(registered);
+    if (!c)
+        return NULL;
+    c->nodes = g->n ? calloc(g->n, sizeof *c->nodes) : NULL;
+    if (g->n && !c->nodes) {
+        graph_free(c);
+        return NULL;
+    }
+    for (size_t i = 0; i < g->n; i++) {
+        struct dbl_gnode *n = malloc(sizeof *n);
+        if (!n) {
+            graph_free(c);
+            return NULL;
+        }
+        *n = *g->nodes[i];
+        n->graph = c;
+        n->origin = g->nodes[i];
+        n->bodies = NULL;
+        c->nodes[c->n++] = n;
+        if (registered)
+            obj_add(n);
+        if (g->nodes[i]->bodies) {
+            n->bodies = calloc(n->csize, sizeof *n->bodies);
+            for (unsigned j = 0; n->bodies && j < n->csize; j++)
+                if (!(n->bodies[j] = graph_copy(g->nodes[i]->bodies[j], registered))) {
+                    graph_free(c);
+                    return NULL;
+                }
+            if (!n->bodies) {
+                n->csize = 0;
+                graph_free(c);
+                return NULL;
+            }
+        }
+    }
+    c->cap = c->n;
+    return c;
+}
+
+static CUresult graph_clone(CUgraph *out, CUgraph h)
+{
+    struct dbl_graph *g = obj_get(h, K_GRAPH);
+    if (!g || !out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_graph *c = graph_copy(g, true);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *out = (CUgraph)c;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+    LOCKED(graph_clone(phGraphClone, originalGraph));
+}
+
+static struct dbl_gnode *find_origin(const struct dbl_graph *g, const void *orig)
+{
+    for (size_t i = 0; g && i < g->n; i++) {
+        if (g->nodes[i]->origin == orig)
+            return g->nodes[i];
+        for (unsigned j = 0; g->nodes[i]->bodies && j < g->nodes[i]->csize; j++) {
+            struct dbl_gnode *n = find_origin(g->nodes[i]->bodies[j], orig);
+            if (n)
+                return n;
+        }
+    }
+    return NULL;
+}
+
+static CUresult find_in_clone(CUgraphNode *out, CUgraphNode orig, CUgraph hClone)
+{
+    struct dbl_graph *g = obj_get(hClone, K_GRAPH);
+    if (!g || !out || !orig)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_gnode *n = find_origin(g, orig);
+    if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = (CUgraphNode)n;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode,
+                                       CUgraph hClonedGraph)
+{
+    LOCKED(find_in_clone(phNode, hOriginalNode, hClonedGraph));
+}
+
+/* instances */
 static CUresult instantiate(CUgraphExec *ph, CUgraph h)
 {
     struct dbl_graph *g = obj_get(h, K_GRAPH);
     if (!g || !ph)
         return CUDA_ERROR_INVALID_VALUE;
-    if (g->n > 64)
-        return CUDA_ERROR_NOT_SUPPORTED;
     struct dbl_gexec *e = calloc(1, sizeof *e);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
     e->hdr.kind = K_GEXEC;
-    for (size_t i = 0; i < g->n; i++) {
-        e->orig[i] = g->nodes[i];
-        e->copy[i] = *g->nodes[i];
+    e->graph = g;
+    if (!(e->snap = graph_copy(g, false))) {
+        free(e);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    e->n = g->n;
     obj_add(e);
     *ph = (CUgraphExec)e;
     return CUDA_SUCCESS;
@@ -2690,18 +3364,32 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hG
     LOCKED(instantiate(phGraphExec, hGraph));
 }
 
-static CUresult exec_set_kernel(CUgraphExec h, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
+EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                             CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    if (!instantiateParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult rc = instantiate(phGraphExec, hGraph);
+    pthread_mutex_unlock(&lock);
+    instantiateParams->hErrNode_out = NULL;
+    instantiateParams->result_out =
+        rc ? CUDA_GRAPH_INSTANTIATE_ERROR : CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    return rc;
+}
+
+/* The instance's copy of node (made from the graph's node `node`). */
+static struct dbl_gnode *exec_node(CUgraphExec h, CUgraphNode node, int type)
 {
     struct dbl_gexec *e = obj_get(h, K_GEXEC);
-    if (!e)
-        return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < e->n; i++)
-        if ((void *)e->orig[i] == (void *)node) {
-            if (e->copy[i].type != N_KERNEL)
-                return CUDA_ERROR_INVALID_VALUE;
-            return knode_set(&e->copy[i], p);
-        }
-    return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_gnode *n = e && node ? find_origin(e->snap, node) : NULL;
+    return n && n->type == type ? n : NULL;
+}
+
+static CUresult exec_set_kernel(CUgraphExec h, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct dbl_gnode *n = exec_node(h, node, N_KERNEL);
+    return n ? knode_set(n, p) : CUDA_ERROR_INVALID_VALUE;
 }
 
 EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
@@ -2710,30 +3398,182 @@ EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgrap
     LOCKED(exec_set_kernel(hGraphExec, hNode, nodeParams));
 }
 
+static CUresult exec_set_memset(CUgraphExec h, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+    struct dbl_gnode *n = exec_node(h, node, N_MEMSET);
+    CUresult rc = n ? memset_check(p) : CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        n->memset = *p;
+    return rc;
+}
+
+EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                               const CUDA_MEMSET_NODE_PARAMS *memsetParams,
+                                               CUcontext ctx)
+{
+    (void)ctx;
+    LOCKED(exec_set_memset(hGraphExec, hNode, memsetParams));
+}
+
+static CUresult exec_set_memcpy(CUgraphExec h, CUgraphNode node, const CUDA_MEMCPY3D *p)
+{
+    struct dbl_gnode *n = exec_node(h, node, N_MEMCPY);
+    if (!n || !p || !p->WidthInBytes || !p->Height)
+        return CUDA_ERROR_INVALID_VALUE;
+    n->memcpy = *p;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                               const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    (void)ctx;
+    LOCKED(exec_set_memcpy(hGraphExec, hNode, copyParams));
+}
+
+static CUresult exec_set_host(CUgraphExec h, CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p)
+{
+    struct dbl_gnode *n = exec_node(h, node, N_HOST);
+    if (!n || !p || !p->fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    n->host = *p;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                             const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    LOCKED(exec_set_host(hGraphExec, hNode, nodeParams));
+}
+
+/* Update: the graph must have the instance's shape (node count and types, in order); the
+ * instance takes the graph's parameters and keeps its own node identities. */
+static CUresult exec_update(CUgraphExec h, CUgraph hGraph, CUgraphExecUpdateResultInfo *info)
+{
+    struct dbl_gexec *e = obj_get(h, K_GEXEC);
+    struct dbl_graph *g = obj_get(hGraph, K_GRAPH);
+    if (!e || !g || !info)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(info, 0, sizeof *info);
+    struct dbl_graph *s = e->snap;
+    if (s->n != g->n) {
+        info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
+    for (size_t i = 0; i < g->n; i++)
+        if (s->nodes[i]->type != g->nodes[i]->type || g->nodes[i]->type == N_COND ||
+            g->nodes[i]->type == N_ALLOC || g->nodes[i]->type == N_FREE) {
+            info->result = s->nodes[i]->type != g->nodes[i]->type
+                               ? CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED
+                               : CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
+            info->errorNode = (CUgraphNode)g->nodes[i];
+            return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        }
+    for (size_t i = 0; i < g->n; i++) {
+        struct dbl_gnode *d = s->nodes[i];
+        const void *origin = d->origin;
+        struct dbl_graph *graph = d->graph;
+        *d = *g->nodes[i];
+        d->origin = origin;
+        d->graph = graph;
+        d->bodies = NULL;
+        d->csize = 0;
+    }
+    info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                     CUgraphExecUpdateResultInfo *resultInfo)
+{
+    LOCKED(exec_update(hGraphExec, hGraph, resultInfo));
+}
+
+static CUresult run_graph(const struct dbl_graph *g, CUstream s, int depth);
+
+static CUresult run_node(const struct dbl_gnode *n, CUstream s, int depth)
+{
+    switch (n->type) {
+    case N_KERNEL: {
+        void *ptrs[DBL_MAX_PARAMS];
+        const struct dbl_kernel *k = ((struct dbl_func *)n->func)->kernel;
+        for (unsigned j = 0; k && j < k->nparams; j++)
+            ptrs[j] = (void *)(n->params + k->params[j].offset);
+        return launch(n->func, n->grid, n->block, n->shared, s, ptrs, NULL);
+    }
+    case N_MEMSET: {
+        const CUDA_MEMSET_NODE_PARAMS *m = &n->memset;
+        CUresult rc = CUDA_SUCCESS;
+        for (size_t r = 0; r < m->height && !rc; r++)
+            rc = memset_n(m->dst + r * m->pitch, m->value, m->elementSize, m->width, s);
+        return rc;
+    }
+    case N_MEMCPY:
+        return copy3d(&n->memcpy, s);
+    case N_HOST:
+        n->host.fn(n->host.userData); /* the stream has reached this point */
+        return CUDA_SUCCESS;
+    case N_ALLOC:
+        if (!n->alloc->live) {
+            n->alloc->live = true;
+            graph_mem_used += n->alloc->size;
+            if (graph_mem_used > graph_mem_high)
+                graph_mem_high = graph_mem_used;
+        }
+        return CUDA_SUCCESS;
+    case N_FREE:
+        if (n->alloc->live) {
+            n->alloc->live = false;
+            graph_mem_used -= n->alloc->size;
+        }
+        return CUDA_SUCCESS;
+    case N_COND: {
+        struct dbl_cond *c = n->cond;
+        if (depth > 8)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (n->ctype == CU_GRAPH_COND_TYPE_IF)
+            return c->value        ? run_graph(n->bodies[0], s, depth + 1)
+                   : n->csize == 2 ? run_graph(n->bodies[1], s, depth + 1)
+                                   : CUDA_SUCCESS;
+        if (n->ctype == CU_GRAPH_COND_TYPE_SWITCH)
+            return c->value < n->csize ? run_graph(n->bodies[c->value], s, depth + 1)
+                                       : CUDA_SUCCESS;
+        for (long i = 0; c->value; i++) {
+            if (i == DBL_MAX_WHILE)
+                return CUDA_ERROR_LAUNCH_TIMEOUT;
+            CUresult rc = run_graph(n->bodies[0], s, depth + 1);
+            if (rc)
+                return rc;
+        }
+        return CUDA_SUCCESS;
+    }
+    default:
+        return CUDA_SUCCESS;
+    }
+}
+
+static CUresult run_graph(const struct dbl_graph *g, CUstream s, int depth)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        CUresult rc = run_node(g->nodes[i], s, depth);
+        if (rc)
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult graph_launch(CUgraphExec h, CUstream s)
 {
     struct dbl_gexec *e = obj_get(h, K_GEXEC);
     if (!e)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < e->n; i++) {
-        struct dbl_gnode *n = &e->copy[i];
-        CUresult rc;
-        if (n->type == N_KERNEL) {
-            void *ptrs[DBL_MAX_PARAMS];
-            const struct dbl_kernel *k = ((struct dbl_func *)n->func)->kernel;
-            for (unsigned j = 0; k && j < k->nparams; j++)
-                ptrs[j] = n->params + k->params[j].offset;
-            rc = launch(n->func, n->grid, n->block, n->shared, s, ptrs, NULL);
-        } else {
-            const CUDA_MEMSET_NODE_PARAMS *m = &n->memset;
-            rc = CUDA_SUCCESS;
-            for (size_t r = 0; r < m->height && !rc; r++)
-                rc = memset_n(m->dst + r * m->pitch, m->value, m->elementSize, m->width, s);
-        }
-        if (rc)
-            return rc;
-    }
-    return CUDA_SUCCESS;
+    CUresult rc = check_stream(s);
+    if (rc)
+        return rc;
+    for (struct dbl_cond *c = conds; c; c = c->next)
+        if (c->graph == e->graph && (c->flags & CU_GRAPH_COND_ASSIGN_DEFAULT))
+            c->value = c->def;
+    return run_graph(e->snap, s, 0);
 }
 
 EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
@@ -2751,6 +3591,7 @@ static CUresult exec_destroy(CUgraphExec h)
     struct dbl_gexec *e = obj_get(h, K_GEXEC);
     if (!e)
         return CUDA_ERROR_INVALID_VALUE;
+    graph_free(e->snap);
     obj_del(e);
     free(e);
     return CUDA_SUCCESS;
@@ -2759,6 +3600,43 @@ static CUresult exec_destroy(CUgraphExec h)
 EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     LOCKED(exec_destroy(hGraphExec));
+}
+
+static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                             CUgraph *graph, const CUgraphNode **deps,
+                             const CUgraphEdgeData **edges, size_t *n)
+{
+    CUresult rc = check_stream(s);
+    if (rc || !status)
+        return rc ? rc : CUDA_ERROR_INVALID_VALUE;
+    *status = CU_STREAM_CAPTURE_STATUS_NONE; /* the double never captures */
+    if (id)
+        *id = 0;
+    if (graph)
+        *graph = NULL;
+    if (deps)
+        *deps = NULL;
+    if (edges)
+        *edges = NULL;
+    if (n)
+        *n = 0;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream hStream,
+                                          CUstreamCaptureStatus *captureStatus_out,
+                                          cuuint64_t *id_out, CUgraph *graph_out,
+                                          const CUgraphNode **dependencies_out,
+                                          const CUgraphEdgeData **edgeData_out,
+                                          size_t *numDependencies_out)
+{
+    LOCKED(capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out,
+                        edgeData_out, numDependencies_out));
+}
+
+EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    LOCKED(capture_info(hStream, captureStatus, NULL, NULL, NULL, NULL, NULL));
 }
 
 /* ---------- arrays, texture and surface objects ----------
@@ -3167,4 +4045,549 @@ static CUresult graph_nodes(CUgraph h, CUgraphNode *nodes, size_t *num)
 EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
     LOCKED(graph_nodes(hGraph, nodes, numNodes));
+}
+
+/* ---------- stream attributes ----------
+ * Stored per stream (the legacy and per-thread streams included) and answered back; the
+ * priority attribute is the stream's priority. An access policy window must lie in device
+ * memory. */
+struct dbl_sattr {
+    struct dbl_sattr *next;
+    CUstream s;
+    CUaccessPolicyWindow window;
+    CUsynchronizationPolicy sync;
+    CUlaunchMemSyncDomainMap map;
+    CUlaunchMemSyncDomain domain;
+};
+static struct dbl_sattr *sattrs;
+
+static struct dbl_sattr *sattr_of(CUstream s)
+{
+    struct dbl_sattr *a = sattrs;
+    while (a && a->s != s)
+        a = a->next;
+    if (!a && (a = calloc(1, sizeof *a))) {
+        a->s = s;
+        a->sync = CU_SYNC_POLICY_AUTO;
+        a->next = sattrs;
+        sattrs = a;
+    }
+    return a;
+}
+
+static CUresult stream_attr(CUstream s, CUstreamAttrID id, CUstreamAttrValue *get,
+                            const CUstreamAttrValue *set)
+{
+    CUresult rc = check_stream(s);
+    if (rc)
+        return rc;
+    struct dbl_sattr *a = sattr_of(s);
+    if (!a || (!get && !set))
+        return a ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+    switch (id) {
+    case CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+        if (set) {
+            const CUaccessPolicyWindow *w = &set->accessPolicyWindow;
+            if (w->num_bytes && !dev_range((CUdeviceptr)(uintptr_t)w->base_ptr, w->num_bytes))
+                return CUDA_ERROR_INVALID_VALUE;
+            if (w->hitRatio < 0.0f || w->hitRatio > 1.0f)
+                return CUDA_ERROR_INVALID_VALUE;
+            a->window = *w;
+        } else {
+            get->accessPolicyWindow = a->window;
+        }
+        return CUDA_SUCCESS;
+    case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+        if (set)
+            a->sync = set->syncPolicy;
+        else
+            get->syncPolicy = a->sync;
+        return CUDA_SUCCESS;
+    case CU_STREAM_ATTRIBUTE_PRIORITY: {
+        struct dbl_stream *st = (uintptr_t)s > 2 ? obj_get(s, K_STREAM) : NULL;
+        if (set) {
+            if (st)
+                st->priority = set->priority;
+        } else {
+            get->priority = st ? st->priority : 0;
+        }
+        return CUDA_SUCCESS;
+    }
+    case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+        if (set)
+            a->map = set->memSyncDomainMap;
+        else
+            get->memSyncDomainMap = a->map;
+        return CUDA_SUCCESS;
+    case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN:
+        if (set)
+            a->domain = set->memSyncDomain;
+        else
+            get->memSyncDomain = a->domain;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+EXPORT CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr,
+                                     const CUstreamAttrValue *value)
+{
+    LOCKED(stream_attr(hStream, attr, NULL, value));
+}
+
+EXPORT CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr,
+                                     CUstreamAttrValue *value_out)
+{
+    LOCKED(stream_attr(hStream, attr, value_out, NULL));
+}
+
+/* ---------- JIT linker ----------
+ * Inputs are recorded, not compiled: PTX must be NUL-terminated text with a ".entry" (else the
+ * error log says so), other input types are accepted as they are. The linked image is a bare
+ * 64-bit ELF header (cuModuleLoadData accepts it; kernels are found by name in kernels.c as for
+ * any image). The info log, when asked for, says how many inputs were linked; CU_JIT_WALL_TIME
+ * reads 0.25 ms. */
+struct dbl_link {
+    struct dbl_link *next;
+    unsigned n;
+    CUjit_option *opts;
+    void **vals;
+    unsigned inputs;
+    unsigned char image[64];
+};
+static struct dbl_link *links;
+
+static struct dbl_link *link_of(CUlinkState s)
+{
+    struct dbl_link *l = links;
+    while (l && (void *)l != (void *)s)
+        l = l->next;
+    return l;
+}
+
+/* Writes text into the log buffer of option buf_opt (its size option says how large). */
+static void link_log(struct dbl_link *l, CUjit_option buf_opt, CUjit_option size_opt,
+                     const char *text)
+{
+    char *buf = NULL;
+    size_t cap = 0;
+    for (unsigned i = 0; i < l->n; i++) {
+        if (l->opts[i] == buf_opt)
+            buf = l->vals[i];
+        else if (l->opts[i] == size_opt)
+            cap = (unsigned)(uintptr_t)l->vals[i];
+    }
+    if (!buf || !cap)
+        return;
+    snprintf(buf, cap, "%s", text);
+    for (unsigned i = 0; i < l->n; i++)
+        if (l->opts[i] == size_opt)
+            l->vals[i] = (void *)(uintptr_t)(strlen(buf) + 1);
+}
+
+static CUresult link_create(unsigned n, CUjit_option *opts, void **vals, CUlinkState *out)
+{
+    if (!out || (n && (!opts || !vals)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_link *l = calloc(1, sizeof *l);
+    if (!l)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    l->n = n;
+    l->opts = opts;
+    l->vals = vals;
+    l->next = links;
+    links = l;
+    *out = (CUlinkState)l;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues,
+                                CUlinkState *stateOut)
+{
+    LOCKED(link_create(numOptions, options, optionValues, stateOut));
+}
+
+static CUresult link_add(CUlinkState s, CUjitInputType type, void *data, size_t size)
+{
+    struct dbl_link *l = link_of(s);
+    if (!l)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!data || !size)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type == CU_JIT_INPUT_PTX &&
+        (((const char *)data)[size - 1] != 0 || !strstr((const char *)data, ".entry"))) {
+        link_log(l, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                 "sluice-double: PTX input has no .entry");
+        return CUDA_ERROR_INVALID_PTX;
+    }
+    l->inputs++;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size,
+                                 const char *name, unsigned int numOptions, CUjit_option *options,
+                                 void **optionValues)
+{
+    (void)name, (void)numOptions, (void)options, (void)optionValues;
+    LOCKED(link_add(state, type, data, size));
+}
+
+static CUresult link_complete(CUlinkState s, void **cubin, size_t *size)
+{
+    struct dbl_link *l = link_of(s);
+    if (!l)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!cubin || !size || !l->inputs)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(l->image, 0, sizeof l->image);
+    memcpy(l->image,
+           "\x7f"
+           "ELF\x02\x01\x01",
+           7);
+    uint16_t ehsize = 64;
+    memcpy(l->image + 52, &ehsize, 2);
+    char text[96];
+    snprintf(text, sizeof text, "sluice-double: linked %u input(s)", l->inputs);
+    link_log(l, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, text);
+    for (unsigned i = 0; i < l->n; i++)
+        if (l->opts[i] == CU_JIT_WALL_TIME) {
+            float ms = 0.25f;
+            memcpy(&l->vals[i], &ms, sizeof ms);
+        }
+    *cubin = l->image;
+    *size = sizeof l->image;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
+{
+    LOCKED(link_complete(state, cubinOut, sizeOut));
+}
+
+static CUresult link_destroy(CUlinkState s)
+{
+    for (struct dbl_link **p = &links; *p; p = &(*p)->next)
+        if ((void *)*p == (void *)s) {
+            struct dbl_link *l = *p;
+            *p = l->next;
+            free(l);
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
+EXPORT CUresult cuLinkDestroy(CUlinkState state)
+{
+    LOCKED(link_destroy(state));
+}
+
+/* ---------- virtual memory management ----------
+ * Real virtual memory: a reservation is an inaccessible mapping of the double's process, a
+ * physical allocation a memfd, cuMemMap maps the memfd over the reservation, cuMemUnmap makes it
+ * inaccessible again. Mapped ranges are device memory for copies and kernels (allocations of
+ * kind A_REGISTERED, which the double never frees itself; adjacent mappings are one range).
+ * Granularity: 2 MiB. */
+#define DBL_VMM_GRAN ((size_t)2 << 20)
+struct dbl_vres {
+    struct dbl_vres *next;
+    uintptr_t base;
+    size_t size;
+};
+struct dbl_vmem {
+    struct dbl_vmem *next;
+    int fd;
+    size_t size;
+    CUmemAllocationProp prop;
+};
+struct dbl_vmap {
+    struct dbl_vmap *next;
+    uintptr_t base;
+    size_t size;
+};
+static struct dbl_vres *vres;
+static struct dbl_vmem *vmems;
+static struct dbl_vmap *vmaps;
+static struct dbl_ctx vmm_owner; /* marks the allocation entries of mapped ranges */
+
+static CUresult vmm_prop(const CUmemAllocationProp *p)
+{
+    if (!p || p->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        p->location.type != CU_MEM_LOCATION_TYPE_DEVICE || check_dev(p->location.id))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                              CUmemAllocationGranularity_flags option)
+{
+    (void)option;
+    if (!granularity || vmm_prop(prop))
+        return CUDA_ERROR_INVALID_VALUE;
+    *granularity = DBL_VMM_GRAN;
+    return CUDA_SUCCESS;
+}
+
+static CUresult vmm_reserve(CUdeviceptr *ptr, size_t size, size_t align)
+{
+    if (!ptr || !size || size % DBL_VMM_GRAN || (align && align % DBL_VMM_GRAN))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_vres *r = calloc(1, sizeof *r);
+    if (!r)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        free(r);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    r->base = (uintptr_t)p;
+    r->size = size;
+    r->next = vres;
+    vres = r;
+    *ptr = (CUdeviceptr)r->base;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                    CUdeviceptr addr, unsigned long long flags)
+{
+    (void)addr, (void)flags;
+    LOCKED(vmm_reserve(ptr, size, alignment));
+}
+
+static struct dbl_vres *vres_of(uintptr_t p, size_t n)
+{
+    for (struct dbl_vres *r = vres; r; r = r->next)
+        if (p >= r->base && p - r->base <= r->size && n <= r->size - (p - r->base))
+            return r;
+    return NULL;
+}
+
+/* The allocation entries of the mapped ranges: adjacent mappings are one range (a copy or a
+ * kernel may cross from one into the next). */
+static CUresult vmm_sync(void)
+{
+    for (size_t i = 0; i < nallocs;)
+        if (allocs[i].ctx == &vmm_owner)
+            alloc_release(i);
+        else
+            i++;
+    for (struct dbl_vmap *m = vmaps; m; m = m->next) {
+        bool starts = true;
+        for (struct dbl_vmap *o = vmaps; o; o = o->next)
+            if (o->base + o->size == m->base)
+                starts = false;
+        if (!starts)
+            continue;
+        size_t size = m->size;
+        for (bool grew = true; grew;) {
+            grew = false;
+            for (struct dbl_vmap *o = vmaps; o; o = o->next)
+                if (o->base == m->base + size) {
+                    size += o->size;
+                    grew = true;
+                }
+        }
+        if (nallocs == capallocs) {
+            size_t cap = capallocs ? capallocs * 2 : 64;
+            struct dbl_alloc *na = realloc(allocs, cap * sizeof *na);
+            if (!na)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            allocs = na;
+            capallocs = cap;
+        }
+        allocs[nallocs++] = (struct dbl_alloc){m->base, size, A_REGISTERED, &vmm_owner};
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Forgets the mappings inside [p, p + n). */
+static CUresult vmm_forget(uintptr_t p, size_t n)
+{
+    for (struct dbl_vmap **pp = &vmaps; *pp;) {
+        if ((*pp)->base >= p && (*pp)->base - p < n) {
+            struct dbl_vmap *m = *pp;
+            *pp = m->next;
+            free(m);
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+    return vmm_sync();
+}
+
+static CUresult vmm_free(CUdeviceptr ptr, size_t size)
+{
+    for (struct dbl_vres **pp = &vres; *pp; pp = &(*pp)->next)
+        if ((*pp)->base == ptr && (*pp)->size == size) {
+            struct dbl_vres *r = *pp;
+            (void)vmm_forget(r->base, r->size);
+            munmap((void *)r->base, r->size);
+            *pp = r->next;
+            free(r);
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    LOCKED(vmm_free(ptr, size));
+}
+
+static CUresult vmm_create(CUmemGenericAllocationHandle *h, size_t size,
+                           const CUmemAllocationProp *prop)
+{
+    if (!h || !size || size % DBL_VMM_GRAN || vmm_prop(prop))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (size > mem_total - mem_used)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct dbl_vmem *m = calloc(1, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    m->fd = memfd_create("sluice-double-vmm", MFD_CLOEXEC);
+    if (m->fd < 0 || ftruncate(m->fd, (off_t)size) != 0) {
+        if (m->fd >= 0)
+            close(m->fd);
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m->size = size;
+    m->prop = *prop;
+    m->next = vmems;
+    vmems = m;
+    *h = (CUmemGenericAllocationHandle)(uintptr_t)m;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(vmm_create(handle, size, prop));
+}
+
+static struct dbl_vmem *vmem_of(CUmemGenericAllocationHandle h)
+{
+    for (struct dbl_vmem *m = vmems; m; m = m->next)
+        if ((uintptr_t)m == h)
+            return m;
+    return NULL;
+}
+
+static CUresult vmm_release(CUmemGenericAllocationHandle h)
+{
+    for (struct dbl_vmem **pp = &vmems; *pp; pp = &(*pp)->next)
+        if ((uintptr_t)*pp == h) {
+            struct dbl_vmem *m = *pp;
+            close(m->fd); /* mappings keep the memory */
+            *pp = m->next;
+            free(m);
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    LOCKED(vmm_release(handle));
+}
+
+static CUresult vmm_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h)
+{
+    struct dbl_vmem *m = vmem_of(h);
+    if (!m || !size || size % DBL_VMM_GRAN || offset % DBL_VMM_GRAN || offset > m->size ||
+        size > m->size - offset || !vres_of(ptr, size) || alloc_find(ptr, 1) ||
+        alloc_find(ptr + size - 1, 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_vmap *v = calloc(1, sizeof *v);
+    if (!v)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                   m->fd, (off_t)offset);
+    if (p == MAP_FAILED) {
+        free(v);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    v->base = ptr;
+    v->size = size;
+    v->next = vmaps;
+    vmaps = v;
+    return vmm_sync();
+}
+
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(vmm_map(ptr, size, offset, handle));
+}
+
+static CUresult vmm_unmap(CUdeviceptr ptr, size_t size)
+{
+    if (!size || !vres_of(ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = vmm_forget(ptr, size);
+    if (rc)
+        return rc;
+    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return p == MAP_FAILED ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    LOCKED(vmm_unmap(ptr, size));
+}
+
+static CUresult vmm_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *d, size_t n)
+{
+    if (!d || !n || !vres_of(ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++)
+        if (d[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || check_dev(d[i].location.id))
+            return CUDA_ERROR_INVALID_DEVICE;
+    for (size_t off = 0; off < size; off += DBL_VMM_GRAN)
+        if (!alloc_find(ptr + off, 1))
+            return CUDA_ERROR_INVALID_VALUE; /* not mapped */
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                               size_t count)
+{
+    LOCKED(vmm_set_access(ptr, size, desc, count));
+}
+
+static CUresult vmm_get_access(unsigned long long *flags, const CUmemLocation *loc, CUdeviceptr ptr)
+{
+    if (!flags || !loc || loc->type != CU_MEM_LOCATION_TYPE_DEVICE || check_dev(loc->id) ||
+        !vres_of(ptr, 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags =
+        alloc_find(ptr, 1) ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
+                               CUdeviceptr ptr)
+{
+    LOCKED(vmm_get_access(flags, location, ptr));
+}
+
+static CUresult vmm_props(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h)
+{
+    struct dbl_vmem *m = vmem_of(h);
+    if (!m || !prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    *prop = m->prop;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                       CUmemGenericAllocationHandle handle)
+{
+    LOCKED(vmm_props(prop, handle));
 }

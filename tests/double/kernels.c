@@ -154,6 +154,43 @@ static void k_mapflag(struct dbl_launch *l)
     flag[1] = flag[0] + 1000;
 }
 
+/* tests/cuda/gpu_time.cu and share_loop.cu:
+ * __global__ void spin(long long cycles, unsigned long long *ns)
+ * { thread 0 of block 0 spins for `cycles` clock64() cycles, then adds the %globaltimer
+ *   nanoseconds it took to *ns }
+ * Its simulated duration is cycles at the double's clock rate (timing.c), and *ns gets exactly
+ * that: TEST DOUBLE figures, never a GPU result. */
+static double spin_us(const struct dbl_launch *l)
+{
+    long long cycles = ARG(l, long long, 0);
+    return cycles > 0 ? (double)cycles * 1000.0 / (double)DBL_CLOCK_RATE_KHZ : 0.0;
+}
+
+static void k_spin(struct dbl_launch *l)
+{
+    unsigned long long *ns = dbl_dev(l, ARG(l, CUdeviceptr, 1), sizeof *ns);
+    if (ns)
+        *ns += (unsigned long long)(spin_us(l) * 1000.0 + 0.5);
+}
+
+/* tests/cuda/graph_cond.cu: __global__ void set_cond(cudaGraphConditionalHandle h, const int *f)
+ * { cudaGraphSetConditional(h, *f); } (one thread) */
+static void k_set_cond(struct dbl_launch *l)
+{
+    const int *f = dbl_dev(l, ARG(l, CUdeviceptr, 1), sizeof(int));
+    if (f)
+        dbl_cond_set(l, ARG(l, unsigned long long, 0), (unsigned)*f);
+}
+
+/* __global__ void count_down(cudaGraphConditionalHandle h, int *counter)
+ * { if (--*counter <= 0) cudaGraphSetConditional(h, 0); } (one thread) */
+static void k_count_down(struct dbl_launch *l)
+{
+    int *c = dbl_dev(l, ARG(l, CUdeviceptr, 1), sizeof(int));
+    if (c && --*c <= 0)
+        dbl_cond_set(l, ARG(l, unsigned long long, 0), 0);
+}
+
 const struct dbl_kernel dbl_kernels[] = {
     {"_Z4vaddPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 5.0, k_vadd},
     {"_Z5scalePffi", 3, {{0, 8}, {8, 4}, {12, 4}}, 4.0, k_scale},
@@ -165,9 +202,17 @@ const struct dbl_kernel dbl_kernels[] = {
     {"_Z6matmulPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 50.0, k_nothing},
     {"_Z7fetch2dyPfii", 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}, 3.0, k_fetch2d},
     {"_Z9surfwriteyii", 3, {{0, 8}, {8, 4}, {12, 4}}, 3.0, k_surfwrite},
+    {"_Z8set_condyPKi", 2, {{0, 8}, {8, 8}}, 1.0, k_set_cond},
+    {"_Z10count_downyPi", 2, {{0, 8}, {8, 8}}, 1.0, k_count_down},
+    {"_Z4spinxPy", 2, {{0, 8}, {8, 8}}, 0.0, k_spin},
     {"_Z7mapflagPiS_", 2, {{0, 8}, {8, 8}}, 1.0, k_mapflag},
 };
 const size_t dbl_kernel_count = sizeof dbl_kernels / sizeof dbl_kernels[0];
+
+double dbl_kernel_duration_us(const struct dbl_kernel *k, const struct dbl_launch *launch)
+{
+    return k->run == k_spin ? spin_us(launch) : k->nominal_us;
+}
 
 const struct dbl_global dbl_globals[] = {
     {"d_table", 16 * sizeof(int)},

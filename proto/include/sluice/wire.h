@@ -31,10 +31,11 @@ enum sl_call_flag {
     SL_CALL_HANDWRITTEN = 1u << 1, /* no generated stub/handler: hand code marshals it */
     SL_CALL_PTDS = 1u << 2,        /* the driver also has <name>_ptds */
     SL_CALL_PTSZ = 1u << 3,        /* the driver also has <name>_ptsz */
-    SL_CALL_INTERNAL = 1u << 4, /* Sluice-only call (ids >= SL_CALL_INTERNAL_BASE), not in cuda.h;
-                                 * always also SL_CALL_HANDWRITTEN */
-    SL_CALL_MEMO = 1u << 5,     /* a query the frontend may answer again from its last answer */
-    SL_CALL_UNMEMO = 1u << 6,   /* may change what memo calls answer: forgets their answers */
+    SL_CALL_INTERNAL = 1u << 4,  /* Sluice-only call (ids >= SL_CALL_INTERNAL_BASE), not in cuda.h;
+                                  * always also SL_CALL_HANDWRITTEN */
+    SL_CALL_MEMO = 1u << 5,      /* a query the frontend may answer again from its last answer */
+    SL_CALL_UNMEMO = 1u << 6,    /* may change what memo calls answer: forgets their answers */
+    SL_CALL_UNCAPTURE = 1u << 7, /* may change capture status: forgets cuStreamIsCapturing's */
 };
 
 struct sl_call_info {

@@ -492,7 +492,7 @@ static int wait_ack(void *sock, uint64_t seq, uint64_t *pong)
 {
     unsigned char rid[256];
     size_t rlen;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 16; i++) { /* session events and usage records may come first */
         Sluice__Control__BackendReport *r = agent_recv(sock, rid, &rlen);
         if (!r)
             return -1;
@@ -661,6 +661,192 @@ static void test_control_channel(void **state)
     pki_ca_free(&ca);
 }
 
+/* Accounting on the control channel (docs/accounting.md): session events, a session refused
+ * by its SLA's max_sessions, usage records every interval with the grant's flavor, a record
+ * sent again until it is acknowledged. Sessions run in this process (no driver: measurement
+ * "none"). */
+static sl_code open_session(const char *listen, const char *ca, const pki_cred *guest,
+                            sl_client **c, sl_error *e)
+{
+    sl_code rc = client_connect(listen, ca, guest, c, e);
+    if (rc != SL_OK)
+        return rc;
+    Sluice__Wire__SessionOpen open = SLUICE__WIRE__SESSION_OPEN__INIT;
+    open.protocol_version = 1;
+    open.cuda_version = 13000;
+    open.client = "test";
+    Sluice__Wire__ClientMessage cm = SLUICE__WIRE__CLIENT_MESSAGE__INIT;
+    cm.kind_case = SLUICE__WIRE__CLIENT_MESSAGE__KIND_OPEN;
+    cm.open = &open;
+    uint8_t *buf;
+    size_t len;
+    if ((rc = sl_wire_encode_client(&cm, NULL, &buf, &len, e)) != SL_OK)
+        return rc;
+    rc = sl_client_send(*c, buf, len, NULL, 0, e);
+    free(buf);
+    const void *msg;
+    uint64_t blen;
+    if (rc == SL_OK)
+        rc = sl_client_recv(*c, &msg, &len, &blen, 5000, e);
+    return rc;
+}
+
+static void test_control_usage(void **state)
+{
+    (void)state;
+    pki_ca ca;
+    pki_cred server, guest;
+    assert_int_equal(pki_ca_new(&ca, "test ca"), 0);
+    assert_int_equal(pki_issue(&ca, "backend", NULL, 1, -60, 3600, &server), 0);
+    assert_int_equal(pki_issue(&ca, "inst-9", "proj-9", 0, -60, 3600, &guest), 0);
+    char dir[] = "/tmp/sluice-be-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cert[128], key[128], cap[128], sock[128], ctl[160], listen[64];
+    snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+    snprintf(key, sizeof key, "%s/key.pem", dir);
+    snprintf(cap, sizeof cap, "%s/ca.pem", dir);
+    snprintf(sock, sizeof sock, "%s/control.sock", dir);
+    snprintf(ctl, sizeof ctl, "ipc://%s", sock);
+    snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", free_port());
+    write_file(cert, server.cert_pem);
+    write_file(key, server.key_pem);
+    write_file(cap, ca.pem);
+    void *zctx = zmq_ctx_new();
+    void *router = zmq_socket(zctx, ZMQ_ROUTER);
+    int zero = 0;
+    zmq_setsockopt(router, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_bind(router, ctl), 0);
+    struct srv_thread st = {.cfg = {.project = "proj-9",
+                                    .listen = listen,
+                                    .cert = cert,
+                                    .key = key,
+                                    .ca = cap,
+                                    .control = ctl,
+                                    .usage_interval_s = 1,
+                                    .usage_resend_s = 1}};
+    assert_int_equal(pthread_create(&st.t, NULL, srv_main, &st), 0);
+    unsigned char rid[256];
+    size_t rlen;
+    Sluice__Control__BackendReport *r = agent_recv(router, rid, &rlen);
+    assert_non_null(r);
+    assert_int_equal(r->kind_case, SLUICE__CONTROL__BACKEND_REPORT__KIND_HELLO);
+    sluice__control__backend_report__free_unpacked(r, NULL);
+
+    /* a share outside 0..1 is refused */
+    Sluice__Control__Sla sla = SLUICE__CONTROL__SLA__INIT;
+    sla.flavor = "g1.test";
+    sla.gpu_share = 1.5;
+    Sluice__Control__Grant g = SLUICE__CONTROL__GRANT__INIT;
+    g.instance_uuid = "inst-9";
+    g.project_id = "proj-9";
+    g.sla = &sla;
+    Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
+    m.seq = 1;
+    m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_GRANT;
+    m.grant = &g;
+    agent_send(router, rid, rlen, &m);
+    assert_int_equal(wait_ack(router, 1, NULL), 0);
+    sla.gpu_share = 1;
+    sla.max_sessions = 1;
+    m.seq = 2;
+    agent_send(router, rid, rlen, &m);
+    assert_int_equal(wait_ack(router, 2, NULL), 1);
+
+    sl_client *c1 = NULL, *c2 = NULL;
+    sl_error e;
+    assert_int_equal(open_session(listen, ca.pem, &guest, &c1, &e), SL_OK);
+    assert_int_not_equal(open_session(listen, ca.pem, &guest, &c2, &e), SL_OK); /* max 1 */
+    if (c2)
+        sl_client_close(c2);
+
+    /* over ~3.5 s: OPENED, REFUSED, records every second; the first one is not acknowledged */
+    int opened = 0, refused = 0, records = 0, first_again = 0;
+    char first[40] = "";
+    for (int i = 0; i < 40 && !(first_again && records >= 3); i++) {
+        r = agent_recv(router, rid, &rlen);
+        if (!r)
+            break;
+        if (r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION) {
+            opened += r->session->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED;
+            if (r->session->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED) {
+                refused++;
+                assert_non_null(strstr(r->session->detail, "maximum of 1 session"));
+                assert_string_equal(r->session->instance_uuid, "inst-9");
+            }
+        } else if (r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_USAGE) {
+            const Sluice__Control__UsageRecord *u = r->usage;
+            assert_string_equal(u->instance_uuid, "inst-9");
+            assert_string_equal(u->project_id, "proj-9");
+            assert_string_equal(u->flavor, "g1.test");
+            assert_string_equal(u->measurement, "none");
+            assert_false(u->final);
+            if (!first[0]) {
+                snprintf(first, sizeof first, "%s", u->record_id);
+            } else if (!strcmp(first, u->record_id)) {
+                first_again = 1; /* sent again: acknowledge it now */
+            }
+            if (strcmp(first, u->record_id) || first_again) {
+                char *ids[1] = {u->record_id};
+                Sluice__Control__UsageAck ua = SLUICE__CONTROL__USAGE_ACK__INIT;
+                ua.record_ids = ids;
+                ua.n_record_ids = 1;
+                m = (Sluice__Control__BackendControl)SLUICE__CONTROL__BACKEND_CONTROL__INIT;
+                m.seq = 100 + (uint64_t)i;
+                m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_USAGE_ACK;
+                m.usage_ack = &ua;
+                agent_send(router, rid, rlen, &m);
+            }
+            if (strcmp(first, u->record_id) || !first_again)
+                records++;
+        }
+        sluice__control__backend_report__free_unpacked(r, NULL);
+    }
+    assert_int_equal(opened, 1);
+    assert_int_equal(refused, 1);
+    assert_true(records >= 3);
+    assert_true(first_again);
+
+    /* the session ends: CLOSED, then its final record */
+    sl_client_close(c1);
+    int closed = 0, final = 0;
+    for (int i = 0; i < 20 && !(closed && final); i++) {
+        r = agent_recv(router, rid, &rlen);
+        if (!r)
+            break;
+        if (r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION)
+            closed += r->session->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__CLOSED;
+        if (r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_USAGE && r->usage->final) {
+            final++;
+            char *ids[1] = {r->usage->record_id};
+            Sluice__Control__UsageAck ua = SLUICE__CONTROL__USAGE_ACK__INIT;
+            ua.record_ids = ids;
+            ua.n_record_ids = 1;
+            m = (Sluice__Control__BackendControl)SLUICE__CONTROL__BACKEND_CONTROL__INIT;
+            m.seq = 200;
+            m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_USAGE_ACK;
+            m.usage_ack = &ua;
+            agent_send(router, rid, rlen, &m);
+        }
+        sluice__control__backend_report__free_unpacked(r, NULL);
+    }
+    assert_int_equal(closed, 1);
+    assert_int_equal(final, 1);
+
+    st.stop = 1;
+    pthread_join(st.t, NULL);
+    assert_int_equal(st.rc, 0);
+    zmq_close(router);
+    zmq_ctx_term(zctx);
+    unlink(cert);
+    unlink(key);
+    unlink(cap);
+    unlink(sock);
+    rmdir(dir);
+    pki_cred_free(&server);
+    pki_cred_free(&guest);
+    pki_ca_free(&ca);
+}
+
 /* A peer that sends garbage after SessionOpen loses its session; the server keeps serving. */
 static void test_malformed_ends_session_only(void **state)
 {
@@ -737,6 +923,7 @@ int main(void)
         cmocka_unit_test(test_grants),
         cmocka_unit_test(test_control_channel),
         cmocka_unit_test(test_malformed_ends_session_only),
+        cmocka_unit_test(test_control_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

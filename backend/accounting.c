@@ -1,0 +1,805 @@
+/* GPU-time measurement of a session, the "events" method (docs/accounting.md), in the
+ * session's worker thread.
+ *
+ * Work calls (kernel and graph launches, copies, memsets) open a run on their stream: a timing
+ * event is recorded before the first of them, and the run goes on while the same kind of work
+ * follows on that stream (kernels and copies/memsets are separate runs, so kernel_ns is the sum
+ * of kernel runs). Any other call, and the end of the frame, closes the open runs: an end event
+ * is recorded on each stream. Closed runs (pairs) are measured when their end event has
+ * completed (cuEventQuery after each frame; cuEventSynchronize at the end of an interval, at
+ * the end of the session, for a capped session after each frame, and for the oldest pair when
+ * BE_ACCT_MAX_PAIRS are waiting). A pair's duration is cuEventElapsedTime(start, end); its
+ * place in time is the context's reference event (recorded on a private stream, re-recorded
+ * every interval) plus cuEventElapsedTime(ref, start). The busy time is the union of the
+ * intervals over every stream of a device (be_iv_union). Records go out every interval and at
+ * the session's end (final), one per device the session used. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "sluice/log.h"
+
+enum { W_NONE = 0, W_KERNEL = 1, W_COPY = 2 };
+enum { D_NONE = 0, D_HTOD, D_DTOH };
+
+struct work {
+    int kind;        /* W_* */
+    uint64_t stream; /* wire stream id (0: the NULL stream) */
+    int dir;         /* D_* */
+    uint64_t bytes;
+    int launch;  /* counts as a kernel launch */
+    int neutral; /* neither work nor a reason to close the runs */
+};
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- what a call is */
+
+static void copy2d(const ProtobufCBinaryData *p, struct work *w)
+{
+    CUDA_MEMCPY2D c;
+    if (p->len != sizeof c)
+        return;
+    memcpy(&c, p->data, sizeof c);
+    int from_host = c.srcMemoryType == CU_MEMORYTYPE_HOST;
+    int to_host = c.dstMemoryType == CU_MEMORYTYPE_HOST;
+    w->dir = from_host && !to_host ? D_HTOD : to_host && !from_host ? D_DTOH : D_NONE;
+    w->bytes = (uint64_t)c.WidthInBytes * c.Height;
+}
+
+static void copy3d(const ProtobufCBinaryData *p, struct work *w)
+{
+    CUDA_MEMCPY3D c;
+    if (p->len != sizeof c)
+        return;
+    memcpy(&c, p->data, sizeof c);
+    int from_host = c.srcMemoryType == CU_MEMORYTYPE_HOST;
+    int to_host = c.dstMemoryType == CU_MEMORYTYPE_HOST;
+    w->dir = from_host && !to_host ? D_HTOD : to_host && !from_host ? D_DTOH : D_NONE;
+    w->bytes = (uint64_t)c.WidthInBytes * c.Height * c.Depth;
+}
+
+#define K(id, field)                                                                               \
+    case SL_CALL_##id:                                                                             \
+        w->kind = W_KERNEL;                                                                        \
+        w->launch = 1;                                                                             \
+        w->stream = c->field ? c->field->h_stream : 0;                                             \
+        return
+#define CP(id, field, d)                                                                           \
+    case SL_CALL_##id:                                                                             \
+        w->kind = W_COPY;                                                                          \
+        w->dir = d;                                                                                \
+        w->bytes = c->field ? c->field->byte_count : 0;                                            \
+        return
+#define CPA(id, field, d)                                                                          \
+    case SL_CALL_##id:                                                                             \
+        w->kind = W_COPY;                                                                          \
+        w->dir = d;                                                                                \
+        w->bytes = c->field ? c->field->byte_count : 0;                                            \
+        w->stream = c->field ? c->field->h_stream : 0;                                             \
+        return
+#define MS(id)                                                                                     \
+    case SL_CALL_##id:                                                                             \
+        w->kind = W_COPY;                                                                          \
+        return
+#define MSA(id, field)                                                                             \
+    case SL_CALL_##id:                                                                             \
+        w->kind = W_COPY;                                                                          \
+        w->stream = c->field ? c->field->h_stream : 0;                                             \
+        return
+
+static void classify(const Sluice__Wire__Call *c, struct work *w)
+{
+    memset(w, 0, sizeof *w);
+    switch (c->call_id) {
+        K(cuLaunchKernel, cu_launch_kernel);
+        K(cuLaunchCooperativeKernel, cu_launch_cooperative_kernel);
+    case SL_CALL_cuLaunchKernelEx: {
+        CUlaunchConfig cfg;
+        w->kind = W_KERNEL;
+        w->launch = 1;
+        if (c->cu_launch_kernel_ex && c->cu_launch_kernel_ex->config.len == sizeof cfg) {
+            memcpy(&cfg, c->cu_launch_kernel_ex->config.data, sizeof cfg);
+            w->stream = (uint64_t)(uintptr_t)cfg.hStream;
+        }
+        return;
+    }
+    case SL_CALL_cuGraphLaunch: /* timed as kernel work; not counted as a kernel launch */
+        w->kind = W_KERNEL;
+        w->stream = c->cu_graph_launch ? c->cu_graph_launch->h_stream : 0;
+        return;
+        CP(cuMemcpyHtoD_v2, cu_memcpy_hto_d_v2, D_HTOD);
+        CP(cuMemcpyDtoH_v2, cu_memcpy_dto_h_v2, D_DTOH);
+        CP(cuMemcpyDtoD_v2, cu_memcpy_dto_d_v2, D_NONE);
+        CP(cuMemcpy, cu_memcpy, D_NONE);
+        CP(cuMemcpyPeer, cu_memcpy_peer, D_NONE);
+        CPA(cuMemcpyHtoDAsync_v2, cu_memcpy_hto_dasync_v2, D_HTOD);
+        CPA(cuMemcpyDtoHAsync_v2, cu_memcpy_dto_hasync_v2, D_DTOH);
+        CPA(cuMemcpyDtoDAsync_v2, cu_memcpy_dto_dasync_v2, D_NONE);
+        CPA(cuMemcpyAsync, cu_memcpy_async, D_NONE);
+        CPA(cuMemcpyPeerAsync, cu_memcpy_peer_async, D_NONE);
+        CP(cuMemcpyHtoA_v2, cu_memcpy_hto_a_v2, D_HTOD);
+        CP(cuMemcpyAtoH_v2, cu_memcpy_ato_h_v2, D_DTOH);
+        CPA(cuMemcpyHtoAAsync_v2, cu_memcpy_hto_aasync_v2, D_HTOD);
+        CPA(cuMemcpyAtoHAsync_v2, cu_memcpy_ato_hasync_v2, D_DTOH);
+        CP(cuMemcpyDtoA_v2, cu_memcpy_dto_a_v2, D_NONE);
+        CP(cuMemcpyAtoD_v2, cu_memcpy_ato_d_v2, D_NONE);
+        CP(cuMemcpyAtoA_v2, cu_memcpy_ato_a_v2, D_NONE);
+    case SL_CALL_cuMemcpy2D_v2:
+        w->kind = W_COPY;
+        if (c->cu_memcpy2_d_v2)
+            copy2d(&c->cu_memcpy2_d_v2->p_copy, w);
+        return;
+    case SL_CALL_cuMemcpy2DUnaligned_v2:
+        w->kind = W_COPY;
+        if (c->cu_memcpy2_dunaligned_v2)
+            copy2d(&c->cu_memcpy2_dunaligned_v2->p_copy, w);
+        return;
+    case SL_CALL_cuMemcpy2DAsync_v2:
+        w->kind = W_COPY;
+        if (c->cu_memcpy2_dasync_v2) {
+            copy2d(&c->cu_memcpy2_dasync_v2->p_copy, w);
+            w->stream = c->cu_memcpy2_dasync_v2->h_stream;
+        }
+        return;
+    case SL_CALL_cuMemcpy3D_v2:
+        w->kind = W_COPY;
+        if (c->cu_memcpy3_d_v2)
+            copy3d(&c->cu_memcpy3_d_v2->p_copy, w);
+        return;
+    case SL_CALL_cuMemcpy3DAsync_v2:
+        w->kind = W_COPY;
+        if (c->cu_memcpy3_dasync_v2) {
+            copy3d(&c->cu_memcpy3_dasync_v2->p_copy, w);
+            w->stream = c->cu_memcpy3_dasync_v2->h_stream;
+        }
+        return;
+        MS(cuMemsetD8_v2);
+        MS(cuMemsetD16_v2);
+        MS(cuMemsetD32_v2);
+        MS(cuMemsetD2D8_v2);
+        MS(cuMemsetD2D16_v2);
+        MS(cuMemsetD2D32_v2);
+        MSA(cuMemsetD8Async, cu_memset_d8_async);
+        MSA(cuMemsetD16Async, cu_memset_d16_async);
+        MSA(cuMemsetD32Async, cu_memset_d32_async);
+        MSA(cuMemsetD2D8Async, cu_memset_d2_d8_async);
+        MSA(cuMemsetD2D16Async, cu_memset_d2_d16_async);
+        MSA(cuMemsetD2D32Async, cu_memset_d2_d32_async);
+    case SL_CALL_cuEventRecord:
+    case SL_CALL_cuEventRecordWithFlags:
+        w->neutral = 1; /* a marker on the stream: the run goes on across it */
+        return;
+    default:
+        return;
+    }
+}
+
+/* ---------------------------------------------------------------- events */
+
+static CUresult elapsed(const struct sl_driver_api *api, float *ms, CUevent a, CUevent b)
+{
+    if (api->cuEventElapsedTime_v2)
+        return api->cuEventElapsedTime_v2(ms, a, b);
+    return api->cuEventElapsedTime(ms, a, b);
+}
+
+static int timing_available(const struct sl_driver_api *api)
+{
+    return api && api->cuEventCreate && api->cuEventRecord && api->cuEventQuery &&
+           api->cuEventSynchronize && api->cuEventDestroy_v2 && api->cuStreamCreate &&
+           api->cuStreamDestroy_v2 && api->cuCtxGetCurrent && api->cuCtxSetCurrent &&
+           (api->cuEventElapsedTime_v2 || api->cuEventElapsedTime);
+}
+
+static CUevent ev_get(sl_be_session *s, struct be_acct_ctx *c)
+{
+    if (c->npool)
+        return c->pool[--c->npool];
+    CUevent e = NULL;
+    if (s->api->cuEventCreate(&e, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+        return NULL;
+    return e;
+}
+
+static void ev_put(sl_be_session *s, struct be_acct_ctx *c, CUevent e)
+{
+    if (!e)
+        return;
+    if (c->npool == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        CUevent *p = cap <= 2 * BE_ACCT_MAX_PAIRS + 2 * BE_ACCT_MAX_RUNS
+                         ? realloc(c->pool, cap * sizeof *p)
+                         : NULL;
+        if (!p) {
+            s->api->cuEventDestroy_v2(e);
+            return;
+        }
+        c->pool = p;
+        c->cap = cap;
+    }
+    c->pool[c->npool++] = e;
+}
+
+/* The reference event: recorded on the context's idle private stream, so its device time is
+ * (within microseconds) the host time it was recorded at. */
+static void rebase(sl_be_session *s, struct be_acct_ctx *c)
+{
+    if (c->broken)
+        return;
+    int64_t t0 = clock_ns(CLOCK_REALTIME);
+    if (s->api->cuEventRecord(c->ref, c->priv) != CUDA_SUCCESS ||
+        s->api->cuEventSynchronize(c->ref) != CUDA_SUCCESS) {
+        c->broken = 1;
+        return;
+    }
+    c->ref_ns = t0;
+}
+
+/* The timing state of native context ctx (ctx is current), made on first use. */
+static struct be_acct_ctx *actx(sl_be_session *s, CUcontext ctx, int ordinal)
+{
+    struct be_acct *a = s->acct;
+    for (size_t i = 0; i < a->nctx; i++)
+        if (a->ctxs[i]->ctx == ctx)
+            return a->ctxs[i];
+    if (a->nctx == BE_MAX_CONTEXTS)
+        return NULL;
+    struct be_acct_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->ctx = ctx;
+    c->ordinal = ordinal;
+    if (s->api->cuStreamCreate(&c->priv, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        c->priv = NULL;
+        c->broken = 1;
+    } else if (s->api->cuEventCreate(&c->ref, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+        c->ref = NULL;
+        c->broken = 1;
+    }
+    if (c->broken)
+        sl_log(SL_LOG_WARNING, BE_COMPONENT,
+               "session %llu instance %s: no timing events in a context of device %d: its work "
+               "is counted but not timed",
+               (unsigned long long)s->id, s->instance, ordinal);
+    rebase(s, c);
+    a->ctxs[a->nctx++] = c;
+    return c;
+}
+
+static void actx_free(sl_be_session *s, struct be_acct_ctx *c)
+{
+    for (size_t i = 0; i < c->npool; i++)
+        s->api->cuEventDestroy_v2(c->pool[i]);
+    if (c->ref)
+        s->api->cuEventDestroy_v2(c->ref);
+    if (c->priv)
+        s->api->cuStreamDestroy_v2(c->priv);
+    free(c->pool);
+    free(c);
+}
+
+/* ---------------------------------------------------------------- measuring */
+
+static void dev_add(struct be_acct_dev *d, int64_t a, int64_t b)
+{
+    if (d->niv == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 64;
+        struct be_iv *v = realloc(d->iv, cap * sizeof *v);
+        if (!v)
+            return; /* the interval is lost from busy time; kernel_ns still has it */
+        d->iv = v;
+        d->cap = cap;
+    }
+    d->iv[d->niv++] = (struct be_iv){a, b};
+}
+
+static void pair_release(sl_be_session *s, struct be_acct_pair *p)
+{
+    ev_put(s, p->c, p->a);
+    ev_put(s, p->c, p->b);
+}
+
+/* 1 measured (and released), 0 not finished yet, -1 failed (released, counted untimed). */
+static int pair_measure(sl_be_session *s, struct be_acct_pair *p, int wait)
+{
+    struct be_acct *a = s->acct;
+    const struct sl_driver_api *api = s->api;
+    CUresult rc = wait ? api->cuEventSynchronize(p->b) : api->cuEventQuery(p->b);
+    if (rc == CUDA_ERROR_NOT_READY)
+        return 0;
+    float d = 0, r = 0;
+    if (rc == CUDA_SUCCESS)
+        rc = elapsed(api, &d, p->a, p->b);
+    if (rc == CUDA_SUCCESS)
+        rc = elapsed(api, &r, p->c->ref, p->a);
+    if (rc == CUDA_ERROR_NOT_READY && !wait)
+        return 0;
+    if (rc != CUDA_SUCCESS || d < 0) {
+        a->untimed++;
+        pair_release(s, p);
+        return -1;
+    }
+    int64_t dur = (int64_t)((double)d * 1e6 + 0.5);
+    int64_t at = p->c->ref_ns + (int64_t)((double)r * 1e6 + (r < 0 ? -0.5 : 0.5));
+    if (p->c->ordinal >= 0 && p->c->ordinal < a->ndev) {
+        struct be_acct_dev *dv = &a->dev[p->c->ordinal];
+        dev_add(dv, at, at + dur);
+        if (p->kind == W_KERNEL)
+            dv->kernel_ns += (uint64_t)dur;
+    }
+    pair_release(s, p);
+    return 1;
+}
+
+/* Merges each device's new intervals; returns how much busy time they added. */
+static uint64_t merge_new(struct be_acct *a)
+{
+    uint64_t added = 0;
+    for (int i = 0; i < a->ndev; i++) {
+        struct be_acct_dev *d = &a->dev[i];
+        uint64_t total = 0;
+        d->niv = be_iv_union(d->iv, d->niv, INT64_MIN, INT64_MAX, &total);
+        if (total > d->merged_total)
+            added += total - d->merged_total;
+        d->merged_total = total;
+    }
+    return added;
+}
+
+/* Event queries are "potentially unsafe" calls: during a stream capture in global or
+ * thread-local mode they would invalidate the guest's capture (PyTorch's CUDA graphs). The
+ * worker measures in relaxed mode, then gives the guest's mode back. */
+static CUstreamCaptureMode relaxed_begin(sl_be_session *s)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (s->api->cuThreadExchangeStreamCaptureMode)
+        s->api->cuThreadExchangeStreamCaptureMode(&m);
+    return m;
+}
+
+static void relaxed_end(sl_be_session *s, CUstreamCaptureMode m)
+{
+    if (s->api->cuThreadExchangeStreamCaptureMode)
+        s->api->cuThreadExchangeStreamCaptureMode(&m);
+}
+
+/* Measures waiting pairs (wait: all of them, synchronously); returns the busy time added. */
+static uint64_t measure(sl_be_session *s, int wait)
+{
+    struct be_acct *a = s->acct;
+    size_t k = 0;
+    int any = 0;
+    CUstreamCaptureMode m = relaxed_begin(s);
+    for (size_t i = 0; i < a->npairs; i++) {
+        int r = pair_measure(s, &a->pairs[i], wait);
+        if (r == 0)
+            a->pairs[k++] = a->pairs[i];
+        any |= r > 0;
+    }
+    relaxed_end(s, m);
+    a->npairs = k;
+    return any ? merge_new(a) : 0;
+}
+
+/* Measures the pairs of context c, synchronously, and forgets them. */
+static void measure_ctx(sl_be_session *s, struct be_acct_ctx *c)
+{
+    struct be_acct *a = s->acct;
+    size_t k = 0;
+    for (size_t i = 0; i < a->npairs; i++) {
+        if (a->pairs[i].c == c)
+            pair_measure(s, &a->pairs[i], 1);
+        else
+            a->pairs[k++] = a->pairs[i];
+    }
+    a->npairs = k;
+}
+
+/* ---------------------------------------------------------------- runs */
+
+static int null_stream(CUstream st)
+{
+    return (uintptr_t)st <= 2; /* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
+}
+
+/* Closes open run i: its end event goes on the stream (whose context must be current when it
+ * is a NULL stream). */
+static void run_close(sl_be_session *s, size_t i)
+{
+    struct be_acct *a = s->acct;
+    struct be_acct_run r = a->runs[i];
+    a->runs[i] = a->runs[--a->nruns];
+    CUevent e = ev_get(s, r.c);
+    if (!e || s->api->cuEventRecord(e, r.st) != CUDA_SUCCESS) {
+        ev_put(s, r.c, e);
+        ev_put(s, r.c, r.start);
+        a->untimed++;
+        return;
+    }
+    if (a->npairs == BE_ACCT_MAX_PAIRS) { /* bounded: wait for the oldest */
+        pair_measure(s, &a->pairs[0], 1);
+        memmove(&a->pairs[0], &a->pairs[1], (a->npairs - 1) * sizeof *a->pairs);
+        a->npairs--;
+        merge_new(a);
+    }
+    a->pairs[a->npairs++] = (struct be_acct_pair){r.c, r.start, e, r.kind};
+}
+
+static void runs_close_all(sl_be_session *s)
+{
+    struct be_acct *a = s->acct;
+    if (!a->nruns)
+        return;
+    CUcontext orig = NULL, cur = NULL;
+    s->api->cuCtxGetCurrent(&orig);
+    cur = orig;
+    while (a->nruns) {
+        struct be_acct_run *r = &a->runs[a->nruns - 1];
+        if (null_stream(r->st) && r->c->ctx != cur) {
+            s->api->cuCtxSetCurrent(r->c->ctx);
+            cur = r->c->ctx;
+        }
+        run_close(s, a->nruns - 1);
+    }
+    if (cur != orig)
+        s->api->cuCtxSetCurrent(orig);
+}
+
+static int capturing(sl_be_session *s, CUstream st, int per_thread)
+{
+    CUresult (*fn)(CUstream, CUstreamCaptureStatus *) =
+        per_thread && s->api->cuStreamIsCapturing_ptsz ? s->api->cuStreamIsCapturing_ptsz
+                                                       : s->api->cuStreamIsCapturing;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!fn || fn(st, &cs) != CUDA_SUCCESS)
+        return 0; /* the call itself will say what is wrong */
+    return cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* Work of kind on stream st of the current context c. */
+static void run_open(sl_be_session *s, struct be_acct_ctx *c, CUstream st, int kind, int per_thread)
+{
+    struct be_acct *a = s->acct;
+    for (size_t i = 0; i < a->nruns; i++)
+        if (a->runs[i].c == c && a->runs[i].st == st) {
+            if (a->runs[i].kind == kind)
+                return; /* the run goes on */
+            run_close(s, i);
+            break;
+        }
+    if (c->broken) {
+        a->untimed++;
+        return;
+    }
+    if (capturing(s, st, per_thread))
+        return; /* captured into a graph, not run: timed when the graph is launched */
+    if (a->nruns == BE_ACCT_MAX_RUNS)
+        runs_close_all(s);
+    CUevent e = ev_get(s, c);
+    if (!e || s->api->cuEventRecord(e, st) != CUDA_SUCCESS) {
+        ev_put(s, c, e);
+        a->untimed++;
+        return;
+    }
+    a->runs[a->nruns++] = (struct be_acct_run){c, st, kind, e};
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+void be_acct_call_begin(sl_be_session *s, const Sluice__Wire__Call *call)
+{
+    struct be_acct *a = s->acct;
+    if (!a || !a->timing)
+        return;
+    struct work w;
+    classify(call, &w);
+    if (w.neutral)
+        return;
+    if (w.kind == W_NONE) {
+        runs_close_all(s);
+        return;
+    }
+    struct be_ctx *bc = be_ctx_find(s, s->cur_ctx);
+    if (!bc || !bc->ctx)
+        return;
+    CUstream st;
+    if (be_stream(s, w.stream, &st) != CUDA_SUCCESS)
+        return; /* the call fails on its own */
+    if (call->per_thread_stream && st == NULL)
+        st = CU_STREAM_PER_THREAD;
+    struct be_acct_ctx *c = actx(s, bc->ctx, bc->ordinal);
+    if (!c) {
+        a->untimed++;
+        return;
+    }
+    run_open(s, c, st, w.kind, call->per_thread_stream);
+}
+
+void be_acct_call_end(sl_be_session *s, const Sluice__Wire__Call *call, CUresult rc)
+{
+    struct be_acct *a = s->acct;
+    if (!a)
+        return;
+    be_acct_mem_publish(s);
+    struct work w;
+    classify(call, &w);
+    if (w.kind == W_NONE)
+        return;
+    /* a synchronous copy or memset (and DtoHAsync, which the backend completes) is done when
+     * it returns: its run ends now, not after the reply has been sent */
+    const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+    if (a->timing &&
+        ((ci && !(ci->flags & SL_CALL_ASYNC)) || call->call_id == SL_CALL_cuMemcpyDtoHAsync_v2))
+        runs_close_all(s);
+    if (rc != CUDA_SUCCESS)
+        return;
+    struct be_ctx *bc = be_ctx_find(s, s->cur_ctx);
+    int dev = bc ? bc->ordinal : 0;
+    if (dev < 0 || dev >= a->ndev)
+        return;
+    struct be_acct_dev *d = &a->dev[dev];
+    d->kernels += (uint64_t)w.launch;
+    if (w.dir == D_HTOD)
+        d->htod += w.bytes;
+    else if (w.dir == D_DTOH)
+        d->dtoh += w.bytes;
+}
+
+static int closing(sl_be_session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int c = s->closing;
+    pthread_mutex_unlock(&s->mu);
+    return c;
+}
+
+static int capped(const struct be_acct *a)
+{
+    return a->cfg.shm && a->sla.share > 0 && a->sla.share < 1;
+}
+
+void be_acct_frame_begin(sl_be_session *s)
+{
+    struct be_acct *a = s->acct;
+    if (!a || !capped(a))
+        return;
+    struct be_acct_inst *in = &a->cfg.shm->inst[a->cfg.inst];
+    for (;;) {
+        be_acct_lock(a->cfg.shm);
+        double share = in->sla.share; /* the server may have changed it (a new grant) */
+        if (!in->bucket_set) {
+            be_bucket_init(&in->bucket, share, clock_ns(CLOCK_MONOTONIC));
+            in->bucket_set = 1;
+        }
+        be_bucket_accrue(&in->bucket, clock_ns(CLOCK_MONOTONIC));
+        int64_t wait = share > 0 && share < 1 ? be_bucket_wait_ns(&in->bucket) : 0;
+        be_acct_unlock(a->cfg.shm);
+        if (wait <= 0 || closing(s))
+            return;
+        int64_t tick = be_acct_ms_to_tick(s) * 1000000LL;
+        if (wait > tick)
+            wait = tick > 1000000 ? tick : 1000000;
+        if (wait > 100000000) /* look at closing at least every 100 ms */
+            wait = 100000000;
+        int64_t t0 = clock_ns(CLOCK_MONOTONIC);
+        struct timespec ts = {(time_t)(wait / 1000000000LL), (long)(wait % 1000000000LL)};
+        nanosleep(&ts, NULL);
+        a->throttled_ns += (uint64_t)(clock_ns(CLOCK_MONOTONIC) - t0);
+        if (be_acct_ms_to_tick(s) <= 0)
+            be_acct_tick(s);
+    }
+}
+
+void be_acct_frame_end(sl_be_session *s)
+{
+    struct be_acct *a = s->acct;
+    if (!a || !a->timing)
+        return;
+    runs_close_all(s);
+    int cap = capped(a);
+    uint64_t added = a->npairs ? measure(s, cap) : 0;
+    if (cap && added) {
+        be_acct_lock(a->cfg.shm);
+        struct be_acct_inst *in = &a->cfg.shm->inst[a->cfg.inst];
+        if (in->bucket_set)
+            be_bucket_charge(&in->bucket, added, clock_ns(CLOCK_MONOTONIC));
+        be_acct_unlock(a->cfg.shm);
+    }
+}
+
+void be_acct_ctx_gone(sl_be_session *s, CUcontext ctx)
+{
+    struct be_acct *a = s->acct;
+    if (!a || !a->timing || !ctx)
+        return;
+    runs_close_all(s);
+    for (size_t i = 0; i < a->nctx; i++) {
+        if (a->ctxs[i]->ctx != ctx)
+            continue;
+        measure_ctx(s, a->ctxs[i]);
+        merge_new(a);
+        actx_free(s, a->ctxs[i]);
+        a->ctxs[i] = a->ctxs[--a->nctx];
+        return;
+    }
+}
+
+/* ---------------------------------------------------------------- records */
+
+static void refresh_sla(struct be_acct *a)
+{
+    if (!a->cfg.shm)
+        return;
+    be_acct_lock(a->cfg.shm);
+    a->sla = a->cfg.shm->inst[a->cfg.inst].sla;
+    be_acct_unlock(a->cfg.shm);
+}
+
+/* A device "was used" in the interval when it has figures or the session has a context on it. */
+static int dev_used(sl_be_session *s, int d)
+{
+    const struct be_acct_dev *x = &s->acct->dev[d];
+    if (x->niv || x->kernel_ns || x->kernels || x->htod || x->dtoh)
+        return 1;
+    for (size_t i = 0; i < s->n_ctxs; i++)
+        if (s->ctxs[i]->ctx && s->ctxs[i]->ordinal == d)
+            return 1;
+    return 0;
+}
+
+/* One record: device d's figures (d < 0: a session without devices), plus the session-wide
+ * ones (calls, errors, memory, throttling, quota refusals) when first. */
+static void emit_one(sl_be_session *s, int d, int first, int final, int64_t end)
+{
+    struct be_acct *a = s->acct;
+    struct be_acct_dev none = {0}, *x = d >= 0 ? &a->dev[d] : &none;
+    char gpu[41] = "";
+    if (d >= 0 && s->devs->dev[d].has_uuid)
+        be_usage_gpu_uuid(s->devs->dev[d].uuid, gpu);
+    struct be_usage u = {
+        .instance = s->instance,
+        .project = s->project,
+        .flavor = a->sla.flavor,
+        .gpu_uuid = gpu,
+        .measurement = a->timing ? BE_ACCT_MEASUREMENT : "none",
+        .session_id = s->id,
+        .start_ns = a->start_ns,
+        .end_ns = end,
+        .kernel_ns = x->kernel_ns,
+        .kernels = x->kernels,
+        .bytes_htod = x->htod,
+        .bytes_dtoh = x->dtoh,
+        .gpu_share = a->cfg.shm ? a->sla.share : 0,
+        .final = final,
+    };
+    be_iv_union(x->iv, x->niv, a->start_ns, end, &u.busy_ns);
+    if (first) {
+        u.calls = s->calls - a->calls0;
+        u.errors = s->errors - a->errors0;
+        u.memory_high_water = a->mem_high;
+        u.throttled_ns = a->throttled_ns;
+        u.quota_refusals = a->quota_refusals;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    sl_error e;
+    if (be_usage_encode(&u, &buf, &len, &e) != SL_OK)
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu instance %s: usage record lost: %s",
+               (unsigned long long)s->id, s->instance, e.msg);
+    else if (a->cfg.emit)
+        a->cfg.emit(a->cfg.user, buf, len);
+    free(buf);
+    x->niv = 0;
+    x->merged_total = 0;
+    x->kernel_ns = x->kernels = x->htod = x->dtoh = 0;
+}
+
+/* The interval's records: one per device the session used (device 0 when it used none). */
+static void emit(sl_be_session *s, int final)
+{
+    struct be_acct *a = s->acct;
+    if (a->timing) {
+        runs_close_all(s);
+        measure(s, 1);
+    }
+    int64_t end = clock_ns(CLOCK_REALTIME);
+    if (end < a->start_ns)
+        end = a->start_ns;
+    int sent = 0;
+    for (int d = 0; d < a->ndev; d++)
+        if (dev_used(s, d))
+            emit_one(s, d, !sent++, final, end);
+    if (!sent)
+        emit_one(s, a->ndev ? 0 : -1, 1, final, end);
+    if (a->untimed && sl_log_enabled(SL_LOG_DEBUG))
+        sl_log(SL_LOG_DEBUG, BE_COMPONENT, "session %llu: %llu runs of work could not be timed",
+               (unsigned long long)s->id, (unsigned long long)a->untimed);
+    a->start_ns = end;
+    a->calls0 = s->calls;
+    a->errors0 = s->errors;
+    a->throttled_ns = 0;
+    a->quota_refusals = 0;
+    a->untimed = 0;
+    a->mem_high = a->mem;
+    a->next_tick = clock_ns(CLOCK_MONOTONIC) + a->cfg.interval_ns;
+    if (!final && a->timing)
+        for (size_t i = 0; i < a->nctx; i++)
+            rebase(s, a->ctxs[i]);
+    refresh_sla(a);
+}
+
+int64_t be_acct_ms_to_tick(sl_be_session *s)
+{
+    struct be_acct *a = s->acct;
+    if (!a)
+        return INT64_MAX / 2;
+    int64_t left = a->next_tick - clock_ns(CLOCK_MONOTONIC);
+    return left <= 0 ? 0 : (left + 999999) / 1000000;
+}
+
+void be_acct_tick(sl_be_session *s)
+{
+    if (s->acct)
+        emit(s, 0);
+}
+
+/* ---------------------------------------------------------------- life */
+
+sl_code be_acct_attach(sl_be_session *s, const struct be_acct_cfg *cfg, sl_error *e)
+{
+    struct be_acct *a = calloc(1, sizeof *a);
+    int nd = s->devs ? s->devs->count : 0;
+    if (a) {
+        a->pairs = calloc(BE_ACCT_MAX_PAIRS, sizeof *a->pairs);
+        a->dev = calloc(nd ? (size_t)nd : 1, sizeof *a->dev);
+    }
+    if (!a || !a->pairs || !a->dev) {
+        if (a) {
+            free(a->pairs);
+            free(a->dev);
+        }
+        free(a);
+        return sl_fail(e, SL_ERR_NOMEM, "out of memory");
+    }
+    a->cfg = *cfg;
+    if (a->cfg.interval_ns <= 0)
+        a->cfg.interval_ns = (int64_t)BE_USAGE_INTERVAL_S * 1000000000LL;
+    a->ndev = nd;
+    a->timing = !cfg->no_timing && timing_available(s->api);
+    a->start_ns = clock_ns(CLOCK_REALTIME);
+    a->next_tick = clock_ns(CLOCK_MONOTONIC) + a->cfg.interval_ns;
+    a->calls0 = s->calls;
+    a->errors0 = s->errors;
+    a->sla.share = 1;
+    s->acct = a;
+    refresh_sla(a);
+    return SL_OK;
+}
+
+void be_acct_finish(sl_be_session *s)
+{
+    struct be_acct *a = s->acct;
+    if (!a)
+        return;
+    emit(s, 1);
+    for (size_t i = 0; i < a->nruns; i++)
+        ev_put(s, a->runs[i].c, a->runs[i].start);
+    for (size_t i = 0; i < a->npairs; i++)
+        pair_release(s, &a->pairs[i]);
+    for (size_t i = 0; i < a->nctx; i++)
+        actx_free(s, a->ctxs[i]);
+    for (int d = 0; d < a->ndev; d++)
+        free(a->dev[d].iv);
+    free(a->dev);
+    free(a->pairs);
+    free(a);
+    s->acct = NULL;
+}
