@@ -25,6 +25,15 @@ static void expect(const int *d, int n, int v, const char *what)
 int main()
 {
     g_test_name = "graph_kernel";
+    // The capture mode goes to the driver and comes back (PyTorch relaxes it around
+    // cudaMalloc during a capture): the call's argument is read, not only written.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    if (mode != cudaStreamCaptureModeGlobal)
+        FAIL("the first exchange returned mode %d, expected global", (int)mode);
+    CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    if (mode != cudaStreamCaptureModeRelaxed)
+        FAIL("the mode set was not kept: %d", (int)mode);
     const int n = 1024;
     int *a, *b;
     CHECK(cudaMalloc(&a, n * sizeof(int)));

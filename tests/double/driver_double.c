@@ -3639,6 +3639,19 @@ EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *cap
     LOCKED(capture_info(hStream, captureStatus, NULL, NULL, NULL, NULL, NULL));
 }
 
+/* The calling thread's capture mode: global until the thread exchanges it. */
+static _Thread_local CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = capture_mode;
+    capture_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
 /* ---------- arrays, texture and surface objects ----------
  * An array is host memory of width * element size * height * depth bytes (rows packed). 2D/3D
  * copies reach it as host memory after a bounds check. Texture and surface objects are numbers
