@@ -663,7 +663,13 @@ sl_code ag_supervisor_new(const ag_supervisor_opts *o, ag_supervisor **out, sl_e
     if (gid >= 0 && chown(o->cfg->run_dir, (uid_t)-1, (gid_t)gid) != 0)
         sl_log(SL_LOG_WARNING, COMPONENT, "run_dir: chgrp: %s", strerror(errno));
     char gdir[600];
+    /* Backends (the backend group) keep their state in state_dir/backends/ID: they must be able
+     * to traverse state_dir, as they do run_dir; the grants and the CA stay the agent's (0700). */
     mkdir(o->cfg->state_dir, 0750);
+    if (gid >= 0 && (chmod(o->cfg->state_dir, 0750) != 0 ||
+                     chown(o->cfg->state_dir, (uid_t)-1, (gid_t)gid) != 0))
+        sl_log(SL_LOG_WARNING, COMPONENT, "state_dir %s: chgrp: %s", o->cfg->state_dir,
+               strerror(errno));
     snprintf(gdir, sizeof gdir, "%s/grants", o->cfg->state_dir);
     if (mkdir(gdir, 0700) != 0 && errno != EEXIST)
         sl_log(SL_LOG_WARNING, COMPONENT, "%s: %s (grants kept in memory only)", gdir,

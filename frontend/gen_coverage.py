@@ -83,6 +83,9 @@ REFUSED = {
     "cuMemPoolImportPointer", "cuMemPoolExportToShareableHandle",
     "cuMemPoolImportFromShareableHandle",
 }
+# Refused because they cannot be remoted faithfully (not a security matter).
+UNFAITHFUL = {"cuMemAllocManaged": "refused: managed memory would live on the host, out of the "
+              "guest's reach (docs/remoting.md)"}
 
 
 def table():
@@ -132,6 +135,8 @@ def render():
         note = LOCAL.get(name, "") if state == "local" else NOTES.get(name, "")
         if state == "not supported" and (name in REFUSED or name.startswith("cuMulticast")):
             note = "refused by design (security): never forwarded"
+        if state == "not supported" and name in UNFAITHFUL:
+            note = UNFAITHFUL[name]
         if twins:
             note = (note + "; " if note else "") + "+ _" + "/_".join(twins)
         rows.append(f"| {cid} | `{name}` | {state} | {mode} | {note} |")

@@ -272,16 +272,16 @@ sl_code nh_http_start(const nh_http_opts *o, nh_http **out, sl_error *e)
         nh_http_stop(h);
         return sl_fail(e, SL_ERR_CONFIG, "http: listen address %s is not an IP literal", o->addr);
     }
+    /* libmicrohttpd wants the logger first, or it warns through its default one */
     h->d = MHD_start_daemon(
-        flags, (uint16_t)o->port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&ss, MHD_OPTION_HTTPS_MEM_CERT, h->cert, MHD_OPTION_HTTPS_MEM_KEY,
-        h->key, MHD_OPTION_HTTPS_MEM_TRUST, h->trust, MHD_OPTION_HTTPS_PRIORITIES,
-        "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned int)o->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)512, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned int)64, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-        MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
-        MHD_OPTION_END);
+        flags, (uint16_t)o->port, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_HTTPS_MEM_CERT, h->cert,
+        MHD_OPTION_HTTPS_MEM_KEY, h->key, MHD_OPTION_HTTPS_MEM_TRUST, h->trust,
+        MHD_OPTION_HTTPS_PRIORITIES, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)o->threads, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)512,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)64, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_END);
     if (!h->d) {
         nh_http_stop(h);
         return sl_fail(e, SL_ERR_IO,
