@@ -295,6 +295,11 @@ void be_detail(Sluice__Wire__Reply *reply, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Stream id -> native (0, legacy, per-thread pass through). */
 CUresult be_stream(sl_be_session *s, uint64_t id, CUstream *out);
+/* Work that reads or writes the session's transient buffers (a copy's bulk, a one-shot host
+ * callback) must not be captured into a graph: the graph would use them after they are freed.
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED with a detail naming what when st is capturing. */
+CUresult be_refuse_if_capturing(sl_be_session *s, Sluice__Wire__Reply *reply, CUstream st,
+                                int per_thread, const char *what);
 
 /* ---------------------------------------------------------------- module.c */
 struct be_image;

@@ -67,13 +67,16 @@ void be_callbacks_cancel(sl_be_session *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-static CUresult enqueue(sl_be_session *s, const Sluice__Wire__Call *call, uint64_t stream,
-                        uint64_t fn, uint64_t user_data)
+static CUresult enqueue(sl_be_session *s, const Sluice__Wire__Call *call,
+                        Sluice__Wire__Reply *reply, uint64_t stream, uint64_t fn,
+                        uint64_t user_data)
 {
     if (fn == 0)
         return CUDA_ERROR_INVALID_VALUE;
     CUstream hs;
     CUresult rc = be_stream(s, stream, &hs);
+    if (rc == CUDA_SUCCESS) /* the callback record is one-shot: a graph would replay it */
+        rc = be_refuse_if_capturing(s, reply, hs, call->per_thread_stream, "a host callback");
     if (rc != CUDA_SUCCESS)
         return rc;
     CUresult (*launch)(CUstream, CUhostFn, void *) = s->api->cuLaunchHostFunc;
@@ -110,20 +113,18 @@ static CUresult h_launch_host_func(sl_be_session *s, const struct sl_driver_api 
                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
 {
     (void)api;
-    (void)reply;
     const Sluice__Cuda__CuLaunchHostFuncRequest *rq = call->cu_launch_host_func;
-    return enqueue(s, call, rq->h_stream, rq->fn, rq->user_data);
+    return enqueue(s, call, reply, rq->h_stream, rq->fn, rq->user_data);
 }
 
 static CUresult h_stream_add_callback(sl_be_session *s, const struct sl_driver_api *api,
                                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
 {
     (void)api;
-    (void)reply;
     const Sluice__Cuda__CuStreamAddCallbackRequest *rq = call->cu_stream_add_callback;
     if (rq->flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    return enqueue(s, call, rq->h_stream, rq->callback, rq->user_data);
+    return enqueue(s, call, reply, rq->h_stream, rq->callback, rq->user_data);
 }
 
 void be_register_callback(struct sl_be_dispatch_entry *t)

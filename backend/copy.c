@@ -76,6 +76,9 @@ static CUresult h_htod_async(sl_be_session *s, const struct sl_driver_api *api,
         rc = range(s, reply, rq->dst_device, rq->byte_count, "destination");
     if (rc == CUDA_SUCCESS)
         rc = be_stream(s, rq->h_stream, &st);
+    if (rc == CUDA_SUCCESS)
+        rc = be_refuse_if_capturing(s, reply, st, call->per_thread_stream,
+                                    "a copy from guest memory");
     if (rc != CUDA_SUCCESS)
         return rc;
     /* the source is pageable memory freed after this call: the driver has staged it when the
@@ -116,6 +119,9 @@ static CUresult h_dtoh_async(sl_be_session *s, const struct sl_driver_api *api,
     CUresult rc = range(s, reply, rq->src_device, rq->byte_count, "source");
     if (rc == CUDA_SUCCESS)
         rc = be_stream(s, rq->h_stream, &st);
+    if (rc == CUDA_SUCCESS)
+        rc =
+            be_refuse_if_capturing(s, reply, st, call->per_thread_stream, "a copy to guest memory");
     if (rc == CUDA_SUCCESS)
         rc = out_bulk(s, reply, rq->byte_count, &buf);
     if (rc != CUDA_SUCCESS)

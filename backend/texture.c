@@ -433,6 +433,10 @@ static CUresult copy2d(sl_be_session *s, const struct sl_driver_api *api,
     CUstream st = NULL;
     if (rc == CUDA_SUCCESS && async)
         rc = be_stream(s, stream, &st);
+    if (rc == CUDA_SUCCESS && async &&
+        (*src.type == CU_MEMORYTYPE_HOST || *dst.type == CU_MEMORYTYPE_HOST))
+        rc = be_refuse_if_capturing(s, reply, st, call->per_thread_stream,
+                                    "a copy from or to guest memory");
     if (rc == CUDA_SUCCESS) {
         if (async) {
             CUresult (*fn)(const CUDA_MEMCPY2D *, CUstream) =
@@ -484,6 +488,10 @@ static CUresult copy3d(sl_be_session *s, const struct sl_driver_api *api,
     CUstream st = NULL;
     if (rc == CUDA_SUCCESS && async)
         rc = be_stream(s, stream, &st);
+    if (rc == CUDA_SUCCESS && async &&
+        (*src.type == CU_MEMORYTYPE_HOST || *dst.type == CU_MEMORYTYPE_HOST))
+        rc = be_refuse_if_capturing(s, reply, st, call->per_thread_stream,
+                                    "a copy from or to guest memory");
     if (rc == CUDA_SUCCESS) {
         if (async) {
             CUresult (*fn)(const CUDA_MEMCPY3D *, CUstream) =

@@ -426,12 +426,58 @@ static void test_stream_attr_link_cond(void **state)
     be_session_free(s);
 }
 
+/* ---------------------------------------------------------------- capture */
+
+static CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
+static int host_funcs;
+
+static CUresult f_is_capturing(CUstream st, CUstreamCaptureStatus *cs)
+{
+    (void)st;
+    *cs = capture_status;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_launch_host_func(CUstream st, CUhostFn fn, void *user)
+{
+    (void)st, (void)fn, (void)user;
+    host_funcs++;
+    return CUDA_ERROR_NOT_READY; /* not queued: the backend frees its record */
+}
+
+/* A host callback or a copy through the session's transient buffers is not captured into a
+ * graph (the graph would replay freed memory): refused before the driver sees it. */
+static void test_capture_refusals(void **state)
+{
+    (void)state;
+    api.cuStreamIsCapturing = f_is_capturing;
+    api.cuLaunchHostFunc = f_launch_host_func;
+    sl_be_session *s = be_session_new(4, &api, &devs);
+    Sluice__Cuda__CuLaunchHostFuncRequest hr = SLUICE__CUDA__CU_LAUNCH_HOST_FUNC_REQUEST__INIT;
+    hr.fn = 1;
+    CALL(hc, cu_launch_host_func, SL_CALL_cuLaunchHostFunc,
+         SLUICE__WIRE__CALL__ARGS_CU_LAUNCH_HOST_FUNC, hr);
+    capture_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    assert_int_equal(run(s, &hc, NULL, 0, NULL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_int_equal(host_funcs, 0);
+    Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
+    assert_int_equal(be_refuse_if_capturing(s, &reply, NULL, 0, "a copy"),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_non_null(strstr(reply.detail, "a copy"));
+    sl_be_reply_clear(&reply);
+    capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
+    assert_int_equal(run(s, &hc, NULL, 0, NULL), CUDA_ERROR_NOT_READY);
+    assert_int_equal(host_funcs, 1);
+    be_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vmm),
         cmocka_unit_test(test_graph_host_memcpy),
         cmocka_unit_test(test_stream_attr_link_cond),
+        cmocka_unit_test(test_capture_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
