@@ -50,6 +50,7 @@ typedef struct backend {
     pid_t pid;
     int wanted, stopping, termed;
     int64_t started_ms, next_start_ms, term_at_ms, kill_at_ms;
+    int64_t cert_issued_ms; /* when its server certificate was issued (0: none issued) */
     int backoff_ms, restarts;
     int connected;
     ag_ctl_peer peer;
@@ -372,6 +373,8 @@ static void free_secret(char *p)
     free(p);
 }
 
+static sl_code issue_cert(ag_supervisor *s, backend *b, const char *dir, sl_error *e);
+
 /* RUN_DIR/backends/PROJECT with the server certificate, key and CA. */
 static sl_code prepare_dir(ag_supervisor *s, backend *b, char *dir, size_t n, sl_error *e)
 {
@@ -391,6 +394,13 @@ static sl_code prepare_dir(ag_supervisor *s, backend *b, char *dir, size_t n, sl
     snprintf(state, sizeof state, "%s/backends/%s", s->cfg->state_dir, b->project);
     if (mkdir(state, 0750) == 0 && s->switch_user && chown(state, s->uid, s->gid) != 0)
         sl_log(SL_LOG_WARNING, COMPONENT, "%s: chown: %s", state, strerror(errno));
+    return issue_cert(s, b, dir, e);
+}
+
+/* The backend's server certificate, key and CA into dir (RUN_DIR/backends/PROJECT). */
+static sl_code issue_cert(ag_supervisor *s, backend *b, const char *dir, sl_error *e)
+{
+    gid_t gid = s->switch_user ? s->gid : (gid_t)-1;
     if (!s->issue)
         return SL_OK;
     char *cert = NULL, *key = NULL, *ca = NULL;
@@ -414,7 +424,32 @@ static sl_code prepare_dir(ag_supervisor *s, backend *b, char *dir, size_t n, sl
     free(cert);
     free_secret(key);
     free(ca);
+    if (rc == SL_OK)
+        b->cert_issued_ms = ag_now_ms();
     return rc;
+}
+
+/* A running backend's certificate is renewed when a third of its lifetime is left: new files,
+ * then SIGHUP, on which the backend loads them for the sessions it accepts from then on (live
+ * sessions are not disturbed). */
+static void renew_cert(ag_supervisor *s, backend *b, int64_t now)
+{
+    int64_t life_ms = (int64_t)s->cfg->server_cert_lifetime_s * 1000;
+    if (!s->issue || !b->cert_issued_ms || life_ms <= 0 ||
+        now - b->cert_issued_ms < life_ms * 2 / 3)
+        return;
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/backends/%s", s->cfg->run_dir, b->project);
+    sl_error e = {0};
+    if (issue_cert(s, b, dir, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, COMPONENT, "project %s: cannot renew the backend's certificate: %s",
+               b->project, e.msg);
+        b->cert_issued_ms = now - life_ms * 2 / 3 + 60000; /* try again in a minute */
+        return;
+    }
+    kill(b->pid, SIGHUP);
+    sl_log(SL_LOG_NOTICE, COMPONENT, "project %s: backend certificate renewed (pid %d reloads it)",
+           b->project, (int)b->pid);
 }
 
 static void spawn(ag_supervisor *s, backend *b, int64_t now)
@@ -829,6 +864,7 @@ static void tick_backend(ag_supervisor *s, backend *b, int64_t now)
         b->last_heard_ms = now;
         return;
     }
+    renew_cert(s, b, now);
     for (size_t i = 0; i < b->n_pend; i++)
         if (now - b->pend[i].sent_ms >= RETRANSMIT_MS) {
             sl_error e;

@@ -475,6 +475,9 @@ void be_control_session(struct be_control *c, int kind, const char *instance, co
                         uint64_t session_id, const char *detail);
 
 /* server.c: runs until *stop. Returns 0 on a clean exit. */
+/* Asks the running server to load its certificate, key and CA files again (SIGHUP: the agent
+ * renewed the certificate). Async-signal-safe. */
+void be_server_request_reload(void);
 int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
                   const struct be_devices *devs, volatile int *stop);
 

@@ -19,8 +19,10 @@ static volatile int stop_flag;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_flag = 1;
+    if (sig == SIGHUP)
+        be_server_request_reload();
+    else
+        stop_flag = 1;
 }
 
 static void usage(FILE *f)
@@ -284,6 +286,7 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* reload the certificate */
     signal(SIGPIPE, SIG_IGN);
 
     int rc = be_server_run(&cfg, NULL, NULL, &stop_flag);

@@ -951,6 +951,29 @@ static void flush_usage(struct be_server *srv)
     }
 }
 
+static volatile sig_atomic_t reload_requested;
+
+void be_server_request_reload(void)
+{
+    reload_requested = 1;
+}
+
+static void reload_tls(struct be_server *srv, const struct be_config *cfg)
+{
+    reload_requested = 0;
+    sl_tls_config tls = {
+        .mode = SL_TLS_MUTUAL, .ca_file = cfg->ca, .cert_file = cfg->cert, .key_file = cfg->key};
+    sl_error e = {0};
+    if (sl_server_reload_tls(srv->srv, &tls, &e) == SL_OK)
+        sl_log(SL_LOG_NOTICE, BE_COMPONENT,
+               "project %s: certificate reloaded from %s; new sessions use it", cfg->project,
+               cfg->cert);
+    else
+        sl_log(SL_LOG_ERR, BE_COMPONENT,
+               "project %s: certificate reload failed, keeping the old one: %s", cfg->project,
+               e.msg);
+}
+
 int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
                   const struct be_devices *devs, volatile int *stop)
 {
@@ -1016,6 +1039,8 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
     zmq_pollitem_t *items = NULL;
     struct be_sess_node **owner = NULL;
     while (!*stop) {
+        if (reload_requested)
+            reload_tls(srv, cfg);
         size_t want = 3 + srv->live + 8;
         if (want > cap) {
             zmq_pollitem_t *ni = realloc(items, want * 2 * sizeof *ni);

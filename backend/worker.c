@@ -280,6 +280,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the parent */
     signal(SIGPIPE, SIG_IGN);
     signal(SIGTERM, SIG_IGN); /* the parent ends us by closing the socket (then SIGKILL) */
+    signal(SIGHUP, SIG_IGN);  /* a certificate reload is the server's business */
     signal(SIGINT, SIG_IGN);
     w_fd = fd;
     be_outbox_set_sink(w_sink);

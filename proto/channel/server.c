@@ -658,6 +658,18 @@ void sl_server_stats(const sl_server *s, sl_channel_stats *st)
         }
 }
 
+sl_code sl_server_reload_tls(sl_server *s, const sl_tls_config *cfg, sl_error *err)
+{
+    if (!s)
+        return sl_fail(err, SL_ERR_INVALID, "no server");
+    SSL_CTX *ctx = ch_ctx_new(cfg, 1, err);
+    if (!ctx)
+        return err ? err->code : SL_ERR_CONFIG;
+    SSL_CTX_free(s->ctx); /* live sessions hold their own reference */
+    s->ctx = ctx;
+    return SL_OK;
+}
+
 void sl_server_close(sl_server *s)
 {
     if (!s)

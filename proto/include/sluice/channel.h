@@ -173,4 +173,9 @@ void sl_server_stats(const sl_server *s, sl_channel_stats *st);
 /* Sends CLOSE to every established peer (best effort) and frees everything. NULL is fine. */
 void sl_server_close(sl_server *s);
 
+/* Loads new TLS material (a renewed certificate) for the handshakes of sessions accepted from
+ * now on; live sessions keep theirs. On failure the server keeps the old material and says
+ * why. */
+sl_code sl_server_reload_tls(sl_server *s, const sl_tls_config *cfg, sl_error *err);
+
 #endif

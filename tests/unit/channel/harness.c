@@ -93,6 +93,11 @@ static void *echo_main(void *arg)
         if (sl_server_poll(e->srv, 20, &ev, &err) != SL_OK)
             break;
         pthread_mutex_lock(&e->mu);
+        if (e->reload) {
+            sl_error rerr;
+            e->reload_rc = sl_server_reload_tls(e->srv, e->reload, &rerr);
+            e->reload = NULL;
+        }
         if (ev.kind == SL_EV_ACCEPTED) {
             e->accepted++;
             e->last_id = *ev.identity;
@@ -204,6 +209,24 @@ void roundtrip(sl_client *c, size_t msg_len, const struct iovec *iov, size_t n, 
     }
     free(back);
     free(msg);
+}
+
+sl_code echo_reload(echo_srv *e, const sl_tls_config *cfg)
+{
+    pthread_mutex_lock(&e->mu);
+    e->reload = cfg;
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&e->mu);
+        int done = e->reload == NULL;
+        sl_code rc = e->reload_rc;
+        pthread_mutex_unlock(&e->mu);
+        if (done)
+            return rc;
+        usleep(10000);
+    }
+    fail_msg("the server thread did not reload");
+    return SL_ERR_TIMEOUT;
 }
 
 void assert_good_client(echo_srv *e)

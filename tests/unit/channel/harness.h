@@ -31,10 +31,14 @@ typedef struct echo_srv {
     sl_code last_closed;
     char last_closed_msg[SL_ERROR_MSG_MAX];
     sl_peer_identity last_id;
+    const sl_tls_config *reload; /* set by echo_reload: applied by the server's thread */
+    sl_code reload_rc;
 } echo_srv;
 
 void echo_start(echo_srv *e, sl_tls_mode mode, const sl_channel_opts *o);
 void echo_stop(echo_srv *e);
+/* sl_server_reload_tls on the server's own thread; returns its result. */
+sl_code echo_reload(echo_srv *e, const sl_tls_config *cfg);
 /* Waits up to ms until the server saw `n` closed sessions; returns the last code. */
 sl_code echo_wait_closed(echo_srv *e, int n, int ms);
 /* A good client does a round trip (proves the server still serves). */

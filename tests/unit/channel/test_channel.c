@@ -121,6 +121,32 @@ static void test_roundtrips(void **state)
     echo_stop(&e);
 }
 
+/* A renewed certificate (the agent's SIGHUP to a backend): a broken one is refused and the old
+ * one keeps serving; a good one is used by the handshakes that follow. */
+static void test_reload_tls(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config bad = {.mode = SL_TLS_MUTUAL,
+                         .ca_pem = T.ca.pem,
+                         .cert_pem = T.server.cert_pem,
+                         .key_pem = T.client.key_pem}; /* the key does not match */
+    assert_int_equal(echo_reload(&e, &bad), SL_ERR_CONFIG);
+    assert_good_client(&e);
+    sl_tls_config renewed = {.mode = SL_TLS_MUTUAL,
+                             .ca_pem = T.ca.pem, /* still trusts the clients' CA */
+                             .cert_pem = T.server2.cert_pem,
+                             .key_pem = T.server2.key_pem}; /* issued by ca2 */
+    assert_int_equal(echo_reload(&e, &renewed), SL_OK);
+    sl_tls_config old_trust = cfg_client(&T.client, T.ca.pem);
+    sl_tls_config new_trust = cfg_client(&T.client, T.ca2.pem);
+    sl_error err;
+    assert_int_equal(try_connect(&e, &old_trust, &err), SL_ERR_UNKNOWN_CA);
+    assert_int_equal(try_connect(&e, &new_trust, &err), SL_OK);
+    echo_stop(&e);
+}
+
 static void test_wrong_ca_client(void **state)
 {
     (void)state;
@@ -383,25 +409,16 @@ static void test_connect_nowhere(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mutual_identity),
-        cmocka_unit_test(test_server_only),
-        cmocka_unit_test(test_roundtrips),
-        cmocka_unit_test(test_wrong_ca_client),
-        cmocka_unit_test(test_wrong_ca_server),
-        cmocka_unit_test(test_expired_client),
-        cmocka_unit_test(test_no_client_cert),
-        cmocka_unit_test(test_accept_refused),
-        cmocka_unit_test(test_revoked),
-        cmocka_unit_test(test_tampered_flip),
-        cmocka_unit_test(test_tampered_dup),
-        cmocka_unit_test(test_tampered_drop),
-        cmocka_unit_test(test_plaintext_peer),
-        cmocka_unit_test(test_garbage_frame),
-        cmocka_unit_test(test_oversized_frame),
-        cmocka_unit_test(test_handshake_timeout),
-        cmocka_unit_test(test_dead_client_reaped),
-        cmocka_unit_test(test_dead_server_detected),
-        cmocka_unit_test(test_connect_nowhere),
+        cmocka_unit_test(test_mutual_identity),      cmocka_unit_test(test_server_only),
+        cmocka_unit_test(test_roundtrips),           cmocka_unit_test(test_reload_tls),
+        cmocka_unit_test(test_wrong_ca_client),      cmocka_unit_test(test_wrong_ca_server),
+        cmocka_unit_test(test_expired_client),       cmocka_unit_test(test_no_client_cert),
+        cmocka_unit_test(test_accept_refused),       cmocka_unit_test(test_revoked),
+        cmocka_unit_test(test_tampered_flip),        cmocka_unit_test(test_tampered_dup),
+        cmocka_unit_test(test_tampered_drop),        cmocka_unit_test(test_plaintext_peer),
+        cmocka_unit_test(test_garbage_frame),        cmocka_unit_test(test_oversized_frame),
+        cmocka_unit_test(test_handshake_timeout),    cmocka_unit_test(test_dead_client_reaped),
+        cmocka_unit_test(test_dead_server_detected), cmocka_unit_test(test_connect_nowhere),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
