@@ -28,6 +28,8 @@ Rules:
                                   first on PATH) and wants exit status 0; the commands of one
                                   block run in order in one fresh temporary folder; only
                                   Sluice's own programs and scripts (and the glue) may run
+   A command's own comment may end with "[tested by: FILE]" or "[by hand: REASON]": that marker
+   covers that command alone (the README's first block keeps its two commands on two lines).
    `cd`, `echo`, `export`, `cp`, `mkdir`, `rm`, `cat`, `sleep`, `true`, `source` and `.` are
    glue and not checked by `tested by`; a marker never makes a command silently pass.
 3. docs/README.md lists every docs/*.md (a listed file that does not exist is a warning).
@@ -56,6 +58,9 @@ RE_MARK_OPENSTACK = re.compile(r"^#\s*needs OpenStack(\s*[:(].*)?\s*$")
 RE_MARK_HAND = re.compile(r"^#\s*by hand:\s*(\S.*?)\s*$")
 RE_MARK_TESTED = re.compile(r"^#\s*tested by:\s*(\S.*?)\s*$")
 RE_MARK_RUN = re.compile(r"^#\s*run by the docs check\s*$")
+# A marker for one command only, at the end of its line's comment (the README's two commands):
+#   ./scripts/run-tests   # what it does [tested by: .ci/run]
+RE_TRAILING = re.compile(r"^(.*?\S)\s+#.*\[(tested by|by hand):\s*([^\]]+?)\s*\]\s*$")
 RE_PLAIN_WORD = re.compile(r"^[a-z][a-z0-9_-]*$")
 RE_HEX_ID = re.compile(r"^(?=.*[0-9])[0-9a-f-]{8,}$")   # ids and uuids are values, not words
 INTERPRETERS = {"python3", "python", "bash", "sh"}
@@ -181,6 +186,12 @@ def block_commands(path, info, first, body):
             continue
         if console:
             s = s[1:].strip()
+        own = None
+        t = RE_TRAILING.match(s)
+        if t:
+            s = t.group(1)
+            own = ("tested", t.group(3).split()) if t.group(2) == "tested by" else \
+                ("hand", t.group(3))
         text = s
         while text.endswith("\\") and i < len(body):
             text = text[:-1] + " " + body[i].strip()
@@ -195,7 +206,7 @@ def block_commands(path, info, first, body):
                 i += 1
             i += 1
             text = "\n".join([text] + doc + [end])
-        cmds.append(Command(path, n, text, mode, arg, head))
+        cmds.append(Command(path, n, text, *(own or (mode, arg)), head))
     return cmds, problems
 
 

@@ -80,6 +80,16 @@ def main():
         p, _, _ = case(root, build, body)
         check(len(p) == 1 and "'sluice-other'" in p[0], "tested by: another program")
 
+        body = FENCE + "sh\nsluice-fake --db /x.db hosts  # list [tested by: " \
+            "tests/fake/test_fake.py]\n" + FENCE + "\n"
+        p, _, _ = case(root, build, body)
+        check(p == [], "a trailing marker covers its own command")
+
+        body = FENCE + "sh\nsluice-fake --db x hosts  # [by hand: the reason]\nsluice-fake " \
+            "--help\n" + FENCE + "\n"
+        p, _, _ = case(root, build, body)
+        check(len(p) == 1 and "has no marker" in p[0], "a trailing marker covers no other command")
+
         body = FENCE + "sh\n# tested by: elsewhere/notes.txt\nsluice-fake --db x hosts\n" \
             + FENCE + "\n"
         p, _, _ = case(root, build, body)
