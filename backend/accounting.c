@@ -415,6 +415,7 @@ static int null_stream(CUstream st)
 static void run_close(sl_be_session *s, size_t i)
 {
     struct be_acct *a = s->acct;
+    a->hot.valid = 0;
     struct be_acct_run r = a->runs[i];
     a->runs[i] = a->runs[--a->nruns];
     CUevent e = ev_get(s, r.c);
@@ -507,6 +508,9 @@ void be_acct_call_begin(sl_be_session *s, const Sluice__Wire__Call *call)
         runs_close_all(s);
         return;
     }
+    if (a->hot.valid && a->hot.ctx == s->cur_ctx && a->hot.stream == w.stream &&
+        a->hot.kind == w.kind && a->hot.per_thread == call->per_thread_stream)
+        return; /* the run goes on (most launches of a frame) */
     struct be_ctx *bc = be_ctx_find(s, s->cur_ctx);
     if (!bc || !bc->ctx)
         return;
@@ -521,6 +525,15 @@ void be_acct_call_begin(sl_be_session *s, const Sluice__Wire__Call *call)
         return;
     }
     run_open(s, c, st, w.kind, call->per_thread_stream);
+    for (size_t i = 0; i < a->nruns; i++) /* remember the run if one is open for this stream */
+        if (a->runs[i].c == c && a->runs[i].st == st && a->runs[i].kind == w.kind) {
+            a->hot.ctx = s->cur_ctx;
+            a->hot.stream = w.stream;
+            a->hot.kind = w.kind;
+            a->hot.per_thread = call->per_thread_stream;
+            a->hot.valid = 1;
+            break;
+        }
 }
 
 void be_acct_call_end(sl_be_session *s, const Sluice__Wire__Call *call, CUresult rc)
@@ -620,6 +633,7 @@ void be_acct_ctx_gone(sl_be_session *s, CUcontext ctx)
     struct be_acct *a = s->acct;
     if (!a || !a->timing || !ctx)
         return;
+    a->hot.valid = 0; /* its streams and runs are going */
     runs_close_all(s);
     for (size_t i = 0; i < a->nctx; i++) {
         if (a->ctxs[i]->ctx != ctx)

@@ -159,6 +159,12 @@ struct be_acct {
     uint32_t quota_refusals;
     uint64_t mem, mem_high; /* the session's device memory (published) and its high-water */
     struct be_sla sla;      /* a copy of the instance's entry, refreshed every interval */
+    /* The run the last work call continued (context id, stream id, kind, per-thread flag): the
+     * next call of the same kind on the same stream needs no lookups. Cleared by run_close. */
+    struct {
+        uint64_t ctx, stream;
+        int kind, per_thread, valid;
+    } hot;
 };
 sl_code be_acct_attach(sl_be_session *s, const struct be_acct_cfg *cfg, sl_error *e);
 /* The final record (after measuring everything still pending), then frees the state. Called by
