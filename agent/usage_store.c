@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/db.h"
+
 struct ag_usage_store {
     sqlite3 *db;
     pthread_mutex_t mu;
@@ -85,40 +87,22 @@ static sl_code db_fail(ag_usage_store *s, sl_error *e, const char *what)
 
 static sl_code exec1(ag_usage_store *s, const char *sql, sl_error *e)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, e, sql);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        ;
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? SL_OK : db_fail(s, e, sql);
+    return sl_db_exec(s->db, "usage store", sql, e);
 }
 
 static sl_code migrate(ag_usage_store *s, sl_error *e)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, e, "reading the schema version");
-    int v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
-    sqlite3_finalize(st);
-    if (v < 0)
-        return db_fail(s, e, "reading the schema version");
-    if (v == AG_USAGE_STORE_SCHEMA)
-        return SL_OK;
+    int v;
+    sl_code rc = sl_db_user_version(s->db, "usage store", &v, e);
+    if (rc != SL_OK || v == AG_USAGE_STORE_SCHEMA)
+        return rc;
     if (v > AG_USAGE_STORE_SCHEMA)
         return sl_fail(e, SL_ERR_CONFIG, "usage store: schema version %d is newer than %d", v,
                        AG_USAGE_STORE_SCHEMA);
     if (s->readonly)
         return sl_fail(e, SL_ERR_CONFIG, "usage store: no usage schema (not an agent usage db?)");
-    sl_code rc = exec1(s, "BEGIN IMMEDIATE", e);
-    for (int i = 0; rc == SL_OK && schema_v1[i]; i++)
-        rc = exec1(s, schema_v1[i], e);
-    if (rc != SL_OK) {
-        exec1(s, "ROLLBACK", NULL);
-        return rc;
-    }
-    return exec1(s, "COMMIT", e);
+    static const char *const *const steps[] = {schema_v1};
+    return sl_db_migrate(s->db, "usage store", v, steps, 1, e);
 }
 
 sl_code ag_usage_store_open(const char *path, int readonly, ag_usage_store **out, sl_error *e)
@@ -130,17 +114,8 @@ sl_code ag_usage_store_open(const char *path, int readonly, ag_usage_store **out
         return sl_fail(e, SL_ERR_NOMEM, "usage store: out of memory");
     s->readonly = readonly;
     pthread_mutex_init(&s->mu, NULL);
-    int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-    sl_code rc;
-    if (sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
-        rc = sl_fail(e, SL_ERR_IO, "usage store %s: %s", path,
-                     s->db ? sqlite3_errmsg(s->db) : "cannot open");
-        goto fail;
-    }
-    sqlite3_busy_timeout(s->db, 5000);
-    sqlite3_extended_result_codes(s->db, 1);
-    if (!readonly && ((rc = exec1(s, "PRAGMA journal_mode = WAL", e)) != SL_OK ||
-                      (rc = exec1(s, "PRAGMA synchronous = FULL", e)) != SL_OK))
+    sl_code rc = sl_db_open(path, readonly, "usage store", &s->db, e);
+    if (rc != SL_OK)
         goto fail;
     if ((rc = migrate(s, e)) != SL_OK) {
         char msg[SL_ERROR_MSG_MAX];
@@ -180,8 +155,7 @@ static void text(sqlite3_stmt *st, int i, const char *v)
 
 static const char *col(sqlite3_stmt *st, int i)
 {
-    const unsigned char *v = sqlite3_column_text(st, i);
-    return v ? (const char *)v : "";
+    return sl_db_text(st, i);
 }
 
 static uint64_t u64(sqlite3_stmt *st, int i)

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "sluice/db.h"
+
 struct nh_store {
     sqlite3 *db;
     pthread_mutex_t mu;
@@ -91,31 +93,13 @@ static sl_code db_fail(nh_store *s, sl_error *e, const char *what)
 /* Runs one constant statement (no parameters, no rows wanted). */
 static sl_code exec1(nh_store *s, const char *sql, sl_error *e)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, e, sql);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        ;
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? SL_OK : db_fail(s, e, sql);
-}
-
-static sl_code user_version(nh_store *s, int *v, sl_error *e)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, e, "reading the schema version");
-    int rc = sqlite3_step(st);
-    *v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? SL_OK : db_fail(s, e, "reading the schema version");
+    return sl_db_exec(s->db, "registry store", sql, e);
 }
 
 static sl_code migrate(nh_store *s, sl_error *e)
 {
     int v;
-    sl_code rc = user_version(s, &v, e);
+    sl_code rc = sl_db_user_version(s->db, "registry store", &v, e);
     if (rc != SL_OK)
         return rc;
     if (v == NH_STORE_SCHEMA_VERSION)
@@ -130,19 +114,8 @@ static sl_code migrate(nh_store *s, sl_error *e)
                        v, NH_STORE_SCHEMA_VERSION);
     if (s->readonly)
         return sl_fail(e, SL_ERR_CONFIG, "registry store: no registry schema (version %d)", v);
-    if ((rc = exec1(s, "BEGIN IMMEDIATE", e)) != SL_OK)
-        return rc;
-    for (int i = 0; v < 1 && schema_v1[i]; i++)
-        if ((rc = exec1(s, schema_v1[i], e)) != SL_OK) {
-            exec1(s, "ROLLBACK", NULL);
-            return rc;
-        }
-    for (int i = 0; v < 2 && schema_v2[i]; i++)
-        if ((rc = exec1(s, schema_v2[i], e)) != SL_OK) {
-            exec1(s, "ROLLBACK", NULL);
-            return rc;
-        }
-    return exec1(s, "COMMIT", e);
+    static const char *const *const steps[] = {schema_v1, schema_v2};
+    return sl_db_migrate(s->db, "registry store", v, steps, 2, e);
 }
 
 sl_code nh_store_open(const char *path, int readonly, nh_store **out, sl_error *e)
@@ -154,17 +127,8 @@ sl_code nh_store_open(const char *path, int readonly, nh_store **out, sl_error *
         return sl_fail(e, SL_ERR_NOMEM, "registry store: out of memory");
     s->readonly = readonly;
     pthread_mutex_init(&s->mu, NULL);
-    int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-    sl_code rc;
-    if (sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
-        rc = sl_fail(e, SL_ERR_IO, "registry store %s: %s", path,
-                     s->db ? sqlite3_errmsg(s->db) : "cannot open");
-        goto fail;
-    }
-    sqlite3_busy_timeout(s->db, 5000);
-    sqlite3_extended_result_codes(s->db, 1);
-    if (!readonly && ((rc = exec1(s, "PRAGMA journal_mode = WAL", e)) != SL_OK ||
-                      (rc = exec1(s, "PRAGMA synchronous = FULL", e)) != SL_OK))
+    sl_code rc = sl_db_open(path, readonly, "registry store", &s->db, e);
+    if (rc != SL_OK)
         goto fail;
     if ((rc = exec1(s, "PRAGMA foreign_keys = ON", e)) != SL_OK || (rc = migrate(s, e)) != SL_OK)
         goto fail;
@@ -228,8 +192,7 @@ static sl_code run(stmt *t, const char *what, sl_error *e)
 
 static const char *col(sqlite3_stmt *st, int i)
 {
-    const unsigned char *v = sqlite3_column_text(st, i);
-    return v ? (const char *)v : "";
+    return sl_db_text(st, i);
 }
 
 static void copy(char *dst, size_t cap, const char *src)
