@@ -454,17 +454,6 @@ static void runs_close_all(sl_be_session *s)
         s->api->cuCtxSetCurrent(orig);
 }
 
-static int capturing(sl_be_session *s, CUstream st, int per_thread)
-{
-    CUresult (*fn)(CUstream, CUstreamCaptureStatus *) =
-        per_thread && s->api->cuStreamIsCapturing_ptsz ? s->api->cuStreamIsCapturing_ptsz
-                                                       : s->api->cuStreamIsCapturing;
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (!fn || fn(st, &cs) != CUDA_SUCCESS)
-        return 0; /* the call itself will say what is wrong */
-    return cs != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 /* Work of kind on stream st of the current context c. */
 static void run_open(sl_be_session *s, struct be_acct_ctx *c, CUstream st, int kind, int per_thread)
 {
@@ -480,7 +469,7 @@ static void run_open(sl_be_session *s, struct be_acct_ctx *c, CUstream st, int k
         a->untimed++;
         return;
     }
-    if (capturing(s, st, per_thread))
+    if (be_stream_capturing(s, st, per_thread))
         return; /* captured into a graph, not run: timed when the graph is launched */
     if (a->nruns == BE_ACCT_MAX_RUNS)
         runs_close_all(s);

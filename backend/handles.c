@@ -195,14 +195,21 @@ CUresult be_stream(sl_be_session *s, uint64_t id, CUstream *out)
     return rc;
 }
 
-CUresult be_refuse_if_capturing(sl_be_session *s, Sluice__Wire__Reply *reply, CUstream st,
-                                int per_thread, const char *what)
+int be_stream_capturing(sl_be_session *s, CUstream st, int per_thread)
 {
     CUresult (*fn)(CUstream, CUstreamCaptureStatus *) =
         per_thread && s->api->cuStreamIsCapturing_ptsz ? s->api->cuStreamIsCapturing_ptsz
                                                        : s->api->cuStreamIsCapturing;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (!fn || fn(st, &cs) != CUDA_SUCCESS || cs == CU_STREAM_CAPTURE_STATUS_NONE)
+    if (!fn || fn(st, &cs) != CUDA_SUCCESS)
+        return 0; /* the call itself will say what is wrong */
+    return cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+CUresult be_refuse_if_capturing(sl_be_session *s, Sluice__Wire__Reply *reply, CUstream st,
+                                int per_thread, const char *what)
+{
+    if (!be_stream_capturing(s, st, per_thread))
         return CUDA_SUCCESS;
     be_detail(reply, "%s cannot be captured into a graph through Sluice yet", what);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;

@@ -402,6 +402,42 @@ static CUresult side_in(sl_be_session *s, Sluice__Wire__Reply *reply, struct sid
     }
 }
 
+/* The part of a 2D/3D copy both shapes share: both sides checked (a host source is the call's
+ * bulk, a host destination a buffer *out for the reply), the stream of an async copy, and no
+ * capture of a copy that touches guest memory. */
+static CUresult copy_prepare(sl_be_session *s, const Sluice__Wire__Call *call,
+                             Sluice__Wire__Reply *reply, struct side src, struct side dst, size_t w,
+                             size_t h, size_t d, int async, uint64_t stream, CUstream *st,
+                             uint8_t **out)
+{
+    s->out_bulk_len = 0;
+    CUresult rc = side_in(s, reply, src, 1, w, h, d, out);
+    if (rc == CUDA_SUCCESS && *src.type != CU_MEMORYTYPE_HOST && s->in_bulk_len)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = side_in(s, reply, dst, 0, w, h, d, out);
+    *st = NULL;
+    if (rc == CUDA_SUCCESS && async)
+        rc = be_stream(s, stream, st);
+    if (rc == CUDA_SUCCESS && async &&
+        (*src.type == CU_MEMORYTYPE_HOST || *dst.type == CU_MEMORYTYPE_HOST))
+        rc = be_refuse_if_capturing(s, reply, *st, call->per_thread_stream,
+                                    "a copy from or to guest memory");
+    return rc;
+}
+
+/* The reply's bulk is the host destination's bytes, if any. */
+static CUresult copy_done(sl_be_session *s, CUresult rc, uint8_t *out)
+{
+    if (rc != CUDA_SUCCESS || !out) {
+        free(out);
+        s->out_bulk_len = 0;
+        return rc;
+    }
+    s->out_bulk = out;
+    return CUDA_SUCCESS;
+}
+
 static CUresult copy2d(sl_be_session *s, const struct sl_driver_api *api,
                        const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply,
                        const ProtobufCBinaryData *pod, int async, uint64_t stream)
@@ -424,19 +460,9 @@ static CUresult copy2d(sl_be_session *s, const struct sl_driver_api *api,
                        NULL,
                        &c.dstPitch,
                        NULL};
-    s->out_bulk_len = 0;
-    CUresult rc = side_in(s, reply, src, 1, c.WidthInBytes, c.Height, 1, &out);
-    if (rc == CUDA_SUCCESS && *src.type != CU_MEMORYTYPE_HOST && s->in_bulk_len)
-        rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS)
-        rc = side_in(s, reply, dst, 0, c.WidthInBytes, c.Height, 1, &out);
-    CUstream st = NULL;
-    if (rc == CUDA_SUCCESS && async)
-        rc = be_stream(s, stream, &st);
-    if (rc == CUDA_SUCCESS && async &&
-        (*src.type == CU_MEMORYTYPE_HOST || *dst.type == CU_MEMORYTYPE_HOST))
-        rc = be_refuse_if_capturing(s, reply, st, call->per_thread_stream,
-                                    "a copy from or to guest memory");
+    CUstream st;
+    CUresult rc = copy_prepare(s, call, reply, src, dst, c.WidthInBytes, c.Height, 1, async, stream,
+                               &st, &out);
     if (rc == CUDA_SUCCESS) {
         if (async) {
             CUresult (*fn)(const CUDA_MEMCPY2D *, CUstream) =
@@ -451,13 +477,7 @@ static CUresult copy2d(sl_be_session *s, const struct sl_driver_api *api,
             rc = fn ? fn(&c) : CUDA_ERROR_NOT_SUPPORTED;
         }
     }
-    if (rc != CUDA_SUCCESS || !out) {
-        free(out);
-        s->out_bulk_len = 0;
-        return rc;
-    }
-    s->out_bulk = out;
-    return CUDA_SUCCESS;
+    return copy_done(s, rc, out);
 }
 
 static CUresult copy3d(sl_be_session *s, const struct sl_driver_api *api,
@@ -479,19 +499,9 @@ static CUresult copy3d(sl_be_session *s, const struct sl_driver_api *api,
                        &c.dstXInBytes,   &c.dstY,
                        &c.dstZ,          &c.dstPitch,
                        &c.dstHeight};
-    s->out_bulk_len = 0;
-    CUresult rc = side_in(s, reply, src, 1, c.WidthInBytes, c.Height, c.Depth, &out);
-    if (rc == CUDA_SUCCESS && *src.type != CU_MEMORYTYPE_HOST && s->in_bulk_len)
-        rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS)
-        rc = side_in(s, reply, dst, 0, c.WidthInBytes, c.Height, c.Depth, &out);
-    CUstream st = NULL;
-    if (rc == CUDA_SUCCESS && async)
-        rc = be_stream(s, stream, &st);
-    if (rc == CUDA_SUCCESS && async &&
-        (*src.type == CU_MEMORYTYPE_HOST || *dst.type == CU_MEMORYTYPE_HOST))
-        rc = be_refuse_if_capturing(s, reply, st, call->per_thread_stream,
-                                    "a copy from or to guest memory");
+    CUstream st;
+    CUresult rc = copy_prepare(s, call, reply, src, dst, c.WidthInBytes, c.Height, c.Depth, async,
+                               stream, &st, &out);
     if (rc == CUDA_SUCCESS) {
         if (async) {
             CUresult (*fn)(const CUDA_MEMCPY3D *, CUstream) =
@@ -506,13 +516,7 @@ static CUresult copy3d(sl_be_session *s, const struct sl_driver_api *api,
             rc = fn ? fn(&c) : CUDA_ERROR_NOT_SUPPORTED;
         }
     }
-    if (rc != CUDA_SUCCESS || !out) {
-        free(out);
-        s->out_bulk_len = 0;
-        return rc;
-    }
-    s->out_bulk = out;
-    return CUDA_SUCCESS;
+    return copy_done(s, rc, out);
 }
 
 static CUresult h_2d(sl_be_session *s, const struct sl_driver_api *api,
