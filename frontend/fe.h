@@ -92,6 +92,10 @@ void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st);
  * *out_len (may be NULL) receives the number of bytes written. */
 CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
                          size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply);
+/* A call's out-parameter that travels as a struct's bytes: pod is the reply's bytes field, NULL
+ * when the reply carries another member. When rc is success, copies exactly size bytes into
+ * dst, or answers CUDA_ERROR_UNKNOWN for a reply of the wrong shape; else returns rc. */
+CUresult sl_fe_pod_out(CUresult rc, const ProtobufCBinaryData *pod, void *dst, size_t size);
 /* An async call with bulk in (copied or sent before returning: the caller may reuse it). */
 CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n);
 /* Sends slFence and waits: every earlier call executed. Returns the deferred error if any. */
@@ -105,8 +109,8 @@ int sl_fe_in_callback(void);
 int sl_fe_memo_get(const Sluice__Wire__Call *call, Sluice__Wire__Reply **reply);
 void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *reply);
 void sl_fe_memo_clear(void);
-/* Forgets the answers of one call (cuStreamIsCapturing after a call flagged uncapture). */
-void sl_fe_memo_forget(uint32_t call_id);
+/* Forgets the capture-status answers (after a call flagged uncapture). */
+void sl_fe_memo_uncapture(void);
 
 /* ------------------------------------------------------------------ callback.c */
 /* Registers a host function for a stream; returns its id (non-zero). kind 0: CUhostFn

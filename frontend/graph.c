@@ -488,14 +488,11 @@ CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
-    if (rc == CUDA_SUCCESS) {
-        if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_MEMSET_NODE_GET_PARAMS &&
-            rep->cu_graph_memset_node_get_params->node_params.len == sizeof *nodeParams)
-            memcpy(nodeParams, rep->cu_graph_memset_node_get_params->node_params.data,
-                   sizeof *nodeParams);
-        else
-            rc = CUDA_ERROR_UNKNOWN;
-    }
+    rc = sl_fe_pod_out(rc,
+                       rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_MEMSET_NODE_GET_PARAMS
+                           ? &rep->cu_graph_memset_node_get_params->node_params
+                           : NULL,
+                       nodeParams, sizeof *nodeParams);
     sl_fe_reply_free(rep);
     return rc;
 }

@@ -485,14 +485,11 @@ CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
-    if (rc == CUDA_SUCCESS) {
-        if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_MEMCPY_NODE_GET_PARAMS &&
-            rep->cu_graph_memcpy_node_get_params->node_params.len == sizeof *nodeParams)
-            memcpy(nodeParams, rep->cu_graph_memcpy_node_get_params->node_params.data,
-                   sizeof *nodeParams);
-        else
-            rc = CUDA_ERROR_UNKNOWN;
-    }
+    rc = sl_fe_pod_out(rc,
+                       rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_MEMCPY_NODE_GET_PARAMS
+                           ? &rep->cu_graph_memcpy_node_get_params->node_params
+                           : NULL,
+                       nodeParams, sizeof *nodeParams);
     sl_fe_reply_free(rep);
     return rc;
 }
@@ -592,14 +589,11 @@ CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *node
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
-    if (rc == CUDA_SUCCESS) {
-        if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_HOST_NODE_GET_PARAMS &&
-            rep->cu_graph_host_node_get_params->node_params.len == sizeof *nodeParams)
-            memcpy(nodeParams, rep->cu_graph_host_node_get_params->node_params.data,
-                   sizeof *nodeParams);
-        else
-            rc = CUDA_ERROR_UNKNOWN;
-    }
+    rc = sl_fe_pod_out(rc,
+                       rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_HOST_NODE_GET_PARAMS
+                           ? &rep->cu_graph_host_node_get_params->node_params
+                           : NULL,
+                       nodeParams, sizeof *nodeParams);
     sl_fe_reply_free(rep);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/wire.h"
 
 #define MEMO_BUCKETS 4096u
 #define MEMO_MAX     65536u
@@ -44,7 +45,7 @@ void sl_fe_memo_clear(void)
     g_count = 0;
 }
 
-void sl_fe_memo_forget(uint32_t call_id)
+static void forget(uint32_t call_id)
 {
     if (!g_count)
         return;
@@ -59,6 +60,19 @@ void sl_fe_memo_forget(uint32_t call_id)
                 pp = &m->next;
             }
         }
+}
+
+void sl_fe_memo_uncapture(void)
+{
+    forget(SL_CALL_cuStreamIsCapturing);
+}
+
+/* Only "not capturing" is kept of the capture-status answers: a capture may be invalidated by
+ * work whose error arrives later, so a stream seen capturing is asked again. */
+static int keepable(const Sluice__Wire__Reply *r)
+{
+    return r->out_case != SLUICE__WIRE__REPLY__OUT_CU_STREAM_IS_CAPTURING ||
+           r->cu_stream_is_capturing->capture_status == CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 /* The key: the call packed with seq 0. Returns a malloc'd buffer, NULL on failure. */
@@ -99,7 +113,7 @@ int sl_fe_memo_get(const Sluice__Wire__Call *call, Sluice__Wire__Reply **reply)
 void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *reply)
 {
     if (reply->result != 0 || reply->bulk_length || reply->failed_seq || reply->n_mapped ||
-        reply->stdout_data.len)
+        reply->stdout_data.len || !keepable(reply))
         return; /* only clean answers are worth repeating */
     if (g_count >= MEMO_MAX)
         sl_fe_memo_clear();

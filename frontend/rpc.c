@@ -419,14 +419,6 @@ static uint64_t bulk_total(const struct iovec *in, size_t n)
     return t;
 }
 
-/* A stream seen capturing is asked again: its capture may be invalidated by work whose error
- * arrives later, and "not capturing" is the answer worth keeping. */
-static int capturing(const Sluice__Wire__Reply *r)
-{
-    return r->out_case == SLUICE__WIRE__REPLY__OUT_CU_STREAM_IS_CAPTURING &&
-           r->cu_stream_is_capturing->capture_status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
                             size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply)
 {
@@ -444,7 +436,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (flags & SL_CALL_UNMEMO)
         sl_fe_memo_clear();
     if (flags & SL_CALL_UNCAPTURE)
-        sl_fe_memo_forget(SL_CALL_cuStreamIsCapturing);
+        sl_fe_memo_uncapture();
     CUresult rc = sl_fe_mapped_sync_out(mapped_emit);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -482,7 +474,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
     if (w.reply->result != CUDA_SUCCESS || w.reply->failed_seq)
         sl_fe_memo_clear(); /* an error may have changed state (an invalidated capture...) */
-    else if (memo && !capturing(w.reply))
+    else if (memo)
         sl_fe_memo_put(call, w.reply);
     return CUDA_SUCCESS;
 }
@@ -504,6 +496,16 @@ CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_
 CUresult sl_fe_call(Sluice__Wire__Call *call, Sluice__Wire__Reply **reply)
 {
     return sl_fe_call_bulk(call, NULL, 0, NULL, 0, NULL, reply);
+}
+
+CUresult sl_fe_pod_out(CUresult rc, const ProtobufCBinaryData *pod, void *dst, size_t size)
+{
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pod || pod->len != size)
+        return CUDA_ERROR_UNKNOWN; /* not the answer this call has */
+    memcpy(dst, pod->data, size);
+    return CUDA_SUCCESS;
 }
 
 void sl_fe_reply_free(Sluice__Wire__Reply *reply)
@@ -551,7 +553,7 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     if (info && (info->flags & SL_CALL_UNMEMO))
         sl_fe_memo_clear();
     if (info && (info->flags & SL_CALL_UNCAPTURE))
-        sl_fe_memo_forget(SL_CALL_cuStreamIsCapturing);
+        sl_fe_memo_uncapture();
     if ((rc = sl_fe_mapped_sync_out(mapped_emit)) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&g_io);
         return rc;

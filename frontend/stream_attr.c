@@ -49,13 +49,11 @@ static CUresult get_attr(bool pt, CUstream s, CUstreamAttrID attr, CUstreamAttrV
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
-    if (rc == CUDA_SUCCESS) {
-        if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_STREAM_GET_ATTRIBUTE &&
-            rep->cu_stream_get_attribute->value_out.len == sizeof *v)
-            memcpy(v, rep->cu_stream_get_attribute->value_out.data, sizeof *v);
-        else
-            rc = CUDA_ERROR_UNKNOWN;
-    }
+    rc = sl_fe_pod_out(rc,
+                       rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_STREAM_GET_ATTRIBUTE
+                           ? &rep->cu_stream_get_attribute->value_out
+                           : NULL,
+                       v, sizeof *v);
     sl_fe_reply_free(rep);
     return rc;
 }

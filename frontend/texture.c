@@ -121,14 +121,11 @@ CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texO
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
-        if (rc == CUDA_SUCCESS) {
-            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_TEXTURE_DESC &&
-                rep->cu_tex_object_get_texture_desc->p_tex_desc.len == sizeof *pTexDesc)
-                memcpy(pTexDesc, rep->cu_tex_object_get_texture_desc->p_tex_desc.data,
-                       sizeof *pTexDesc);
-            else
-                rc = CUDA_ERROR_UNKNOWN;
-        }
+        rc = sl_fe_pod_out(rc,
+                           rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_TEXTURE_DESC
+                               ? &rep->cu_tex_object_get_texture_desc->p_tex_desc
+                               : NULL,
+                           pTexDesc, sizeof *pTexDesc);
         sl_fe_reply_free(rep);
     }
     return rc;

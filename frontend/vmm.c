@@ -112,17 +112,12 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
-    rc = (CUresult)rep->result;
-    if (rc == CUDA_SUCCESS) {
-        const Sluice__Cuda__CuMemGetAllocationPropertiesFromHandleReply *r =
-            rep->cu_mem_get_allocation_properties_from_handle;
-        if (rep->out_case ==
-                SLUICE__WIRE__REPLY__OUT_CU_MEM_GET_ALLOCATION_PROPERTIES_FROM_HANDLE &&
-            r->prop.len == sizeof *prop)
-            memcpy(prop, r->prop.data, sizeof *prop);
-        else
-            rc = CUDA_ERROR_UNKNOWN;
-    }
+    rc = sl_fe_pod_out((CUresult)rep->result,
+                       rep->out_case ==
+                               SLUICE__WIRE__REPLY__OUT_CU_MEM_GET_ALLOCATION_PROPERTIES_FROM_HANDLE
+                           ? &rep->cu_mem_get_allocation_properties_from_handle->prop
+                           : NULL,
+                       prop, sizeof *prop);
     sl_fe_reply_free(rep);
     return rc;
 }

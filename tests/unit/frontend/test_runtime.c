@@ -396,6 +396,32 @@ static void memo_answers(void **state)
     rq.attrib = 8;
     sl_fe_memo_clear();
     assert_int_equal(sl_fe_memo_get(&call, &got), 0);
+
+    /* capture status: only "not capturing" is kept, and uncapture forgets it */
+    Sluice__Cuda__CuStreamIsCapturingRequest cq =
+        SLUICE__CUDA__CU_STREAM_IS_CAPTURING_REQUEST__INIT;
+    Sluice__Wire__Call cc = SLUICE__WIRE__CALL__INIT;
+    cc.call_id = SL_CALL_cuStreamIsCapturing;
+    cc.args_case = SLUICE__WIRE__CALL__ARGS_CU_STREAM_IS_CAPTURING;
+    cc.cu_stream_is_capturing = &cq;
+    Sluice__Cuda__CuStreamIsCapturingReply cr = SLUICE__CUDA__CU_STREAM_IS_CAPTURING_REPLY__INIT;
+    Sluice__Wire__Reply crep = SLUICE__WIRE__REPLY__INIT;
+    crep.out_case = SLUICE__WIRE__REPLY__OUT_CU_STREAM_IS_CAPTURING;
+    crep.cu_stream_is_capturing = &cr;
+    cr.capture_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    sl_fe_memo_put(&cc, &crep);
+    assert_int_equal(sl_fe_memo_get(&cc, &got), 0);
+    cr.capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
+    sl_fe_memo_put(&cc, &crep);
+    rep.failed_seq = 0;
+    sl_fe_memo_put(&call, &rep); /* an attribute answer, kept across uncapture */
+    assert_int_equal(sl_fe_memo_get(&cc, &got), 1);
+    sluice__wire__reply__free_unpacked(got, NULL);
+    sl_fe_memo_uncapture();
+    assert_int_equal(sl_fe_memo_get(&cc, &got), 0);
+    assert_int_equal(sl_fe_memo_get(&call, &got), 1);
+    sluice__wire__reply__free_unpacked(got, NULL);
+    sl_fe_memo_clear();
 }
 
 static void ctx_create_refusals(void **state)
