@@ -261,7 +261,7 @@ done:
 
 sl_code sl_token_decode_unverified(const char *token, sl_token_claims *out, sl_error *e)
 {
-    parts t;
+    parts t = {0};
     sl_code rc = split(token, &t, e);
     if (rc != SL_OK)
         return rc;
@@ -315,7 +315,7 @@ sl_code sl_token_verify(const sl_token_key *pub, const char *token,
 {
     if (!pub || !out)
         return sl_fail(e, SL_ERR_INVALID, "token verify: NULL argument");
-    parts t;
+    parts t = {0};
     sl_code rc = split(token, &t, e);
     if (rc != SL_OK)
         return rc;
