@@ -4,15 +4,19 @@
  * Work calls (kernel and graph launches, copies, memsets) open a run on their stream: a timing
  * event is recorded before the first of them, and the run goes on while the same kind of work
  * follows on that stream (kernels and copies/memsets are separate runs, so kernel_ns is the sum
- * of kernel runs). Any other call, and the end of the frame, closes the open runs: an end event
- * is recorded on each stream. Closed runs (pairs) are measured when their end event has
- * completed (cuEventQuery after each frame; cuEventSynchronize at the end of an interval, at
- * the end of the session, for a capped session after each frame, and for the oldest pair when
- * BE_ACCT_MAX_PAIRS are waiting). A pair's duration is cuEventElapsedTime(start, end); its
- * place in time is the context's reference event (recorded on a private stream, re-recorded
- * every interval) plus cuEventElapsedTime(ref, start). The busy time is the union of the
- * intervals over every stream of a device (be_iv_union). Records go out every interval and at
- * the session's end (final), one per device the session used. */
+ * of kernel runs). Any other call, and the end of a frame after which no other frame is queued
+ * yet (or every BE_ACCT_FRAMES_OPEN_MAX frames), closes the open runs: an end event is recorded
+ * on each stream. Closed runs (pairs) are measured when their end event has completed
+ * (cuEventQuery after each frame, stopping at a stream's first unfinished pair;
+ * cuEventSynchronize at the end of an interval, at the end of the session, for a capped
+ * session on all but its newest BE_ACCT_CAPPED_PAIRS pairs after each frame, and for the
+ * oldest pair when BE_ACCT_MAX_PAIRS are waiting). A pair's duration is
+ * cuEventElapsedTime(start, end); its place in time is the context's reference event (recorded
+ * on a private stream, re-recorded every interval) plus cuEventElapsedTime(ref, start). The
+ * busy time is the union of the intervals over every stream of a device, merged as they come
+ * (be_iv_union_more: a frame costs what its own runs cost, not what the interval holds).
+ * Records go out every interval and at the session's end (final), one per device the session
+ * used. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,8 +349,9 @@ static uint64_t merge_new(struct be_acct *a)
     uint64_t added = 0;
     for (int i = 0; i < a->ndev; i++) {
         struct be_acct_dev *d = &a->dev[i];
-        uint64_t total = 0;
-        d->niv = be_iv_union(d->iv, d->niv, INT64_MIN, INT64_MAX, &total);
+        uint64_t total = d->merged_total;
+        d->niv = be_iv_union_more(d->iv, d->merged, d->niv, &total);
+        d->merged = d->niv;
         if (total > d->merged_total)
             added += total - d->merged_total;
         d->merged_total = total;
@@ -371,17 +376,33 @@ static void relaxed_end(sl_be_session *s, CUstreamCaptureMode m)
         s->api->cuThreadExchangeStreamCaptureMode(&m);
 }
 
-/* Measures waiting pairs (wait: all of them, synchronously); returns the busy time added. */
-static uint64_t measure(sl_be_session *s, int wait)
+/* Measures the pairs that finished, and the oldest `wait` pairs in any case (waiting for them);
+ * returns the busy time added. The pairs of a stream finish in order, so a stream's first
+ * unfinished pair ends the queries on that stream: when the GPU is far behind, a frame costs
+ * one query per stream instead of one per waiting pair. */
+#define MEASURE_STREAMS 16
+struct busy_stream {
+    struct be_acct_ctx *c;
+    CUstream st;
+};
+static uint64_t measure(sl_be_session *s, size_t wait)
 {
     struct be_acct *a = s->acct;
-    size_t k = 0;
+    size_t k = 0, nbusy = 0;
     int any = 0;
+    struct busy_stream busy[MEASURE_STREAMS];
     CUstreamCaptureMode m = relaxed_begin(s);
     for (size_t i = 0; i < a->npairs; i++) {
-        int r = pair_measure(s, &a->pairs[i], wait);
-        if (r == 0)
-            a->pairs[k++] = a->pairs[i];
+        struct be_acct_pair *p = &a->pairs[i];
+        int sync = i < wait, skip = !sync && nbusy == MEASURE_STREAMS;
+        for (size_t j = 0; j < nbusy && !skip && !sync; j++)
+            skip = busy[j].c == p->c && busy[j].st == p->st;
+        int r = skip ? 0 : pair_measure(s, p, sync);
+        if (r == 0) {
+            if (!skip)
+                busy[nbusy++] = (struct busy_stream){p->c, p->st};
+            a->pairs[k++] = *p;
+        }
         any |= r > 0;
     }
     relaxed_end(s, m);
@@ -431,7 +452,7 @@ static void run_close(sl_be_session *s, size_t i)
         a->npairs--;
         merge_new(a);
     }
-    a->pairs[a->npairs++] = (struct be_acct_pair){r.c, r.start, e, r.kind};
+    a->pairs[a->npairs++] = (struct be_acct_pair){r.c, r.start, e, r.kind, r.st};
 }
 
 static void runs_close_all(sl_be_session *s)
@@ -600,14 +621,22 @@ void be_acct_frame_begin(sl_be_session *s)
     }
 }
 
-void be_acct_frame_end(sl_be_session *s)
+void be_acct_frame_end(sl_be_session *s, int more)
 {
     struct be_acct *a = s->acct;
     if (!a || !a->timing)
         return;
-    runs_close_all(s);
     int cap = capped(a);
-    uint64_t added = a->npairs ? measure(s, cap) : 0;
+    /* With the next frame already queued the GPU is being fed: its work continues the runs.
+     * A capped session is measured after every frame (its share is charged from it). */
+    if (more && !cap && ++a->frames_open < BE_ACCT_FRAMES_OPEN_MAX)
+        return;
+    a->frames_open = 0;
+    runs_close_all(s);
+    /* a capped session's work is charged as it completes; at most BE_ACCT_CAPPED_PAIRS runs
+     * stay unmeasured (in flight), so that the GPU is never drained between its frames */
+    size_t wait = cap && a->npairs > BE_ACCT_CAPPED_PAIRS ? a->npairs - BE_ACCT_CAPPED_PAIRS : 0;
+    uint64_t added = a->npairs ? measure(s, wait) : 0;
     if (cap && added) {
         be_acct_lock(a->cfg.shm);
         struct be_acct_inst *in = &a->cfg.shm->inst[a->cfg.inst];
@@ -700,7 +729,7 @@ static void emit_one(sl_be_session *s, int d, int first, int final, int64_t end)
     else if (a->cfg.emit)
         a->cfg.emit(a->cfg.user, buf, len);
     free(buf);
-    x->niv = 0;
+    x->niv = x->merged = 0;
     x->merged_total = 0;
     x->kernel_ns = x->kernels = x->htod = x->dtoh = 0;
 }
@@ -711,7 +740,7 @@ static void emit(sl_be_session *s, int final)
     struct be_acct *a = s->acct;
     if (a->timing) {
         runs_close_all(s);
-        measure(s, 1);
+        measure(s, a->npairs);
     }
     int64_t end = clock_ns(CLOCK_REALTIME);
     if (end < a->start_ns)

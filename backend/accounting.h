@@ -12,15 +12,17 @@
 
 #include "sluice_control.pb-c.h"
 
-#define BE_USAGE_INTERVAL_S 10           /* default --usage-interval */
-#define BE_USAGE_RESEND_S   30           /* default --usage-resend: unacknowledged records */
-#define BE_USAGE_QUEUE_MAX  4096         /* unacknowledged records kept; the oldest go first */
-#define BE_SHARE_WINDOW_NS  1000000000LL /* the GPU share's sliding window (bucket depth) */
-#define BE_ACCT_MAX_PAIRS   1024         /* timed runs waiting to be measured, per session */
-#define BE_ACCT_MAX_RUNS    64           /* streams with an open run, per session */
-#define BE_ACCT_MAX_INST    1024         /* instances in the tenant's accounting page */
-#define BE_ACCT_MAX_SLOTS   4096         /* session workers in it (= the --max-sessions bound) */
-#define BE_ACCT_MEASUREMENT "events"     /* UsageRecord.measurement */
+#define BE_USAGE_INTERVAL_S     10           /* default --usage-interval */
+#define BE_USAGE_RESEND_S       30           /* default --usage-resend: unacknowledged records */
+#define BE_USAGE_QUEUE_MAX      4096         /* unacknowledged records kept; the oldest go first */
+#define BE_SHARE_WINDOW_NS      1000000000LL /* the GPU share's sliding window (bucket depth) */
+#define BE_ACCT_MAX_PAIRS       1024         /* timed runs waiting to be measured, per session */
+#define BE_ACCT_MAX_RUNS        64           /* streams with an open run, per session */
+#define BE_ACCT_FRAMES_OPEN_MAX 64           /* frames back to back that leave the runs open */
+#define BE_ACCT_CAPPED_PAIRS    8            /* runs of a capped session in flight, unmeasured */
+#define BE_ACCT_MAX_INST        1024         /* instances in the tenant's accounting page */
+#define BE_ACCT_MAX_SLOTS       4096     /* session workers in it (= the --max-sessions bound) */
+#define BE_ACCT_MEASUREMENT     "events" /* UsageRecord.measurement */
 
 /* ---------------------------------------------------------------- intervals.c */
 struct be_iv {
@@ -29,6 +31,10 @@ struct be_iv {
 /* Clips v[0..n) to [lo, hi), sorts and merges overlapping or touching intervals in place;
  * returns how many are left and their total length in *total. */
 size_t be_iv_union(struct be_iv *v, size_t n, int64_t lo, int64_t hi, uint64_t *total);
+/* The same union, incrementally: v[0..merged) is already a union (sorted, disjoint, of length
+ * *total) and v[merged..n) came since. Costs what the new intervals cost while they come in
+ * order, as timed runs mostly do; returns the new count and updates *total. */
+size_t be_iv_union_more(struct be_iv *v, size_t merged, size_t n, uint64_t *total);
 
 /* ---------------------------------------------------------------- share.c: token bucket */
 /* Tokens are nanoseconds of device time; they accrue at share x wall time up to share x the
@@ -134,12 +140,14 @@ struct be_acct_pair {
     struct be_acct_ctx *c;
     CUevent a, b;
     int kind;
+    CUstream st; /* the pair's stream: its pairs complete in the order they were recorded */
 };
 /* One device's figures in the current interval. */
 struct be_acct_dev {
     struct be_iv *iv; /* measured intervals (merged as they come) */
     size_t niv, cap;
-    uint64_t merged_total; /* length of iv[] after the last merge */
+    uint64_t merged_total; /* length of iv[0..merged), a union (be_iv_union_more) */
+    size_t merged;
     uint64_t kernel_ns, kernels, htod, dtoh;
 };
 struct be_acct {
@@ -165,6 +173,7 @@ struct be_acct {
         uint64_t ctx, stream;
         int kind, per_thread, valid;
     } hot;
+    unsigned frames_open; /* frames ended since the runs were last closed */
 };
 sl_code be_acct_attach(sl_be_session *s, const struct be_acct_cfg *cfg, sl_error *e);
 /* The final record (after measuring everything still pending), then frees the state. Called by
@@ -175,9 +184,10 @@ void be_acct_finish(sl_be_session *s);
 void be_acct_call_begin(sl_be_session *s, const Sluice__Wire__Call *call);
 void be_acct_call_end(sl_be_session *s, const Sluice__Wire__Call *call, CUresult rc);
 /* Around each frame (a job): the GPU-share admission (holds the frame back while the bucket is
- * in debt) and, after it, closing the runs and measuring what has finished. */
+ * in debt) and, after it, closing the runs and measuring what has finished; more: another
+ * frame is queued already (then the runs stay open, up to BE_ACCT_FRAMES_OPEN_MAX frames). */
 void be_acct_frame_begin(sl_be_session *s);
-void be_acct_frame_end(sl_be_session *s);
+void be_acct_frame_end(sl_be_session *s, int more);
 /* A context is about to be destroyed: measure its runs, drop its events. */
 void be_acct_ctx_gone(sl_be_session *s, CUcontext ctx);
 /* Milliseconds until the next record is due (the worker thread waits at most that), and the

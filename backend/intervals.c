@@ -37,3 +37,30 @@ size_t be_iv_union(struct be_iv *v, size_t n, int64_t lo, int64_t hi, uint64_t *
         *total = sum;
     return m;
 }
+
+size_t be_iv_union_more(struct be_iv *v, size_t merged, size_t n, uint64_t *total)
+{
+    size_t k = merged;
+    for (size_t i = merged; i < n; i++) /* drop what is empty */
+        if (v[i].b > v[i].a)
+            v[k++] = v[i];
+    if (k - merged > 1)
+        qsort(v + merged, k - merged, sizeof *v, by_start);
+    if (merged && k > merged && v[merged].a < v[merged - 1].a) /* out of order: all again */
+        return be_iv_union(v, k, INT64_MIN, INT64_MAX, total);
+    size_t m = merged;
+    uint64_t sum = *total;
+    for (size_t i = merged; i < k; i++) {
+        if (m && v[i].a <= v[m - 1].b) {
+            if (v[i].b > v[m - 1].b) {
+                sum += (uint64_t)(v[i].b - v[m - 1].b);
+                v[m - 1].b = v[i].b;
+            }
+        } else {
+            v[m++] = v[i];
+            sum += (uint64_t)(v[i].b - v[i].a);
+        }
+    }
+    *total = sum;
+    return m;
+}

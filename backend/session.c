@@ -576,7 +576,10 @@ static void run_job(sl_be_session *s, struct be_job *job)
         }
         sl_be_reply_clear(&reply);
     }
-    be_acct_frame_end(s); /* accounting.c: close the timed runs, measure what finished */
+    pthread_mutex_lock(&s->mu);
+    int more = s->qhead != NULL;
+    pthread_mutex_unlock(&s->mu);
+    be_acct_frame_end(s, more); /* accounting.c: close the timed runs, measure what finished */
 }
 
 static void *worker(void *arg)

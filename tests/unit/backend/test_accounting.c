@@ -46,6 +46,39 @@ static void test_union_clips(void **state)
     assert_int_equal(total, 0);
 }
 
+/* The incremental union gives what the whole one gives: in order (the usual case), with
+ * overlaps and touching ends, empty intervals, and one out of order (all again). */
+static void test_union_more_matches_union(void **state)
+{
+    (void)state;
+    struct be_iv all[64], inc[64];
+    size_t n = 0, merged = 0;
+    uint64_t total = 0;
+    srand(7);
+    for (int round = 0; round < 12; round++) {
+        for (int j = 0; j < 5; j++) {
+            int64_t at = round * 100 + rand() % 120 - (round == 9 ? 400 : 0);
+            struct be_iv x = {at, at + rand() % 40};
+            all[n] = x;
+            inc[n] = x;
+            n++;
+        }
+        merged = be_iv_union_more(inc, merged, n, &total);
+        struct be_iv copy[64];
+        memcpy(copy, all, n * sizeof *all);
+        uint64_t want = 0;
+        size_t m = be_iv_union(copy, n, INT64_MIN, INT64_MAX, &want);
+        assert_int_equal(total, want);
+        assert_int_equal(merged, m);
+        for (size_t i = 0; i < m; i++) {
+            assert_int_equal(inc[i].a, copy[i].a);
+            assert_int_equal(inc[i].b, copy[i].b);
+        }
+        memcpy(all, copy, m * sizeof *all); /* both sides go on from the union */
+        n = m;
+    }
+}
+
 /* Two streams of the same session: kernel time adds up, busy time counts the overlap once. */
 static void test_union_two_streams(void **state)
 {
@@ -448,6 +481,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_union_merges_overlaps_once),
         cmocka_unit_test(test_union_clips),
+        cmocka_unit_test(test_union_more_matches_union),
         cmocka_unit_test(test_union_two_streams),
         cmocka_unit_test(test_bucket),
         cmocka_unit_test(test_quota_arithmetic),
