@@ -4,6 +4,7 @@
  * its own (hidden mode `--session-worker FD`, worker.c). */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,11 @@ static int probe_driver(const char *exe, const char *driver, const char *project
 
 int main(int argc, char **argv)
 {
+    /* Copies move through buffers of up to 16 MiB (the frontend's pieces), in the parent and in
+     * the worker. Freed ones stay in the heap for the next piece: fresh memory from the kernel
+     * costs a page fault per 4 KiB, more than the copy itself (docs/performance.md). */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     int hm = hidden_mode(argc, argv);
     if (hm >= 0)
         return hm;

@@ -178,6 +178,9 @@ static CUresult connect_now(void)
     g_client = c;
     struct sl_fe_transport tr = {tr_send, tr_recv, tr_recv_bulk, c};
     sl_fe_rpc_attach(&tr);
+    struct sl_fe_rpc_limits lim = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20,
+                                   sl_fe_rpc_flush_us_from_env()};
+    sl_fe_rpc_set_limits(&lim);
     return CUDA_SUCCESS;
 }
 
@@ -227,6 +230,22 @@ static void log_stats(void)
            (unsigned long long)st.async_calls, (unsigned long long)st.frames_sent,
            (unsigned long long)st.fences, (unsigned long long)st.memo_hits,
            (unsigned long long)st.callbacks_run, (unsigned long long)st.deferred_errors);
+    uint32_t ids[8];
+    uint64_t counts[8];
+    size_t n = sl_fe_rpc_top_sync(ids, counts, 8);
+    char line[512];
+    size_t at = 0;
+    for (size_t i = 0; i < n && at < sizeof line; i++) {
+        const struct sl_call_info *ci = sl_call_lookup(ids[i]);
+        int w = snprintf(line + at, sizeof line - at, "%s%s %llu", i ? ", " : "",
+                         ci ? ci->name : "?", (unsigned long long)counts[i]);
+        if (w < 0)
+            break;
+        at += (size_t)w;
+    }
+    if (n)
+        sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT, "session stats: synchronous calls most made: %s",
+               line);
 }
 
 __attribute__((destructor)) static void sl_fe_session_close(void)

@@ -77,8 +77,13 @@ struct sl_fe_rpc_limits {
     size_t frame_bulk;      /* pending bulk that forces a flush (4 MiB) */
     size_t inflight_calls;  /* unanswered async calls before an slFence (4096) */
     uint64_t inflight_bulk; /* unanswered async bulk before an slFence (256 MiB) */
+    unsigned flush_us;      /* longest wait of a queued async call before it is sent; 0: none */
 };
+#define SL_FE_FLUSH_US_DEFAULT 200u
+#define SL_FE_FLUSH_US_MAX     1000000u
 void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l);
+/* $SLUICE_FLUSH_US checked (a bad value is logged and the default used). */
+unsigned sl_fe_rpc_flush_us_from_env(void);
 
 /* Statistics for tests. */
 struct sl_fe_rpc_stats {
@@ -86,12 +91,23 @@ struct sl_fe_rpc_stats {
     uint64_t sync_calls, async_calls, wait_ns; /* wait_ns: time sync calls waited for replies */
 };
 void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st);
+/* The max call ids made most often as synchronous calls, with their counts, most first;
+ * returns how many there are (at most max). */
+size_t sl_fe_rpc_top_sync(uint32_t *ids, uint64_t *counts, size_t max);
 
 /* A synchronous call with bulk in (n segments, sent after the call) and bulk out (the reply's
  * bulk is decrypted into out, at most out_cap bytes; the rest is discarded and the call fails).
  * *out_len (may be NULL) receives the number of bytes written. */
 CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
                          size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply);
+/* n (at most SL_FE_BATCH_MAX) synchronous calls without bulk in, sent in one frame so that the
+ * backend works on the next while the guest receives the reply before (the pieces of a large
+ * copy). Reply i's bulk goes into out[i] (out_cap[i] bytes; out_len[i] says how many), replies[i]
+ * gets the reply (NULL where the call was not made). A failure to make the calls is returned;
+ * the calls' own results are in their replies. */
+#define SL_FE_BATCH_MAX 8
+CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *const *out,
+                          const size_t *out_cap, size_t *out_len, Sluice__Wire__Reply **replies);
 /* A call's out-parameter that travels as a struct's bytes: pod is the reply's bytes field, NULL
  * when the reply carries another member. When rc is success, copies exactly size bytes into
  * dst, or answers CUDA_ERROR_UNKNOWN for a reply of the wrong shape; else returns rc. */
@@ -189,7 +205,7 @@ CUresult sl_fe_param_bytes(uint64_t f, void **kernelParams, void **extra, uint8_
                            size_t stackcap, uint8_t **heap, const void **bytes, size_t *len);
 
 /* ------------------------------------------------------------------ misc */
-/* Fills call->context etc. before the rpc layer sends it. */
-#define SL_FE_MAX_COPY_CHUNK ((size_t)32 << 20)
+/* The largest piece of a copy with a host side: one call each, bounding the backend's staging. */
+#define SL_FE_MAX_COPY_CHUNK ((size_t)16 << 20)
 
 #endif

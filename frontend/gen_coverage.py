@@ -57,7 +57,7 @@ NOTES = {
     "cuMemcpy2DAsync_v2": "host destination: completes before returning",
     "cuMemcpy3DAsync_v2": "host destination: completes before returning",
     "cuMemcpy": "unified addresses: guest memory is told from device memory locally",
-    "cuMemcpyHtoD_v2": "split into 32 MiB calls", "cuMemcpyDtoH_v2": "split into 32 MiB calls",
+    "cuMemcpyHtoD_v2": "split into 16 MiB calls", "cuMemcpyDtoH_v2": "split into 16 MiB calls",
     "cuPointerGetAttribute": "guest host ranges answered locally",
     "cuPointerGetAttributes": "guest host ranges answered locally",
     "cuModuleLoadData": "slLoadImage by SHA-256", "cuLibraryLoadData": "slLoadImage by SHA-256",

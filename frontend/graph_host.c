@@ -11,7 +11,7 @@
  * with them is launched synchronously: the stream is synchronized first when the graph reads
  * guest memory (so that earlier work writing it, host functions included, is done); the bytes
  * of every host-to-device node are gathered and travel with slGraphLaunch (or before it in
- * 32 MiB slGraphHostPut calls when they exceed 32 MiB); the backend launches the graph and waits
+ * 16 MiB slGraphHostPut calls when they exceed 32 MiB); the backend launches the graph and waits
  * for it; the device-to-host bytes come back with the reply (or in slGraphHostGet calls) and are
  * scattered into guest memory; then the host nodes the launch reached run here, in the order the
  * GPU reached them, before cuGraphLaunch returns. */

@@ -25,7 +25,7 @@
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
-#define SL_FE_MAPPED_MAX ((size_t)4 << 20)
+#define SL_FE_MAPPED_MAX ((size_t)16 << 20) /* as the backend's bound per session */
 
 struct fe_map {
     struct fe_map *next;
@@ -79,7 +79,7 @@ CUresult sl_fe_mapped_add(void **pp, size_t len, int movable, uint64_t *dptr)
     int full = g_map_bytes + len > SL_FE_MAPPED_MAX;
     pthread_mutex_unlock(&g_map_lock);
     if (full)
-        return sl_fe_unsupported("mapped host memory beyond 4 MiB per process");
+        return sl_fe_unsupported("mapped host memory beyond 16 MiB per process");
     struct fe_map *m = calloc(1, sizeof *m);
     uint8_t *shadow = calloc(1, len);
     if (!m || !shadow) {

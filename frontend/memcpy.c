@@ -1,6 +1,8 @@
 /* Copies with host sides (docs/remoting.md "Copies"). Host -> device: the bytes follow the call
  * as bulk; device -> host: the reply's bulk is decrypted straight into the destination. Copies
- * over 32 MiB are split into 32 MiB calls. Copies into guest memory complete before the call
+ * over 16 MiB are split into 16 MiB calls, sent without waiting for each other: all but the last
+ * piece of a synchronous host -> device copy travel as the async call, the device -> host pieces
+ * are requested together (sl_fe_call_batch). Copies into guest memory complete before the call
  * returns, also the *Async ones (v1): the frontend synchronizes the stream first, then copies
  * synchronously, so the copy sees the stream's earlier work. 2D/3D copies gather or scatter
  * their host rectangle into or from one contiguous bulk; the pod sent has the host pointer
@@ -38,7 +40,10 @@ static CUresult htod(bool pt, CUdeviceptr dst, const void *src, size_t n, CUstre
         call.per_thread_stream = pt;
         struct iovec iov = {(void *)((const char *)src + off), c};
         CUresult rc;
-        if (async) {
+        if (async || off + c < n) {
+            /* Every piece of a synchronous copy but the last goes without waiting, so that the
+             * pieces overlap on their way; the last one's reply reports a failure of any of
+             * them (a deferred error), and comes once all of them were copied. */
             Sluice__Cuda__CuMemcpyHtoDAsyncV2Request r =
                 SLUICE__CUDA__CU_MEMCPY_HTO_DASYNC_V2_REQUEST__INIT;
             r.dst_device = dst + off;
@@ -79,25 +84,43 @@ static CUresult dtoh(bool pt, void *dst, CUdeviceptr src, size_t n)
         return CUDA_ERROR_INVALID_VALUE;
     size_t off = 0;
     do {
-        size_t c = n - off > SL_FE_MAX_COPY_CHUNK ? SL_FE_MAX_COPY_CHUNK : n - off;
-        Sluice__Cuda__CuMemcpyDtoHV2Request r = SLUICE__CUDA__CU_MEMCPY_DTO_HV2_REQUEST__INIT;
-        r.dst_host = c;
-        r.src_device = src + off;
-        r.byte_count = c;
-        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-        call.per_thread_stream = pt;
-        call.call_id = SL_CALL_cuMemcpyDtoH_v2;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_H_V2;
-        call.cu_memcpy_dto_h_v2 = &r;
-        Sluice__Wire__Reply *rep = NULL;
-        size_t got = 0;
-        CUresult rc = sl_fe_call_bulk(&call, NULL, 0, (char *)dst + off, c, &got, &rep);
-        rc = finish(rc, rep);
-        if (rc == CUDA_SUCCESS && got != c)
-            rc = CUDA_ERROR_UNKNOWN;
+        /* up to SL_FE_BATCH_MAX pieces at once: the backend copies the next while this side
+         * decrypts the one before */
+        Sluice__Cuda__CuMemcpyDtoHV2Request r[SL_FE_BATCH_MAX];
+        Sluice__Wire__Call call[SL_FE_BATCH_MAX], *calls[SL_FE_BATCH_MAX];
+        void *out[SL_FE_BATCH_MAX];
+        size_t cap[SL_FE_BATCH_MAX], got[SL_FE_BATCH_MAX];
+        Sluice__Wire__Reply *rep[SL_FE_BATCH_MAX];
+        size_t k = 0;
+        for (size_t o = off; k < SL_FE_BATCH_MAX && (o < n || k == 0); k++) {
+            size_t c = n - o > SL_FE_MAX_COPY_CHUNK ? SL_FE_MAX_COPY_CHUNK : n - o;
+            r[k] =
+                (Sluice__Cuda__CuMemcpyDtoHV2Request)SLUICE__CUDA__CU_MEMCPY_DTO_HV2_REQUEST__INIT;
+            r[k].dst_host = c;
+            r[k].src_device = src + o;
+            r[k].byte_count = c;
+            call[k] = (Sluice__Wire__Call)SLUICE__WIRE__CALL__INIT;
+            call[k].per_thread_stream = pt;
+            call[k].call_id = SL_CALL_cuMemcpyDtoH_v2;
+            call[k].args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_H_V2;
+            call[k].cu_memcpy_dto_h_v2 = &r[k];
+            calls[k] = &call[k];
+            out[k] = (char *)dst + o;
+            cap[k] = c;
+            o += c;
+        }
+        CUresult rc = sl_fe_call_batch(calls, k, out, cap, got, rep);
+        for (size_t i = 0; i < k; i++) {
+            CUresult ri = rep[i] ? (CUresult)rep[i]->result : CUDA_ERROR_UNKNOWN;
+            if (ri == CUDA_SUCCESS && got[i] != cap[i])
+                ri = CUDA_ERROR_UNKNOWN;
+            if (rc == CUDA_SUCCESS)
+                rc = ri;
+            sl_fe_reply_free(rep[i]);
+            off += cap[i];
+        }
         if (rc != CUDA_SUCCESS)
             return rc;
-        off += c;
     } while (off < n);
     return CUDA_SUCCESS;
 }

@@ -6,9 +6,17 @@
  * appends it to the pending frame, sends the frame and reads until its reply arrives, running
  * the host callbacks and writing the printf output it reads on the way. The pending frame is
  * kept encoded: each Call is packed as a CallFrame.calls element (tag 1, length, bytes) right
- * behind room for the ClientMessage.calls header, so sending needs no copy of the calls. */
+ * behind room for the ClientMessage.calls header, so sending needs no copy of the calls.
+ *
+ * Async calls wait in the pending frame at most flush_us (docs/remoting.md): the GPU must not
+ * sit idle while work it could run waits here for a synchronizing call. An async call goes out
+ * at once when nothing was sent for flush_us (the link was quiet), else with the frame when the
+ * frame's oldest call has waited flush_us; a flusher thread sends a frame that no later call
+ * came to send (after at least 250 us). Under a steady stream of calls this makes one frame per
+ * flush_us. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,15 +46,48 @@ static size_t g_pbulk_len, g_pbulk_cap;
 static size_t g_inflight_calls; /* async calls sent or pending since the last reply */
 static uint64_t g_inflight_bulk;
 
-static struct sl_fe_rpc_limits g_lim = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20};
+static struct sl_fe_rpc_limits g_lim = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20,
+                                        SL_FE_FLUSH_US_DEFAULT};
 static struct sl_fe_rpc_stats g_stats;
+static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1]; /* synchronous calls made, per call id */
 static _Thread_local int t_in_callback;
+
+static pthread_cond_t g_flush_cv;
+static pthread_once_t g_flush_once = PTHREAD_ONCE_INIT;
+static int g_flusher_started, g_flusher_idle;
+static uint64_t g_pend_t0_ns, g_last_send_ns;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l)
 {
     pthread_mutex_lock(&g_io);
     g_lim = *l;
+    if (g_flusher_started)
+        pthread_cond_signal(&g_flush_cv);
     pthread_mutex_unlock(&g_io);
+}
+
+unsigned sl_fe_rpc_flush_us_from_env(void)
+{
+    const char *v = getenv("SLUICE_FLUSH_US");
+    if (!v || !*v)
+        return SL_FE_FLUSH_US_DEFAULT;
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*v == '-' || *end || errno || n > SL_FE_FLUSH_US_MAX) {
+        sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
+               "SLUICE_FLUSH_US=%s is not a number of microseconds from 0 to %u; using %u", v,
+               SL_FE_FLUSH_US_MAX, SL_FE_FLUSH_US_DEFAULT);
+        return SL_FE_FLUSH_US_DEFAULT;
+    }
+    return (unsigned)n;
 }
 
 void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st)
@@ -56,6 +97,31 @@ void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st)
     pthread_mutex_unlock(&g_io);
 }
 
+size_t sl_fe_rpc_top_sync(uint32_t *ids, uint64_t *counts, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&g_io);
+    for (uint32_t id = 0; id <= SL_CALL_ID_MAX; id++) {
+        uint64_t c = g_sync_by_call[id];
+        if (!c)
+            continue;
+        size_t at = n < max ? n++ : max; /* insertion into the top max, largest first */
+        while (at > 0 && counts[at - 1] < c) {
+            if (at < max) {
+                ids[at] = ids[at - 1];
+                counts[at] = counts[at - 1];
+            }
+            at--;
+        }
+        if (at < max) {
+            ids[at] = id;
+            counts[at] = c;
+        }
+    }
+    pthread_mutex_unlock(&g_io);
+    return n;
+}
+
 int sl_fe_in_callback(void)
 {
     return t_in_callback;
@@ -63,6 +129,7 @@ int sl_fe_in_callback(void)
 
 static void pending_clear(void)
 {
+    g_last_send_ns = 0;
     g_pend_len = 0;
     g_pend_calls = 0;
     g_pbulk_len = 0;
@@ -98,6 +165,7 @@ void sl_fe_rpc_reset(void)
     g_inflight_calls = 0;
     g_inflight_bulk = 0;
     memset(&g_stats, 0, sizeof g_stats);
+    memset(g_sync_by_call, 0, sizeof g_sync_by_call);
     sl_fe_memo_clear();
     pending_clear();
     free(g_pend);
@@ -145,6 +213,8 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
     size_t sz = sluice__wire__call__get_packed_size(call);
     if (reserve(&g_pend, &g_pend_cap, HDR_ROOM + g_pend_len + 11 + sz))
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (g_pend_calls == 0)
+        g_pend_t0_ns = now_ns();
     uint8_t *p = g_pend + HDR_ROOM + g_pend_len;
     size_t n = 0;
     p[n++] = 0x0a; /* CallFrame.calls = 1, length-delimited */
@@ -219,9 +289,78 @@ static CUresult pending_send(const struct iovec *extra, size_t n_extra)
     g_stats.frames_sent++;
     g_stats.calls_sent += g_pend_calls;
     pending_clear();
+    g_last_send_ns = now_ns();
     if (rc)
         return lost("send", &e);
     return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ the flusher */
+static void flush_cv_init(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_flush_cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+static void flusher_forked(void)
+{
+    g_flusher_started = 0; /* the child has no flusher thread */
+    g_flusher_idle = 0;
+}
+
+/* Sends a pending frame whose oldest call has waited flush_us (at least FLUSHER_MIN_US: while
+ * calls keep coming, the calls send the frames and this thread wakes at most that often) and
+ * that no later call sent. */
+#define FLUSHER_MIN_US 250u
+static void *flusher_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_io);
+    for (;;) {
+        if (!g_pend_calls || !g_attached || g_dead || !g_lim.flush_us) {
+            g_flusher_idle = 1;
+            pthread_cond_wait(&g_flush_cv, &g_io);
+            g_flusher_idle = 0;
+            continue;
+        }
+        unsigned us = g_lim.flush_us > FLUSHER_MIN_US ? g_lim.flush_us : FLUSHER_MIN_US;
+        uint64_t due = g_pend_t0_ns + (uint64_t)us * 1000u;
+        if (now_ns() >= due) {
+            pending_send(NULL, 0); /* a failure marks the session lost for the next call */
+            continue;
+        }
+        struct timespec ts = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
+        pthread_cond_timedwait(&g_flush_cv, &g_io, &ts);
+    }
+    return NULL;
+}
+
+/* Starts the flusher (g_io held) the first time an async call waits; without it (no thread
+ * could be made) frames still go out when full and at synchronizing calls. */
+static void flusher_start(void)
+{
+    pthread_once(&g_flush_once, flush_cv_init);
+    static int atfork_done;
+    if (!atfork_done && pthread_atfork(NULL, NULL, flusher_forked) == 0)
+        atfork_done = 1;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int err = pthread_create(&t, &at, flusher_main, NULL);
+    pthread_attr_destroy(&at);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    g_flusher_started = 1; /* also after a failure: tried once */
+    if (err)
+        sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
+               "no flusher thread (%s): async calls wait for the next synchronizing call",
+               strerror(err));
 }
 
 /* ------------------------------------------------------------------ receiving */
@@ -267,9 +406,11 @@ struct waiter {
     Sluice__Wire__Reply *reply;
 };
 
-/* Reads messages until the reply to w->seq arrived. */
-static CUresult read_until(struct waiter *w)
+/* Reads messages until the replies to all nw waiters arrived (in any order, also several in
+ * one ReplyFrame). */
+static CUresult read_until_all(struct waiter *ws, size_t nw)
 {
+    size_t left = nw;
     for (;;) {
         const void *msg;
         size_t len;
@@ -286,7 +427,7 @@ static CUresult read_until(struct waiter *w)
         }
         uint64_t owed = blen;
         CUresult res = CUDA_SUCCESS;
-        int done = 0;
+        struct waiter *w = NULL;
         switch (m->kind_case) {
         case SLUICE__WIRE__SERVER_MESSAGE__KIND_CALLBACK: {
             uint64_t id = m->callback->id, fnid = m->callback->fn;
@@ -321,8 +462,12 @@ static CUresult read_until(struct waiter *w)
                     res = lost("protocol", &pe);
                     break;
                 }
+                w = NULL;
+                for (size_t k = 0; k < nw && !w; k++)
+                    if (ws[k].seq == r->seq && !ws[k].reply)
+                        w = &ws[k];
                 if (r->bulk_length) {
-                    int mine = r->seq == w->seq;
+                    int mine = w != NULL;
                     size_t take = 0;
                     if (mine && w->out) {
                         take = r->bulk_length <= w->out_cap ? (size_t)r->bulk_length : w->out_cap;
@@ -342,10 +487,10 @@ static CUresult read_until(struct waiter *w)
                     if (mine)
                         w->out_len = take;
                 }
-                if (r->seq == w->seq) {
+                if (w) {
                     w->reply = r;
                     f->replies[i] = NULL; /* detached: freed by sl_fe_reply_free */
-                    done = 1;
+                    left--;
                 }
                 /* every call up to this reply has executed */
                 g_inflight_calls = 0;
@@ -367,19 +512,20 @@ static CUresult read_until(struct waiter *w)
             break;
         }
         }
-        if (res == CUDA_SUCCESS && owed && !done) {
+        if (res == CUDA_SUCCESS && owed && left) {
             if (g_tr.recv_bulk(g_tr.t, NULL, (size_t)owed, &e))
                 res = lost("receive bulk", &e);
         }
         sl_wire_free_server(m);
         if (res != CUDA_SUCCESS) {
-            if (w->reply) {
-                sluice__wire__reply__free_unpacked(w->reply, NULL);
-                w->reply = NULL;
+            for (size_t k = 0; k < nw; k++) {
+                if (ws[k].reply)
+                    sluice__wire__reply__free_unpacked(ws[k].reply, NULL);
+                ws[k].reply = NULL;
             }
             return res;
         }
-        if (done)
+        if (!left)
             return CUDA_SUCCESS;
     }
 }
@@ -453,9 +599,11 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     struct waiter w = {.seq = call->seq, .out = out, .out_cap = out_cap};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    rc = read_until(&w);
+    rc = read_until_all(&w, 1);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     g_stats.sync_calls++;
+    if (call->call_id <= SL_CALL_ID_MAX)
+        g_sync_by_call[call->call_id]++;
     g_stats.wait_ns +=
         (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
     if (rc != CUDA_SUCCESS)
@@ -489,6 +637,60 @@ CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = call_locked(call, in, n, out, out_cap, out_len, reply);
+    pthread_mutex_unlock(&g_io);
+    return rc;
+}
+
+CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *const *out,
+                          const size_t *out_cap, size_t *out_len, Sluice__Wire__Reply **replies)
+{
+    for (size_t i = 0; i < n && i < SL_FE_BATCH_MAX; i++)
+        replies[i] = NULL;
+    if (n == 0 || n > SL_FE_BATCH_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = begin();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct waiter ws[SL_FE_BATCH_MAX];
+    size_t k = 0;
+    if ((rc = sl_fe_mapped_sync_out(mapped_emit)) == CUDA_SUCCESS) {
+        for (; k < n; k++) {
+            const struct sl_call_info *ci = sl_call_lookup(calls[k]->call_id);
+            if (ci && (ci->flags & SL_CALL_UNMEMO))
+                sl_fe_memo_clear();
+            if (ci && (ci->flags & SL_CALL_UNCAPTURE))
+                sl_fe_memo_uncapture();
+            if (!calls[k]->context)
+                calls[k]->context = sl_fe_current_ctx_id();
+            calls[k]->seq = ++g_seq;
+            calls[k]->bulk_length = 0;
+            if ((rc = pending_append(calls[k])) != CUDA_SUCCESS) {
+                g_seq--;
+                break;
+            }
+            ws[k] = (struct waiter){.seq = calls[k]->seq, .out = out[k], .out_cap = out_cap[k]};
+        }
+    }
+    /* what was appended is sent and answered, also when a later call could not be */
+    CUresult io = pending_send(NULL, 0);
+    if (io == CUDA_SUCCESS && k)
+        io = read_until_all(ws, k);
+    g_stats.sync_calls += k;
+    for (size_t i = 0; i < k; i++)
+        if (calls[i]->call_id <= SL_CALL_ID_MAX)
+            g_sync_by_call[calls[i]->call_id]++;
+    if (io != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&g_io);
+        return io;
+    }
+    for (size_t i = 0; i < k; i++) {
+        if (ws[i].out_overflow && ws[i].reply->result == CUDA_SUCCESS)
+            ws[i].reply->result = CUDA_ERROR_INVALID_VALUE;
+        if (ws[i].reply->result != CUDA_SUCCESS || ws[i].reply->failed_seq)
+            sl_fe_memo_clear();
+        out_len[i] = ws[i].out_len;
+        replies[i] = ws[i].reply;
+    }
     pthread_mutex_unlock(&g_io);
     return rc;
 }
@@ -592,10 +794,16 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
         sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu queued (async)", ci ? ci->name : "?",
                (unsigned long long)call->seq);
     }
+    uint64_t wait_ns = (uint64_t)g_lim.flush_us * 1000u, now = wait_ns ? now_ns() : 0;
     if (direct)
         rc = pending_send(in, n); /* the guest's buffer is encrypted before send returns */
-    else if (g_pend_calls >= g_lim.frame_calls || g_pbulk_len >= g_lim.frame_bulk)
+    else if (g_pend_calls >= g_lim.frame_calls || g_pbulk_len >= g_lim.frame_bulk ||
+             (wait_ns && (now - g_last_send_ns >= wait_ns || now - g_pend_t0_ns >= wait_ns)))
         rc = pending_send(NULL, 0);
+    else if (wait_ns && !g_flusher_started)
+        flusher_start();
+    else if (wait_ns && g_pend_calls == 1 && g_flusher_idle)
+        pthread_cond_signal(&g_flush_cv);
     if (rc == CUDA_SUCCESS &&
         (g_inflight_calls >= g_lim.inflight_calls || g_inflight_bulk >= g_lim.inflight_bulk))
         rc = fence_locked();

@@ -148,7 +148,7 @@ static int setup(void **state)
     sl_fe_rpc_reset();
     struct sl_fe_transport tr = {fake_send, fake_recv, fake_recv_bulk, NULL};
     sl_fe_rpc_attach(&tr);
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0};
     sl_fe_rpc_set_limits(&l);
     return 0;
 }
@@ -172,12 +172,76 @@ static void coalescing(void **state)
 static void frame_limit_flushes(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {4, (size_t)4 << 20, 4096, (uint64_t)256 << 20};
+    struct sl_fe_rpc_limits l = {4, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0};
     sl_fe_rpc_set_limits(&l);
     for (int i = 0; i < 8; i++)
         assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
     assert_int_equal(F.frames, 2);
     assert_int_equal(F.calls, 8);
+}
+
+static uint64_t frames_sent(void)
+{
+    struct sl_fe_rpc_stats st;
+    sl_fe_rpc_stats(&st);
+    return st.frames_sent;
+}
+
+/* With flush_us set, async calls reach the backend without a synchronizing call: the first at
+ * once (nothing was sent lately), the next ones with the frame, sent by the flusher thread
+ * once the oldest has waited flush_us; no later call is needed for that. */
+static void queued_calls_go_out_without_a_sync(void **state)
+{
+    (void)state;
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 100000};
+    sl_fe_rpc_set_limits(&l);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(frames_sent(), 1);
+    assert_int_equal(cuMemsetD8Async(0x1000, 2, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8Async(0x1000, 3, 16, NULL), CUDA_SUCCESS);
+    for (int i = 0; i < 500 && frames_sent() < 2; i++)
+        usleep(10000);
+    assert_int_equal(frames_sent(), 2);
+    struct sl_fe_rpc_stats st;
+    sl_fe_rpc_stats(&st);
+    assert_int_equal(st.calls_sent, 3);
+    assert_int_equal(st.sync_calls, 0);
+    l.flush_us = 0;
+    sl_fe_rpc_set_limits(&l);
+}
+
+static void stats_name_the_synchronous_calls(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    uint32_t ids[2];
+    uint64_t counts[2];
+    assert_int_equal(sl_fe_rpc_top_sync(ids, counts, 2), 2);
+    assert_int_equal(ids[0], SL_CALL_cuCtxSynchronize);
+    assert_int_equal(counts[0], 3);
+    assert_int_equal(ids[1], SL_CALL_cuStreamSynchronize);
+    assert_int_equal(counts[1], 1);
+    assert_int_equal(sl_fe_rpc_top_sync(ids, counts, 1), 1);
+    assert_int_equal(ids[0], SL_CALL_cuCtxSynchronize);
+}
+
+static void flush_delay_from_env(void **state)
+{
+    (void)state;
+    unsetenv("SLUICE_FLUSH_US");
+    assert_int_equal(sl_fe_rpc_flush_us_from_env(), SL_FE_FLUSH_US_DEFAULT);
+    setenv("SLUICE_FLUSH_US", "0", 1);
+    assert_int_equal(sl_fe_rpc_flush_us_from_env(), 0);
+    setenv("SLUICE_FLUSH_US", "200", 1);
+    assert_int_equal(sl_fe_rpc_flush_us_from_env(), 200);
+    const char *bad[] = {"-5", "12us", "99999999999", " "};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("SLUICE_FLUSH_US", bad[i], 1);
+        assert_int_equal(sl_fe_rpc_flush_us_from_env(), SL_FE_FLUSH_US_DEFAULT);
+    }
+    unsetenv("SLUICE_FLUSH_US");
 }
 
 static void deferred_error_at_next_sync(void **state)
@@ -240,7 +304,7 @@ static void host_callback_before_reply(void **state)
 static void backpressure_fence(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 8, (uint64_t)256 << 20};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 8, (uint64_t)256 << 20, 0};
     sl_fe_rpc_set_limits(&l);
     for (int i = 0; i < 7; i++)
         assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
@@ -262,7 +326,7 @@ static void backpressure_fence(void **state)
 static void fence_reports_deferred_error(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 2, (uint64_t)256 << 20};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 2, (uint64_t)256 << 20, 0};
     sl_fe_rpc_set_limits(&l);
     assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
     F.next_result = CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -375,6 +439,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(coalescing, setup),
         cmocka_unit_test_setup(frame_limit_flushes, setup),
+        cmocka_unit_test_setup(queued_calls_go_out_without_a_sync, setup),
+        cmocka_unit_test_setup(flush_delay_from_env, setup),
+        cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
         cmocka_unit_test_setup(deferred_error_at_next_sync, setup),
         cmocka_unit_test_setup(stdout_data_written, setup),
         cmocka_unit_test_setup(host_callback_before_reply, setup),
