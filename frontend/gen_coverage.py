@@ -52,7 +52,7 @@ LOCAL = {
 }
 
 NOTES = {
-    "cuMemcpyDtoHAsync_v2": "completes before returning (stream synchronized, then a synchronous copy)",
+    "cuMemcpyDtoHAsync_v2": "completes before returning: one synchronous call (copy in stream order, the backend synchronizes the stream); over 16 MiB the stream is synchronized first",
     "cuMemcpyAsync": "host destination: completes before returning",
     "cuMemcpy2DAsync_v2": "host destination: completes before returning",
     "cuMemcpy3DAsync_v2": "host destination: completes before returning",

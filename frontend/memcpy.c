@@ -3,8 +3,9 @@
  * over 16 MiB are split into 16 MiB calls, sent without waiting for each other: all but the last
  * piece of a synchronous host -> device copy travel as the async call, the device -> host pieces
  * are requested together (sl_fe_call_batch). Copies into guest memory complete before the call
- * returns, also the *Async ones (v1): the frontend synchronizes the stream first, then copies
- * synchronously, so the copy sees the stream's earlier work. 2D/3D copies gather or scatter
+ * returns, also the *Async ones (v1): the copy runs in the stream's order and the stream is
+ * synchronized before the call returns (in the backend, one round trip, up to 16 MiB; above,
+ * the frontend synchronizes the stream first). 2D/3D copies gather or scatter
  * their host rectangle into or from one contiguous bulk; the pod sent has the host pointer
  * cleared and the host pitch set to the row width. */
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -201,10 +202,34 @@ CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, s
     return htod(true, dstDevice, srcHost, ByteCount, hStream, 1);
 }
 
+/* A copy into guest memory completes before it returns (v1). Up to one piece it is one round
+ * trip: the backend copies in the stream's order and synchronizes the stream before it
+ * answers with the bytes (backend/copy.c), which is what a training loop's float(loss) does.
+ * Larger ones synchronize the stream first, then copy in pieces. */
 static CUresult dtoh_async(bool pt, void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-    CUresult rc = stream_sync(pt, s);
-    return rc != CUDA_SUCCESS ? rc : dtoh(pt, dst, src, n);
+    if (n > SL_FE_MAX_COPY_CHUNK) {
+        CUresult rc = stream_sync(pt, s);
+        return rc != CUDA_SUCCESS ? rc : dtoh(pt, dst, src, n);
+    }
+    if (n && !dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Cuda__CuMemcpyDtoHAsyncV2Request r =
+        SLUICE__CUDA__CU_MEMCPY_DTO_HASYNC_V2_REQUEST__INIT;
+    r.dst_host = n;
+    r.src_device = src;
+    r.byte_count = n;
+    r.h_stream = (uint64_t)(uintptr_t)s;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.per_thread_stream = pt;
+    call.call_id = SL_CALL_cuMemcpyDtoHAsync_v2;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_HASYNC_V2;
+    call.cu_memcpy_dto_hasync_v2 = &r;
+    Sluice__Wire__Reply *rep = NULL;
+    size_t got = 0;
+    CUresult rc = sl_fe_call_bulk(&call, NULL, 0, dst, n, &got, &rep);
+    rc = finish(rc, rep);
+    return rc == CUDA_SUCCESS && got != n ? CUDA_ERROR_UNKNOWN : rc;
 }
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                               CUstream hStream)

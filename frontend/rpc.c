@@ -57,6 +57,62 @@ static pthread_once_t g_flush_once = PTHREAD_ONCE_INIT;
 static int g_flusher_started, g_flusher_idle;
 static uint64_t g_pend_t0_ns, g_last_send_ns;
 
+/* Streams known to be idle: a call that synchronized them was answered with success, and every
+ * call appended since leaves GPU work alone (queries, synchronizations, copies into guest
+ * memory). cuStreamSynchronize and cuStreamQuery of such a stream are answered here, as the
+ * driver would answer: there is nothing to wait for and no error left to report. */
+#define IDLE_MAX 8
+static struct idle_stream {
+    uint64_t ctx, stream;
+} g_idle[IDLE_MAX];
+static size_t g_nidle;
+
+static uint64_t stream_key(uint64_t h, int per_thread)
+{
+    return h ? h : per_thread ? 2u : 1u; /* NULL is CU_STREAM_PER_THREAD or CU_STREAM_LEGACY */
+}
+
+static int idle_known(uint64_t ctx, uint64_t stream)
+{
+    for (size_t i = 0; i < g_nidle; i++)
+        if (g_idle[i].ctx == ctx && g_idle[i].stream == stream)
+            return 1;
+    return 0;
+}
+
+static void idle_add(uint64_t ctx, uint64_t stream)
+{
+    if (idle_known(ctx, stream))
+        return;
+    if (g_nidle == IDLE_MAX)
+        g_nidle = 0; /* forget the older ones */
+    g_idle[g_nidle++] = (struct idle_stream){ctx, stream};
+}
+
+/* The stream a call synchronizes (0: none), and whether an appended call keeps streams idle. */
+static uint64_t synced_stream(const Sluice__Wire__Call *c)
+{
+    if (c->call_id == SL_CALL_cuStreamSynchronize && c->cu_stream_synchronize)
+        return stream_key(c->cu_stream_synchronize->h_stream, c->per_thread_stream);
+    if (c->call_id == SL_CALL_cuMemcpyDtoHAsync_v2 && c->cu_memcpy_dto_hasync_v2)
+        return stream_key(c->cu_memcpy_dto_hasync_v2->h_stream, c->per_thread_stream);
+    return 0;
+}
+
+static int keeps_idle(const Sluice__Wire__Call *c, uint32_t flags)
+{
+    switch (c->call_id) {
+    case SL_CALL_cuStreamSynchronize:
+    case SL_CALL_cuStreamQuery:
+    case SL_CALL_cuCtxSynchronize:
+    case SL_CALL_cuMemcpyDtoH_v2:
+    case SL_CALL_cuMemcpyDtoHAsync_v2:
+        return 1;
+    default:
+        return (flags & SL_CALL_MEMO) != 0;
+    }
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -144,6 +200,7 @@ void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
     g_seq = 0;
     g_inflight_calls = 0;
     g_inflight_bulk = 0;
+    g_nidle = 0;
     pending_clear();
     pthread_mutex_unlock(&g_io);
 }
@@ -166,6 +223,7 @@ void sl_fe_rpc_reset(void)
     g_inflight_bulk = 0;
     memset(&g_stats, 0, sizeof g_stats);
     memset(g_sync_by_call, 0, sizeof g_sync_by_call);
+    g_nidle = 0;
     sl_fe_memo_clear();
     pending_clear();
     free(g_pend);
@@ -213,6 +271,9 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
     size_t sz = sluice__wire__call__get_packed_size(call);
     if (reserve(&g_pend, &g_pend_cap, HDR_ROOM + g_pend_len + 11 + sz))
         return CUDA_ERROR_OUT_OF_MEMORY;
+    const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+    if (!keeps_idle(call, ci ? ci->flags : 0))
+        g_nidle = 0;
     if (g_pend_calls == 0)
         g_pend_t0_ns = now_ns();
     uint8_t *p = g_pend + HDR_ROOM + g_pend_len;
@@ -262,6 +323,7 @@ static CUresult lost(const char *what, const sl_error *e)
                "CUDA_ERROR_DEVICE_UNAVAILABLE",
                what, e ? e->msg : "closed");
     g_dead = 1;
+    g_nidle = 0;
     pending_clear();
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
@@ -579,6 +641,21 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         g_stats.memo_hits++;
         return CUDA_SUCCESS;
     }
+    if ((call->call_id == SL_CALL_cuStreamSynchronize && call->cu_stream_synchronize &&
+         idle_known(call->context,
+                    stream_key(call->cu_stream_synchronize->h_stream, call->per_thread_stream))) ||
+        (call->call_id == SL_CALL_cuStreamQuery && call->cu_stream_query &&
+         idle_known(call->context,
+                    stream_key(call->cu_stream_query->h_stream, call->per_thread_stream)))) {
+        Sluice__Wire__Reply *r = malloc(sizeof *r);
+        if (r) {
+            sluice__wire__reply__init(r);
+            r->call_id = call->call_id;
+            g_stats.memo_hits++;
+            *reply = r;
+            return CUDA_SUCCESS;
+        }
+    }
     if (flags & SL_CALL_UNMEMO)
         sl_fe_memo_clear();
     if (flags & SL_CALL_UNCAPTURE)
@@ -620,10 +697,16 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     }
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
-    if (w.reply->result != CUDA_SUCCESS || w.reply->failed_seq)
+    if (w.reply->result != CUDA_SUCCESS || w.reply->failed_seq) {
         sl_fe_memo_clear(); /* an error may have changed state (an invalidated capture...) */
-    else if (memo)
-        sl_fe_memo_put(call, w.reply);
+        g_nidle = 0;
+    } else {
+        if (memo)
+            sl_fe_memo_put(call, w.reply);
+        uint64_t st = synced_stream(call);
+        if (st)
+            idle_add(call->context, st);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -686,8 +769,10 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
     for (size_t i = 0; i < k; i++) {
         if (ws[i].out_overflow && ws[i].reply->result == CUDA_SUCCESS)
             ws[i].reply->result = CUDA_ERROR_INVALID_VALUE;
-        if (ws[i].reply->result != CUDA_SUCCESS || ws[i].reply->failed_seq)
+        if (ws[i].reply->result != CUDA_SUCCESS || ws[i].reply->failed_seq) {
             sl_fe_memo_clear();
+            g_nidle = 0;
+        }
         out_len[i] = ws[i].out_len;
         replies[i] = ws[i].reply;
     }

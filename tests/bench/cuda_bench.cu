@@ -4,7 +4,8 @@
 // what docs/performance.md reports for issue 3:
 //   - async empty-kernel launch cost (many launches, one synchronize)
 //   - launch + synchronize
-//   - a synchronous null round trip (cudaStreamQuery on an idle stream: p50/p99)
+//   - a synchronous null round trip (cudaEventQuery of a completed event: p50/p99), and
+//     cudaStreamQuery of an idle stream (Sluice answers that one in the guest)
 //   - cudaMalloc + cudaFree of 1 MiB
 //   - H2D and D2H copies 4 KiB..256 MiB, pageable and pinned (cudaMallocHost)
 //   - a compute-bound kernel (tiled matrix multiply, 2048^3), time per product
@@ -76,8 +77,22 @@ static void launches()
         v = now_us() - a;
     }
     std::sort(rt.begin(), rt.end());
-    emit("null round trip (stream query) p50", "us", rt[rt.size() / 2]);
-    emit("null round trip (stream query) p99", "us", rt[rt.size() * 99 / 100]);
+    emit("idle stream query p50", "us", rt[rt.size() / 2]);
+    emit("idle stream query p99", "us", rt[rt.size() * 99 / 100]);
+
+    cudaEvent_t ev;
+    CHECK(cudaEventCreate(&ev));
+    CHECK(cudaEventRecord(ev, s));
+    CHECK(cudaEventSynchronize(ev));
+    for (double &v : rt) {
+        double a = now_us();
+        CHECK(cudaEventQuery(ev));
+        v = now_us() - a;
+    }
+    std::sort(rt.begin(), rt.end());
+    emit("null round trip (event query) p50", "us", rt[rt.size() / 2]);
+    emit("null round trip (event query) p99", "us", rt[rt.size() * 99 / 100]);
+    CHECK(cudaEventDestroy(ev));
     CHECK(cudaStreamDestroy(s));
 }
 

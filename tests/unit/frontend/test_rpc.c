@@ -227,6 +227,30 @@ static void stats_name_the_synchronous_calls(void **state)
     assert_int_equal(ids[0], SL_CALL_cuCtxSynchronize);
 }
 
+/* A stream synchronized with nothing sent since is idle: synchronizing or querying it again is
+ * answered here; any work sent, or an error in the answer, makes the next one travel. */
+static void idle_stream_answered_here(void **state)
+{
+    (void)state;
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 1);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamQuery(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* leaves the stream idle, travels */
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 2);
+    assert_int_equal(cuStreamSynchronize((CUstream)0x77), CUDA_SUCCESS); /* another stream */
+    assert_int_equal(F.calls, 3);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 5);
+    F.next_result = CUDA_ERROR_LAUNCH_FAILED; /* an error: nothing is known idle any more */
+    assert_int_equal(cuStreamSynchronize((CUstream)0x77), CUDA_ERROR_LAUNCH_FAILED);
+    F.next_result = CUDA_SUCCESS;
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 7);
+}
+
 static void flush_delay_from_env(void **state)
 {
     (void)state;
@@ -442,6 +466,7 @@ int main(void)
         cmocka_unit_test_setup(queued_calls_go_out_without_a_sync, setup),
         cmocka_unit_test_setup(flush_delay_from_env, setup),
         cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
+        cmocka_unit_test_setup(idle_stream_answered_here, setup),
         cmocka_unit_test_setup(deferred_error_at_next_sync, setup),
         cmocka_unit_test_setup(stdout_data_written, setup),
         cmocka_unit_test_setup(host_callback_before_reply, setup),
