@@ -214,6 +214,26 @@ const struct sl_fe_device *sl_fe_session_device(int ordinal)
     return &g_devs[ordinal];
 }
 
+/* "what: call n, call n, ..." for the 8 calls most counted by top. */
+static void log_top(const char *what, size_t (*top)(uint32_t *, uint64_t *, size_t))
+{
+    uint32_t ids[8];
+    uint64_t counts[8];
+    size_t n = top(ids, counts, 8);
+    char line[512];
+    size_t at = 0;
+    for (size_t i = 0; i < n && at < sizeof line; i++) {
+        const struct sl_call_info *ci = sl_call_lookup(ids[i]);
+        int w = snprintf(line + at, sizeof line - at, "%s%s %llu", i ? ", " : "",
+                         ci ? ci->name : "?", (unsigned long long)counts[i]);
+        if (w < 0)
+            break;
+        at += (size_t)w;
+    }
+    if (n)
+        sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT, "session stats: %s: %s", what, line);
+}
+
 /* SLUICE_STATS=1: one line at exit saying what the session cost (docs/tenant-guide.md). */
 static void log_stats(void)
 {
@@ -230,22 +250,8 @@ static void log_stats(void)
            (unsigned long long)st.async_calls, (unsigned long long)st.frames_sent,
            (unsigned long long)st.fences, (unsigned long long)st.memo_hits,
            (unsigned long long)st.callbacks_run, (unsigned long long)st.deferred_errors);
-    uint32_t ids[8];
-    uint64_t counts[8];
-    size_t n = sl_fe_rpc_top_sync(ids, counts, 8);
-    char line[512];
-    size_t at = 0;
-    for (size_t i = 0; i < n && at < sizeof line; i++) {
-        const struct sl_call_info *ci = sl_call_lookup(ids[i]);
-        int w = snprintf(line + at, sizeof line - at, "%s%s %llu", i ? ", " : "",
-                         ci ? ci->name : "?", (unsigned long long)counts[i]);
-        if (w < 0)
-            break;
-        at += (size_t)w;
-    }
-    if (n)
-        sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT, "session stats: synchronous calls most made: %s",
-               line);
+    log_top("synchronous calls most made", sl_fe_rpc_top_sync);
+    log_top("the memo was emptied by", sl_fe_rpc_top_forget);
 }
 
 __attribute__((destructor)) static void sl_fe_session_close(void)

@@ -94,6 +94,8 @@ void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st);
 /* The max call ids made most often as synchronous calls, with their counts, most first;
  * returns how many there are (at most max). */
 size_t sl_fe_rpc_top_sync(uint32_t *ids, uint64_t *counts, size_t max);
+/* The same for the calls that emptied the memo (unmemo calls, and answers with an error). */
+size_t sl_fe_rpc_top_forget(uint32_t *ids, uint64_t *counts, size_t max);
 
 /* A synchronous call with bulk in (n segments, sent after the call) and bulk out (the reply's
  * bulk is decrypted into out, at most out_cap bytes; the rest is discarded and the call fails).

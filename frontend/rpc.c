@@ -49,7 +49,9 @@ static uint64_t g_inflight_bulk;
 static struct sl_fe_rpc_limits g_lim = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20,
                                         SL_FE_FLUSH_US_DEFAULT};
 static struct sl_fe_rpc_stats g_stats;
-static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1]; /* synchronous calls made, per call id */
+static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1];   /* synchronous calls made, per call id */
+static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1]; /* the memo emptied, per call id */
+static int g_capture_begun; /* a stream capture was begun in this process */
 static _Thread_local int t_in_callback;
 
 static pthread_cond_t g_flush_cv;
@@ -153,12 +155,12 @@ void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st)
     pthread_mutex_unlock(&g_io);
 }
 
-size_t sl_fe_rpc_top_sync(uint32_t *ids, uint64_t *counts, size_t max)
+static size_t top_of(const uint32_t *table, uint32_t *ids, uint64_t *counts, size_t max)
 {
     size_t n = 0;
     pthread_mutex_lock(&g_io);
     for (uint32_t id = 0; id <= SL_CALL_ID_MAX; id++) {
-        uint64_t c = g_sync_by_call[id];
+        uint64_t c = table[id];
         if (!c)
             continue;
         size_t at = n < max ? n++ : max; /* insertion into the top max, largest first */
@@ -176,6 +178,16 @@ size_t sl_fe_rpc_top_sync(uint32_t *ids, uint64_t *counts, size_t max)
     }
     pthread_mutex_unlock(&g_io);
     return n;
+}
+
+size_t sl_fe_rpc_top_sync(uint32_t *ids, uint64_t *counts, size_t max)
+{
+    return top_of(g_sync_by_call, ids, counts, max);
+}
+
+size_t sl_fe_rpc_top_forget(uint32_t *ids, uint64_t *counts, size_t max)
+{
+    return top_of(g_forget_by_call, ids, counts, max);
 }
 
 int sl_fe_in_callback(void)
@@ -223,6 +235,8 @@ void sl_fe_rpc_reset(void)
     g_inflight_bulk = 0;
     memset(&g_stats, 0, sizeof g_stats);
     memset(g_sync_by_call, 0, sizeof g_sync_by_call);
+    memset(g_forget_by_call, 0, sizeof g_forget_by_call);
+    g_capture_begun = 0;
     g_nidle = 0;
     sl_fe_memo_clear();
     pending_clear();
@@ -592,6 +606,44 @@ static CUresult read_until_all(struct waiter *ws, size_t nw)
     }
 }
 
+/* ------------------------------------------------------------------ what the memo forgets */
+static void forget_counted(uint32_t call_id)
+{
+    sl_fe_memo_clear();
+    if (call_id <= SL_CALL_ID_MAX)
+        g_forget_by_call[call_id]++;
+}
+
+/* Before call goes out: an `unmemo` call empties the memo; an `uncapture` one forgets the
+ * capture answers, unless no capture was ever begun in this process (a stream can join a
+ * capture by waiting on an event only when some stream captures: cuDNN waits on events every
+ * step, and each wait used to cost a cuStreamIsCapturing round trip). */
+static void forget_before(const Sluice__Wire__Call *call, uint32_t flags)
+{
+    if (flags & SL_CALL_UNMEMO)
+        forget_counted(call->call_id);
+    if (!(flags & SL_CALL_UNCAPTURE))
+        return;
+    switch (call->call_id) {
+    case SL_CALL_cuStreamBeginCapture:
+    case SL_CALL_cuStreamBeginCapture_v2:
+    case SL_CALL_cuStreamBeginCaptureToGraph:
+        g_capture_begun = 1;
+        break;
+    default:
+        break;
+    }
+    if (g_capture_begun)
+        sl_fe_memo_uncapture();
+}
+
+/* After an answer with an error (it may have changed state: an invalidated capture...). */
+static void forget_after_error(uint32_t call_id)
+{
+    forget_counted(call_id);
+    g_nidle = 0;
+}
+
 /* ------------------------------------------------------------------ entry points */
 static CUresult begin(void)
 {
@@ -656,10 +708,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
             return CUDA_SUCCESS;
         }
     }
-    if (flags & SL_CALL_UNMEMO)
-        sl_fe_memo_clear();
-    if (flags & SL_CALL_UNCAPTURE)
-        sl_fe_memo_uncapture();
+    forget_before(call, flags);
     CUresult rc = sl_fe_mapped_sync_out(mapped_emit);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -698,8 +747,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
     if (w.reply->result != CUDA_SUCCESS || w.reply->failed_seq) {
-        sl_fe_memo_clear(); /* an error may have changed state (an invalidated capture...) */
-        g_nidle = 0;
+        forget_after_error(call->call_id);
     } else {
         if (memo)
             sl_fe_memo_put(call, w.reply);
@@ -739,10 +787,7 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
     if ((rc = sl_fe_mapped_sync_out(mapped_emit)) == CUDA_SUCCESS) {
         for (; k < n; k++) {
             const struct sl_call_info *ci = sl_call_lookup(calls[k]->call_id);
-            if (ci && (ci->flags & SL_CALL_UNMEMO))
-                sl_fe_memo_clear();
-            if (ci && (ci->flags & SL_CALL_UNCAPTURE))
-                sl_fe_memo_uncapture();
+            forget_before(calls[k], ci ? ci->flags : 0);
             if (!calls[k]->context)
                 calls[k]->context = sl_fe_current_ctx_id();
             calls[k]->seq = ++g_seq;
@@ -769,10 +814,8 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
     for (size_t i = 0; i < k; i++) {
         if (ws[i].out_overflow && ws[i].reply->result == CUDA_SUCCESS)
             ws[i].reply->result = CUDA_ERROR_INVALID_VALUE;
-        if (ws[i].reply->result != CUDA_SUCCESS || ws[i].reply->failed_seq) {
-            sl_fe_memo_clear();
-            g_nidle = 0;
-        }
+        if (ws[i].reply->result != CUDA_SUCCESS || ws[i].reply->failed_seq)
+            forget_after_error(calls[i]->call_id);
         out_len[i] = ws[i].out_len;
         replies[i] = ws[i].reply;
     }
@@ -837,10 +880,7 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     if (rc != CUDA_SUCCESS)
         return rc;
     const struct sl_call_info *info = sl_call_lookup(call->call_id);
-    if (info && (info->flags & SL_CALL_UNMEMO))
-        sl_fe_memo_clear();
-    if (info && (info->flags & SL_CALL_UNCAPTURE))
-        sl_fe_memo_uncapture();
+    forget_before(call, info ? info->flags : 0);
     if ((rc = sl_fe_mapped_sync_out(mapped_emit)) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&g_io);
         return rc;

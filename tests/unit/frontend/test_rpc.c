@@ -71,6 +71,11 @@ static void answer(const Sluice__Wire__Call *c)
         r.stdout_data.data = (uint8_t *)F.next_stdout;
         r.stdout_data.len = strlen(F.next_stdout);
     }
+    Sluice__Cuda__CuStreamIsCapturingReply cap = SLUICE__CUDA__CU_STREAM_IS_CAPTURING_REPLY__INIT;
+    if (c->call_id == SL_CALL_cuStreamIsCapturing) { /* not capturing */
+        r.out_case = SLUICE__WIRE__REPLY__OUT_CU_STREAM_IS_CAPTURING;
+        r.cu_stream_is_capturing = &cap;
+    }
     F.next_result = 0;
     F.next_failed_seq = 0;
     F.next_stdout = NULL;
@@ -249,6 +254,37 @@ static void idle_stream_answered_here(void **state)
     F.next_result = CUDA_SUCCESS;
     assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
     assert_int_equal(F.calls, 7);
+}
+
+static int sent(uint32_t call_id)
+{
+    int n = 0;
+    for (int i = 0; i < F.calls && i < 8192; i++)
+        n += F.call_ids[i] == call_id;
+    return n;
+}
+
+/* cuStreamIsCapturing's answer is kept; a stream wait forgets it only once a capture was begun
+ * in the process (before that no stream can join one). */
+static void capture_answer_kept_until_a_capture(void **state)
+{
+    (void)state;
+    sl_fe_memo_clear();
+    CUstream st = (CUstream)0x55;
+    CUstreamCaptureStatus cs;
+    assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
+    assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
+    assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 1);
+    assert_int_equal(cuStreamWaitEvent(st, (CUevent)0x66, 0), CUDA_SUCCESS);
+    assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
+    assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 1);
+    assert_int_equal(cuStreamBeginCapture_v2((CUstream)0x77, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     CUDA_SUCCESS);
+    assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
+    assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 2);
+    assert_int_equal(cuStreamWaitEvent(st, (CUevent)0x66, 0), CUDA_SUCCESS);
+    assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
+    assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 3);
 }
 
 static void flush_delay_from_env(void **state)
@@ -467,6 +503,7 @@ int main(void)
         cmocka_unit_test_setup(flush_delay_from_env, setup),
         cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
         cmocka_unit_test_setup(idle_stream_answered_here, setup),
+        cmocka_unit_test_setup(capture_answer_kept_until_a_capture, setup),
         cmocka_unit_test_setup(deferred_error_at_next_sync, setup),
         cmocka_unit_test_setup(stdout_data_written, setup),
         cmocka_unit_test_setup(host_callback_before_reply, setup),
