@@ -97,7 +97,8 @@ struct be_range {
 struct be_mem {
     struct be_range *r; /* sorted by base, non-overlapping */
     size_t n, cap, max;
-    uint64_t counted; /* bytes of the counted ranges: the session's device memory */
+    uint64_t counted;     /* bytes of the counted ranges: the session's device memory */
+    uint64_t counted_vmm; /* bytes of the live cuMemCreate allocations (vmm.c): counted too */
 };
 
 void be_mem_init(struct be_mem *m, size_t max);

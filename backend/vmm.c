@@ -212,18 +212,24 @@ static CUresult h_create(sl_be_session *s, const struct sl_driver_api *api,
                  Sluice__Cuda__CuMemCreateReply, sluice__cuda__cu_mem_create_reply__init);
     if (!rp)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    char why[200]; /* physical memory counts against the instance's quota (quota.c) */
+    if (be_acct_mem_admit(s, rq->size, why, sizeof why) != 0) {
+        be_detail(reply, "%s", why);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUmemGenericAllocationHandle h = 0;
     rc = api->cuMemCreate(&h, (size_t)rq->size, &p, rq->flags);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = sl_be_handle_put(s, SL_H_MEMHANDLE, (void *)(uintptr_t)h, &rp->handle);
-    if (rc != CUDA_SUCCESS) {
-        if (api->cuMemRelease)
+    if (rc == CUDA_SUCCESS) {
+        rc = sl_be_handle_put(s, SL_H_MEMHANDLE, (void *)(uintptr_t)h, &rp->handle);
+        if (rc != CUDA_SUCCESS && api->cuMemRelease)
             api->cuMemRelease(h);
-        return rc;
     }
-    v->hs[v->n_hs++] = (struct be_vhandle){rp->handle, rq->size};
-    return CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS) {
+        v->hs[v->n_hs++] = (struct be_vhandle){rp->handle, rq->size};
+        s->mem.counted_vmm += rq->size;
+    }
+    be_acct_mem_publish(s); /* what is held now replaces the reservation */
+    return rc;
 }
 
 static CUresult h_release(sl_be_session *s, const struct sl_driver_api *api,
@@ -244,9 +250,11 @@ static CUresult h_release(sl_be_session *s, const struct sl_driver_api *api,
     struct be_vmm *v = s->vmm;
     for (size_t i = 0; v && i < v->n_hs; i++)
         if (v->hs[i].id == id) {
+            s->mem.counted_vmm -= v->hs[i].size;
             v->hs[i] = v->hs[--v->n_hs];
             break;
         }
+    be_acct_mem_publish(s);
     return CUDA_SUCCESS;
 }
 

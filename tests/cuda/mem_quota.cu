@@ -3,12 +3,23 @@
 //   - cudaMemGetInfo reports total = Q MiB and free <= total,
 //   - Q/2 MiB can be allocated, and then Q/2 + 1 MiB more is refused with
 //     cudaErrorMemoryAllocation (the quota, not the device, is full),
-//   - freeing makes room again, and cudaMemGetInfo's free follows the allocations.
+//   - freeing makes room again, and cudaMemGetInfo's free follows the allocations;
+//   - physical memory of the virtual memory management API (cuMemCreate) counts too: refused
+//     past the quota, and while it is held a cudaMalloc that would pass the quota is refused.
 // It prints one machine-readable line:
 //   MEM_QUOTA total=T free=F refused=R
 // Without SLUICE_QUOTA_MIB it only prints the line (no quota expected).
 #include "common.cuh"
 #include <cstdlib>
+#include <cstring>
+#include <cuda.h>
+
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS)                                                                    \
+            FAIL("%s:%d: %s -> %d", __FILE__, __LINE__, #call, (int)r_);                           \
+    } while (0)
 
 int main()
 {
@@ -41,6 +52,34 @@ int main()
         CHECK(cudaGetLastError());
         CHECK(cudaFree(a));
         CHECK(cudaMalloc(&b, half + mib)); // fits again
+        CHECK(cudaFree(b));
+
+        CUmemAllocationProp prop;
+        std::memset(&prop, 0, sizeof prop);
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = 0;
+        size_t gran = 0;
+        CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+        if (!gran)
+            FAIL("granularity 0");
+        size_t big = (half + mib + gran - 1) / gran * gran; // more than half
+        CHECK(cudaMalloc(&a, half));
+        CUmemGenericAllocationHandle h = 0;
+        CUresult r = cuMemCreate(&h, big, &prop, 0);
+        if (r != CUDA_ERROR_OUT_OF_MEMORY)
+            FAIL("cuMemCreate past the quota gave %d, not CUDA_ERROR_OUT_OF_MEMORY", (int)r);
+        refused++;
+        CHECK(cudaFree(a));
+        CU(cuMemCreate(&h, big, &prop, 0)); // fits alone
+        err = cudaMalloc(&b, half + mib);
+        if (err != cudaErrorMemoryAllocation)
+            FAIL("cudaMalloc past the quota while cuMemCreate memory is held gave %s",
+                 cudaGetErrorName(err));
+        refused++;
+        (void)cudaGetLastError();
+        CU(cuMemRelease(h));
+        CHECK(cudaMalloc(&b, half + mib)); // released: fits again
         CHECK(cudaFree(b));
     }
     std::printf("MEM_QUOTA total=%zu free=%zu refused=%d\n", total, free0, refused);
