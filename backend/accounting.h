@@ -197,6 +197,8 @@ void be_acct_tick(sl_be_session *s);
 /* The quota hooks (quota.c): a new allocation of want bytes (0 on success; else fills why and
  * counts a refusal), the session's memory after a call, cuMemGetInfo's figures. */
 int be_acct_mem_admit(sl_be_session *s, uint64_t want, char *why, size_t n);
+/* The bytes a CUDA array of these dimensions counts for (quota.c; UINT64_MAX on overflow). */
+uint64_t be_array_bytes(uint64_t w, uint64_t h, uint64_t d, unsigned format, unsigned channels);
 void be_acct_mem_publish(sl_be_session *s);
 void be_acct_meminfo(sl_be_session *s, uint64_t *free_, uint64_t *total);
 /* Device memory the guest is told it has (SessionAccept: min(device, quota)). */

@@ -99,6 +99,11 @@ struct be_mem {
     size_t n, cap, max;
     uint64_t counted;     /* bytes of the counted ranges: the session's device memory */
     uint64_t counted_vmm; /* bytes of the live cuMemCreate allocations (vmm.c): counted too */
+    struct be_held {
+        uint64_t id, bytes;
+    } * held; /* CUDA arrays (handle id, bytes), counted until destroyed (quota.c) */
+    size_t n_held, cap_held;
+    uint64_t counted_held;
 };
 
 void be_mem_init(struct be_mem *m, size_t max);

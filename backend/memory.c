@@ -16,6 +16,7 @@ void be_mem_init(struct be_mem *m, size_t max)
 void be_mem_free(struct be_mem *m)
 {
     free(m->r);
+    free(m->held);
     memset(m, 0, sizeof *m);
 }
 

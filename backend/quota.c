@@ -14,6 +14,7 @@
  * process). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -228,7 +229,7 @@ void be_acct_mem_publish(sl_be_session *s)
     struct be_acct *a = s->acct;
     if (!a)
         return;
-    uint64_t mem = s->mem.counted + s->mem.counted_vmm;
+    uint64_t mem = s->mem.counted + s->mem.counted_vmm + s->mem.counted_held;
     if (mem > a->mem_high)
         a->mem_high = mem;
     if (a->cfg.shm && (mem != a->mem || atomic_load(&a->cfg.shm->slot[a->cfg.slot].bytes) != mem))
@@ -317,6 +318,110 @@ static CUresult h_alloc(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
+/* ---------------------------------------------------------------- CUDA arrays */
+
+static uint64_t format_bytes(unsigned f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    default:
+        return 4; /* 32-bit formats; for the rarer ones an estimate */
+    }
+}
+
+/* Bytes an array of these dimensions holds (UINT64_MAX when that does not fit in 64 bits). */
+uint64_t be_array_bytes(uint64_t w, uint64_t h, uint64_t d, unsigned format, unsigned channels)
+{
+    uint64_t dims[] = {w, h ? h : 1, d ? d : 1, channels ? channels : 1, format_bytes(format)};
+    uint64_t b = 1;
+    for (size_t i = 0; i < sizeof dims / sizeof *dims; i++) {
+        if (dims[i] && b > UINT64_MAX / dims[i])
+            return UINT64_MAX;
+        b *= dims[i];
+    }
+    return b;
+}
+
+static uint64_t array_asked(const Sluice__Wire__Call *c)
+{
+    if (c->call_id == SL_CALL_cuArrayCreate_v2 && c->cu_array_create_v2 &&
+        c->cu_array_create_v2->p_allocate_array.len == sizeof(CUDA_ARRAY_DESCRIPTOR)) {
+        CUDA_ARRAY_DESCRIPTOR a;
+        memcpy(&a, c->cu_array_create_v2->p_allocate_array.data, sizeof a);
+        return be_array_bytes(a.Width, a.Height, 1, a.Format, a.NumChannels);
+    }
+    if (c->call_id == SL_CALL_cuArray3DCreate_v2 && c->cu_array3_dcreate_v2 &&
+        c->cu_array3_dcreate_v2->p_allocate_array.len == sizeof(CUDA_ARRAY3D_DESCRIPTOR)) {
+        CUDA_ARRAY3D_DESCRIPTOR a;
+        memcpy(&a, c->cu_array3_dcreate_v2->p_allocate_array.data, sizeof a);
+        return be_array_bytes(a.Width, a.Height, a.Depth, a.Format, a.NumChannels);
+    }
+    return 0; /* a malformed descriptor: the generated handler refuses it */
+}
+
+/* Array creation asks the quota first; the array's bytes count until cuArrayDestroy. */
+static CUresult h_array_create(sl_be_session *s, const struct sl_driver_api *api,
+                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    sl_be_handler next = prev_alloc[call->call_id];
+    if (!next)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct be_mem *m = &s->mem;
+    if (m->n_held == m->cap_held) {
+        size_t cap = m->cap_held ? m->cap_held * 2 : 16;
+        struct be_held *h = realloc(m->held, cap * sizeof *h);
+        if (!h)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        m->held = h;
+        m->cap_held = cap;
+    }
+    uint64_t bytes = array_asked(call);
+    char why[200];
+    if (be_acct_mem_admit(s, bytes, why, sizeof why) != 0) {
+        be_detail(reply, "%s", why);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = next(s, api, call, reply);
+    uint64_t id = 0;
+    if (rc == CUDA_SUCCESS && call->call_id == SL_CALL_cuArrayCreate_v2 &&
+        reply->out_case == SLUICE__WIRE__REPLY__OUT_CU_ARRAY_CREATE_V2)
+        id = reply->cu_array_create_v2->p_handle;
+    if (rc == CUDA_SUCCESS && call->call_id == SL_CALL_cuArray3DCreate_v2 &&
+        reply->out_case == SLUICE__WIRE__REPLY__OUT_CU_ARRAY3_DCREATE_V2)
+        id = reply->cu_array3_dcreate_v2->p_handle;
+    if (id) {
+        m->held[m->n_held++] = (struct be_held){id, bytes};
+        m->counted_held += bytes;
+    }
+    be_acct_mem_publish(s); /* what is held now replaces the reservation */
+    return rc;
+}
+
+static CUresult h_array_destroy(sl_be_session *s, const struct sl_driver_api *api,
+                                const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    sl_be_handler next = prev_alloc[call->call_id];
+    if (!next)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t id = call->cu_array_destroy ? call->cu_array_destroy->h_array : 0;
+    CUresult rc = next(s, api, call, reply);
+    struct be_mem *m = &s->mem;
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < m->n_held; i++)
+        if (m->held[i].id == id) {
+            m->counted_held -= m->held[i].bytes;
+            m->held[i] = m->held[--m->n_held];
+            be_acct_mem_publish(s);
+            break;
+        }
+    return rc;
+}
+
 static CUresult h_mem_get_info(sl_be_session *s, const struct sl_driver_api *api,
                                const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
 {
@@ -349,6 +454,18 @@ void be_register_quota(struct sl_be_dispatch_entry *t)
             continue; /* registered already */
         prev_alloc[allocs[i]] = t[allocs[i]].handler;
         t[allocs[i]].handler = h_alloc;
+    }
+    static const struct {
+        uint32_t id;
+        sl_be_handler h;
+    } arrays[] = {{SL_CALL_cuArrayCreate_v2, h_array_create},
+                  {SL_CALL_cuArray3DCreate_v2, h_array_create},
+                  {SL_CALL_cuArrayDestroy, h_array_destroy}};
+    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
+        if (t[arrays[i].id].handler == arrays[i].h)
+            continue;
+        prev_alloc[arrays[i].id] = t[arrays[i].id].handler;
+        t[arrays[i].id].handler = arrays[i].h;
     }
     t[SL_CALL_cuMemGetInfo_v2].handler = h_mem_get_info;
 }

@@ -5,7 +5,8 @@
 //     cudaErrorMemoryAllocation (the quota, not the device, is full),
 //   - freeing makes room again, and cudaMemGetInfo's free follows the allocations;
 //   - physical memory of the virtual memory management API (cuMemCreate) counts too: refused
-//     past the quota, and while it is held a cudaMalloc that would pass the quota is refused.
+//     past the quota, and while it is held a cudaMalloc that would pass the quota is refused;
+//   - so do CUDA arrays (cudaMallocArray), until cudaFreeArray.
 // It prints one machine-readable line:
 //   MEM_QUOTA total=T free=F refused=R
 // Without SLUICE_QUOTA_MIB it only prints the line (no quota expected).
@@ -80,6 +81,26 @@ int main()
         (void)cudaGetLastError();
         CU(cuMemRelease(h));
         CHECK(cudaMalloc(&b, half + mib)); // released: fits again
+        CHECK(cudaFree(b));
+
+        cudaChannelFormatDesc f4 = cudaCreateChannelDesc<float4>(); // 16 bytes per element
+        size_t rows = (half + mib) / (1024 * 16);                   // more than half
+        cudaArray_t arr = nullptr;
+        CHECK(cudaMalloc(&a, half));
+        err = cudaMallocArray(&arr, &f4, 1024, rows);
+        if (err != cudaErrorMemoryAllocation)
+            FAIL("an array past the quota gave %s", cudaGetErrorName(err));
+        refused++;
+        (void)cudaGetLastError();
+        CHECK(cudaFree(a));
+        CHECK(cudaMallocArray(&arr, &f4, 1024, rows)); // fits alone
+        err = cudaMalloc(&b, half + mib);
+        if (err != cudaErrorMemoryAllocation)
+            FAIL("cudaMalloc past the quota while an array is held gave %s", cudaGetErrorName(err));
+        refused++;
+        (void)cudaGetLastError();
+        CHECK(cudaFreeArray(arr));
+        CHECK(cudaMalloc(&b, half + mib)); // freed: fits again
         CHECK(cudaFree(b));
     }
     std::printf("MEM_QUOTA total=%zu free=%zu refused=%d\n", total, free0, refused);

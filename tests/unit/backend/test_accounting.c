@@ -244,6 +244,16 @@ static void sink_emit(void *user, const uint8_t *rec, size_t len)
     k->n++;
 }
 
+/* What a CUDA array counts for against the quota. */
+static void test_array_bytes(void **state)
+{
+    (void)state;
+    assert_int_equal(be_array_bytes(1024, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1), 1024);
+    assert_int_equal(be_array_bytes(1024, 512, 0, CU_AD_FORMAT_FLOAT, 4), 1024 * 512 * 16);
+    assert_int_equal(be_array_bytes(64, 64, 6, CU_AD_FORMAT_HALF, 2), 64 * 64 * 6 * 4);
+    assert_true(be_array_bytes(UINT64_MAX / 2, 4, 1, CU_AD_FORMAT_FLOAT, 1) == UINT64_MAX);
+}
+
 /* Two sessions of one instance share its quota; cuMemGetInfo's figures follow. */
 static void test_session_quota(void **state)
 {
@@ -482,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_union_merges_overlaps_once),
         cmocka_unit_test(test_union_clips),
         cmocka_unit_test(test_union_more_matches_union),
+        cmocka_unit_test(test_array_bytes),
         cmocka_unit_test(test_union_two_streams),
         cmocka_unit_test(test_bucket),
         cmocka_unit_test(test_quota_arithmetic),
