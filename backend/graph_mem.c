@@ -8,8 +8,10 @@
  * launch, the guest's own calls use it. It stays there until the guest frees it outside a graph
  * (cuMemFree / cuMemFreeAsync remove it) or the session ends, and every launch of an
  * instantiated graph that allocates it enters it again (a launch allocates it anew at that
- * address). cuGraphMemAllocNodeGetParams answers the pod with the descriptors as bulk. Free
- * nodes are generated (their address is checked against the table). */
+ * address). Its size counts against the instance's memory quota from the node's creation until
+ * that free (the driver keeps graph memory reserved between launches); a node past the quota is
+ * refused with CUDA_ERROR_OUT_OF_MEMORY. cuGraphMemAllocNodeGetParams answers the pod with the
+ * descriptors as bulk. Free nodes are generated (their address is checked against the table). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +101,15 @@ static CUresult h_add_alloc(sl_be_session *s, const struct sl_driver_api *api,
             rp->n_node_params = 1;
         }
     }
+    char why[200];
+    int admitted = 0;
+    if (rc == CUDA_SUCCESS) { /* the quota (quota.c): graph memory counts from its node on */
+        admitted = be_acct_mem_admit(s, p.bytesize, why, sizeof why) == 0;
+        if (!admitted) {
+            be_detail(reply, "%s", why);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
     CUgraphNode node = NULL;
     if (rc == CUDA_SUCCESS) {
         p.accessDescs = native;
@@ -108,6 +119,10 @@ static CUresult h_add_alloc(sl_be_session *s, const struct sl_driver_api *api,
         rc = be_g_node_put(s, rq->h_graph, node, &rp->ph_graph_node);
     if (rc == CUDA_SUCCESS)
         rc = be_mem_add(&s->mem, p.dptr, p.bytesize, BE_R_ALLOC, 0, 0);
+    if (rc == CUDA_SUCCESS)
+        be_mem_count(&s->mem, SL_CALL_cuGraphAddMemAllocNode, p.dptr);
+    if (admitted)
+        be_acct_mem_publish(s); /* what is held now replaces the reservation */
     if (rc == CUDA_SUCCESS) {
         struct be_galloc *a = &st->allocs[st->n_allocs++];
         a->graph = rq->h_graph;
@@ -178,7 +193,9 @@ void be_g_alloc_forget_node(struct be_gstate *st, CUgraphNode n)
 void be_g_exec_allocs_register(sl_be_session *s, const struct be_gexec *e)
 {
     for (size_t i = 0; i < e->n_allocs; i++)
-        be_mem_add(&s->mem, e->allocs[i][0], e->allocs[i][1], BE_R_ALLOC, 0, 0);
+        if (be_mem_add(&s->mem, e->allocs[i][0], e->allocs[i][1], BE_R_ALLOC, 0, 0) == CUDA_SUCCESS)
+            be_mem_count(&s->mem, SL_CALL_cuGraphAddMemAllocNode, e->allocs[i][0]);
+    be_acct_mem_publish(s); /* counted again if the guest had freed it outside a graph */
 }
 
 CUresult be_g_clone_allocs(sl_be_session *s, uint64_t orig, uint64_t clone, CUgraph native_clone)
@@ -196,8 +213,13 @@ CUresult be_g_clone_allocs(sl_be_session *s, uint64_t orig, uint64_t clone, CUgr
         CUresult rc = s->api->cuGraphNodeFindInClone(&cn, st->allocs[i].node, native_clone);
         if (rc == CUDA_SUCCESS)
             rc = s->api->cuGraphMemAllocNodeGetParams(cn, &p);
-        if (rc == CUDA_SUCCESS && (p.dptr != st->allocs[i].p.dptr))
+        if (rc == CUDA_SUCCESS && (p.dptr != st->allocs[i].p.dptr)) {
             rc = be_mem_add(&s->mem, p.dptr, p.bytesize, BE_R_ALLOC, 0, 0);
+            if (rc == CUDA_SUCCESS) {
+                be_mem_count(&s->mem, SL_CALL_cuGraphAddMemAllocNode, p.dptr);
+                be_acct_mem_publish(s);
+            }
+        }
         uint64_t blen = st->allocs[i].p.accessDescCount * sizeof(CUmemAccessDesc);
         CUmemAccessDesc *d = NULL;
         if (rc == CUDA_SUCCESS && blen && !(d = malloc(blen)))

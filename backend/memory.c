@@ -141,6 +141,7 @@ void be_mem_count(struct be_mem *m, uint32_t call_id, uint64_t base)
     case SL_CALL_cuMemAllocAsync:
     case SL_CALL_cuMemAllocFromPoolAsync:
     case SL_CALL_cuMemAllocManaged:
+    case SL_CALL_cuGraphAddMemAllocNode:
         break;
     default:
         return;

@@ -6,7 +6,8 @@
 //   - freeing makes room again, and cudaMemGetInfo's free follows the allocations;
 //   - physical memory of the virtual memory management API (cuMemCreate) counts too: refused
 //     past the quota, and while it is held a cudaMalloc that would pass the quota is refused;
-//   - so do CUDA arrays (cudaMallocArray), until cudaFreeArray.
+//   - so do CUDA arrays (cudaMallocArray), until cudaFreeArray, and graph memory nodes (a
+//     node past the quota is refused).
 // It prints one machine-readable line:
 //   MEM_QUOTA total=T free=F refused=R
 // Without SLUICE_QUOTA_MIB it only prints the line (no quota expected).
@@ -102,6 +103,24 @@ int main()
         CHECK(cudaFreeArray(arr));
         CHECK(cudaMalloc(&b, half + mib)); // freed: fits again
         CHECK(cudaFree(b));
+
+        CHECK(cudaMalloc(&a, half));
+        cudaGraph_t g;
+        CHECK(cudaGraphCreate(&g, 0));
+        cudaMemAllocNodeParams ap;
+        std::memset(&ap, 0, sizeof ap);
+        ap.poolProps.allocType = cudaMemAllocationTypePinned;
+        ap.poolProps.location.type = cudaMemLocationTypeDevice;
+        ap.poolProps.location.id = 0;
+        ap.bytesize = half + mib;
+        cudaGraphNode_t node;
+        err = cudaGraphAddMemAllocNode(&node, g, nullptr, 0, &ap);
+        if (err != cudaErrorMemoryAllocation)
+            FAIL("a graph memory node past the quota gave %s", cudaGetErrorName(err));
+        refused++;
+        (void)cudaGetLastError();
+        CHECK(cudaGraphDestroy(g));
+        CHECK(cudaFree(a));
     }
     std::printf("MEM_QUOTA total=%zu free=%zu refused=%d\n", total, free0, refused);
     pass();
