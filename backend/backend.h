@@ -207,6 +207,9 @@ struct sl_be_session {
     uint8_t *stdout_buf; /* printf output not yet delivered */
     size_t stdout_len;
     uint64_t calls, errors;
+    struct { /* the session thread's own figures, logged at the end (session.c) */
+        uint64_t frames, busy_ns, runs_ns, backlog;
+    } st;
     struct be_acct *acct;  /* GPU-time measurement, quota, share (accounting.c); may be NULL */
     struct be_map *mapped; /* mapped host memory (mapped.c) */
     uint64_t mapped_bytes;

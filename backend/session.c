@@ -560,6 +560,8 @@ static void run_job(sl_be_session *s, struct be_job *job)
 {
     const Sluice__Wire__CallFrame *f = job->msg->calls;
     be_acct_frame_begin(s); /* accounting.c: a capped instance's frame may wait (GPU share) */
+    struct timespec t0, t1, t2;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (size_t i = 0; i < f->n_calls; i++) {
         const Sluice__Wire__Call *call = f->calls[i];
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
@@ -579,7 +581,13 @@ static void run_job(sl_be_session *s, struct be_job *job)
     pthread_mutex_lock(&s->mu);
     int more = s->qhead != NULL;
     pthread_mutex_unlock(&s->mu);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     be_acct_frame_end(s, more); /* accounting.c: close the timed runs, measure what finished */
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    s->st.frames++;
+    s->st.backlog += more;
+    s->st.busy_ns += (uint64_t)((t2.tv_sec - t0.tv_sec) * 1000000000LL + (t2.tv_nsec - t0.tv_nsec));
+    s->st.runs_ns += (uint64_t)((t2.tv_sec - t1.tv_sec) * 1000000000LL + (t2.tv_nsec - t1.tv_nsec));
 }
 
 static void *worker(void *arg)
@@ -630,6 +638,11 @@ static void *worker(void *arg)
            "everything freed",
            (unsigned long long)s->id, s->instance, s->project, (unsigned long long)s->calls,
            (unsigned long long)s->errors);
+    sl_log(SL_LOG_INFO, BE_COMPONENT,
+           "session %llu: %llu frames took %.1f ms of its thread (%.1f ms closing and measuring "
+           "timed runs); %llu of them had the next frame queued behind them",
+           (unsigned long long)s->id, (unsigned long long)s->st.frames, (double)s->st.busy_ns / 1e6,
+           (double)s->st.runs_ns / 1e6, (unsigned long long)s->st.backlog);
     atomic_store(&s->finished, 1);
     return NULL;
 }
