@@ -91,6 +91,74 @@ static void idle_add(uint64_t ctx, uint64_t stream)
     g_idle[g_nidle++] = (struct idle_stream){ctx, stream};
 }
 
+/* The context known idle (g_clean): a cuCtxSynchronize of it was answered with success, and
+ * every stream that got work since (g_busy) is in the idle set; then cuCtxSynchronize is
+ * answered here too (a training loop's float(loss) then torch.cuda.synchronize()). Any work
+ * whose stream cannot be read, in another context, or on more than BUSY_MAX streams forgets
+ * it. */
+#define BUSY_MAX 8
+static int g_clean; /* g_clean_ctx is known idle */
+static uint64_t g_clean_ctx;
+static uint64_t g_busy[BUSY_MAX];
+static size_t g_nbusy;
+
+/* The stream parameter of a call's request (hStream or stream), by reflection. */
+static int request_stream(const Sluice__Wire__Call *c, uint64_t *key)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&sluice__wire__call__descriptor, c->args_case);
+    if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE)
+        return -1;
+    const ProtobufCMessage *rq = *(ProtobufCMessage *const *)((const char *)c + f->offset);
+    if (!rq)
+        return -1;
+    const ProtobufCFieldDescriptor *h =
+        protobuf_c_message_descriptor_get_field_by_name(rq->descriptor, "h_stream");
+    if (!h)
+        h = protobuf_c_message_descriptor_get_field_by_name(rq->descriptor, "stream");
+    if (!h || h->type != PROTOBUF_C_TYPE_UINT64 || h->label == PROTOBUF_C_LABEL_REPEATED)
+        return -1;
+    *key = stream_key(*(const uint64_t *)((const char *)rq + h->offset), c->per_thread_stream);
+    return 0;
+}
+
+static void note_work(const Sluice__Wire__Call *c)
+{
+    g_nidle = 0;
+    if (!g_clean)
+        return;
+    uint64_t k;
+    if (c->context != g_clean_ctx || request_stream(c, &k) != 0) {
+        g_clean = 0;
+        return;
+    }
+    for (size_t i = 0; i < g_nbusy; i++)
+        if (g_busy[i] == k)
+            return;
+    if (g_nbusy == BUSY_MAX)
+        g_clean = 0;
+    else
+        g_busy[g_nbusy++] = k;
+}
+
+static int ctx_sync_call(const Sluice__Wire__Call *c)
+{
+    if (c->call_id == SL_CALL_cuCtxSynchronize)
+        return 1;
+    return c->call_id == SL_CALL_cuCtxSynchronize_v2 && c->cu_ctx_synchronize_v2 &&
+           (!c->cu_ctx_synchronize_v2->ctx || c->cu_ctx_synchronize_v2->ctx == c->context);
+}
+
+static int ctx_known_idle(uint64_t ctx)
+{
+    if (!g_clean || ctx != g_clean_ctx)
+        return 0;
+    for (size_t i = 0; i < g_nbusy; i++)
+        if (!idle_known(ctx, g_busy[i]))
+            return 0;
+    return 1;
+}
+
 /* The stream a call synchronizes (0: none), and whether an appended call keeps streams idle. */
 static uint64_t synced_stream(const Sluice__Wire__Call *c)
 {
@@ -213,6 +281,7 @@ void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
     g_inflight_calls = 0;
     g_inflight_bulk = 0;
     g_nidle = 0;
+    g_clean = 0;
     pending_clear();
     pthread_mutex_unlock(&g_io);
 }
@@ -238,6 +307,7 @@ void sl_fe_rpc_reset(void)
     memset(g_forget_by_call, 0, sizeof g_forget_by_call);
     g_capture_begun = 0;
     g_nidle = 0;
+    g_clean = 0;
     sl_fe_memo_clear();
     pending_clear();
     free(g_pend);
@@ -287,7 +357,7 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
         return CUDA_ERROR_OUT_OF_MEMORY;
     const struct sl_call_info *ci = sl_call_lookup(call->call_id);
     if (!keeps_idle(call, ci ? ci->flags : 0))
-        g_nidle = 0;
+        note_work(call);
     if (g_pend_calls == 0)
         g_pend_t0_ns = now_ns();
     uint8_t *p = g_pend + HDR_ROOM + g_pend_len;
@@ -338,6 +408,7 @@ static CUresult lost(const char *what, const sl_error *e)
                what, e ? e->msg : "closed");
     g_dead = 1;
     g_nidle = 0;
+    g_clean = 0;
     pending_clear();
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
@@ -642,6 +713,7 @@ static void forget_after_error(uint32_t call_id)
 {
     forget_counted(call_id);
     g_nidle = 0;
+    g_clean = 0;
 }
 
 /* ------------------------------------------------------------------ entry points */
@@ -693,7 +765,8 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         g_stats.memo_hits++;
         return CUDA_SUCCESS;
     }
-    if ((call->call_id == SL_CALL_cuStreamSynchronize && call->cu_stream_synchronize &&
+    if ((ctx_sync_call(call) && ctx_known_idle(call->context)) ||
+        (call->call_id == SL_CALL_cuStreamSynchronize && call->cu_stream_synchronize &&
          idle_known(call->context,
                     stream_key(call->cu_stream_synchronize->h_stream, call->per_thread_stream))) ||
         (call->call_id == SL_CALL_cuStreamQuery && call->cu_stream_query &&
@@ -754,6 +827,11 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         uint64_t st = synced_stream(call);
         if (st)
             idle_add(call->context, st);
+        if (ctx_sync_call(call)) {
+            g_clean = 1;
+            g_clean_ctx = call->context;
+            g_nbusy = 0;
+        }
     }
     return CUDA_SUCCESS;
 }

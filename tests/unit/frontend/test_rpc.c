@@ -218,8 +218,10 @@ static void queued_calls_go_out_without_a_sync(void **state)
 static void stats_name_the_synchronous_calls(void **state)
 {
     (void)state;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) { /* work in between: each synchronization travels */
+        assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, (CUstream)0x77), CUDA_SUCCESS);
         assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    }
     assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
     uint32_t ids[2];
     uint64_t counts[2];
@@ -254,6 +256,31 @@ static void idle_stream_answered_here(void **state)
     F.next_result = CUDA_SUCCESS;
     assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
     assert_int_equal(F.calls, 7);
+}
+
+/* After a context synchronization, when every stream that got work since is known idle, the
+ * next cuCtxSynchronize is answered here (float(loss) then torch.cuda.synchronize()). */
+static void idle_context_answered_here(void **state)
+{
+    (void)state;
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* travels: nothing known */
+    assert_int_equal(F.calls, 1);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 3);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* the one busy stream is idle */
+    assert_int_equal(F.calls, 3);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, (CUstream)0x77), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* stream 0x77 may still run */
+    assert_int_equal(F.calls, 7);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* nothing since */
+    assert_int_equal(F.calls, 7);
+    assert_int_equal(cuMemsetD8(0x1000, 1, 16), CUDA_SUCCESS); /* work of no readable stream */
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 10);
 }
 
 static int sent(uint32_t call_id)
@@ -503,6 +530,7 @@ int main(void)
         cmocka_unit_test_setup(flush_delay_from_env, setup),
         cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
         cmocka_unit_test_setup(idle_stream_answered_here, setup),
+        cmocka_unit_test_setup(idle_context_answered_here, setup),
         cmocka_unit_test_setup(capture_answer_kept_until_a_capture, setup),
         cmocka_unit_test_setup(deferred_error_at_next_sync, setup),
         cmocka_unit_test_setup(stdout_data_written, setup),
