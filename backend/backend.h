@@ -280,8 +280,10 @@ void be_register_graph(struct sl_be_dispatch_entry *t);   /* graph.c */
 void be_register_texture(struct sl_be_dispatch_entry *t); /* texture.c */
 /* Registered by be_register_graph: stream attributes, virtual memory management, JIT linker. */
 void be_register_stream_attr(struct sl_be_dispatch_entry *t); /* stream_attr.c */
-void be_register_vmm(struct sl_be_dispatch_entry *t);         /* vmm.c */
-void be_register_link(struct sl_be_dispatch_entry *t);        /* link.c */
+/* Bytes of one channel element of an array format; 0 for formats it does not know (texture.c). */
+size_t be_format_bytes(CUarray_format f);
+void be_register_vmm(struct sl_be_dispatch_entry *t);  /* vmm.c */
+void be_register_link(struct sl_be_dispatch_entry *t); /* link.c */
 /* Session end, after its contexts are gone: frees the graph state (graph_life.c), which also
  * frees the VMM bookkeeping (be_vmm_release) and the link states (be_link_release). */
 void be_graph_release(sl_be_session *s);

@@ -322,17 +322,8 @@ static CUresult h_alloc(sl_be_session *s, const struct sl_driver_api *api,
 
 static uint64_t format_bytes(unsigned f)
 {
-    switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-        return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-        return 2;
-    default:
-        return 4; /* 32-bit formats; for the rarer ones an estimate */
-    }
+    size_t b = be_format_bytes((CUarray_format)f);
+    return b ? b : 4; /* the rarer formats: an estimate */
 }
 
 /* Bytes an array of these dimensions holds (UINT64_MAX when that does not fit in 64 bits). */

@@ -32,7 +32,7 @@ static struct be_handle *by_value(sl_be_session *s, enum sl_handle_kind kind, ui
     return NULL;
 }
 
-static size_t format_bytes(CUarray_format f)
+size_t be_format_bytes(CUarray_format f)
 {
     switch (f) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
@@ -81,7 +81,7 @@ static CUresult res_desc_in(sl_be_session *s, Sluice__Wire__Reply *reply,
             be_detail(reply, "linear texture memory outside the session's memory");
         return rc;
     case CU_RESOURCE_TYPE_PITCH2D: {
-        size_t row = format_bytes(d->res.pitch2D.format);
+        size_t row = be_format_bytes(d->res.pitch2D.format);
         uint64_t span;
         if (!d->res.pitch2D.height || !d->res.pitch2D.width)
             return CUDA_ERROR_INVALID_VALUE;
