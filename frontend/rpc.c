@@ -102,9 +102,18 @@ static uint64_t g_clean_ctx;
 static uint64_t g_busy[BUSY_MAX];
 static size_t g_nbusy;
 
-/* The stream parameter of a call's request (hStream or stream), by reflection. */
+/* The stream parameter of a call's request (hStream or stream), by reflection; a
+ * cuLaunchKernelEx's is in its CUlaunchConfig (cuBLASLt launches its Hopper kernels so). */
 static int request_stream(const Sluice__Wire__Call *c, uint64_t *key)
 {
+    if (c->call_id == SL_CALL_cuLaunchKernelEx) {
+        CUlaunchConfig cfg;
+        if (!c->cu_launch_kernel_ex || c->cu_launch_kernel_ex->config.len != sizeof cfg)
+            return -1;
+        memcpy(&cfg, c->cu_launch_kernel_ex->config.data, sizeof cfg);
+        *key = stream_key((uint64_t)(uintptr_t)cfg.hStream, c->per_thread_stream);
+        return 0;
+    }
     const ProtobufCFieldDescriptor *f =
         protobuf_c_message_descriptor_get_field(&sluice__wire__call__descriptor, c->args_case);
     if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE)

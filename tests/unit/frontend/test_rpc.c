@@ -277,10 +277,20 @@ static void idle_context_answered_here(void **state)
     assert_int_equal(F.calls, 7);
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* nothing since */
     assert_int_equal(F.calls, 7);
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
+    int before = F.calls;
+    assert_int_equal(cuLaunchKernelEx(&cfg, (CUfunction)0x99, NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    int after_sync = F.calls;
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* its stream (NULL) is idle */
+    assert_int_equal(F.calls, after_sync);
+    assert_true(after_sync > before);
     assert_int_equal(cuMemsetD8(0x1000, 1, 16), CUDA_SUCCESS); /* work of no readable stream */
     assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
-    assert_int_equal(F.calls, 10);
+    assert_int_equal(F.calls, after_sync + 3);
 }
 
 static int sent(uint32_t call_id)
