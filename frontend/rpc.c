@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +70,20 @@ static struct idle_stream {
 } g_idle[IDLE_MAX];
 static size_t g_nidle;
 
+/* A stream as these sets know it: its handle; the legacy stream is 1 (NULL without per-thread
+ * semantics); each thread's per-thread default stream (NULL with them, or
+ * CU_STREAM_PER_THREAD) is a key of that thread's own, never a handle the backend issues. */
 static uint64_t stream_key(uint64_t h, int per_thread)
 {
-    return h ? h : per_thread ? 2u : 1u; /* NULL is CU_STREAM_PER_THREAD or CU_STREAM_LEGACY */
+    static atomic_uint_fast64_t next_thread = 1;
+    static _Thread_local uint64_t self;
+    if (h == 0 && !per_thread)
+        return 1u;
+    if (h != 0 && h != 2u)
+        return h;
+    if (!self)
+        self = atomic_fetch_add(&next_thread, 1);
+    return (1ull << 63) | self;
 }
 
 static int idle_known(uint64_t ctx, uint64_t stream)

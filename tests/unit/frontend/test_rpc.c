@@ -324,6 +324,29 @@ static void capture_answer_kept_until_a_capture(void **state)
     assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 3);
 }
 
+/* Each thread's per-thread default stream is its own: another thread's synchronization of
+ * "its" per-thread stream says nothing about this one's. */
+static void *sync_per_thread_stream(void *arg)
+{
+    (void)arg;
+    assert_int_equal(cuStreamSynchronize_ptsz(NULL), CUDA_SUCCESS);
+    return NULL;
+}
+
+static void per_thread_streams_are_distinct(void **state)
+{
+    (void)state;
+    assert_int_equal(cuMemsetD8Async_ptsz(0x1000, 1, 16, NULL), CUDA_SUCCESS);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, sync_per_thread_stream, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    int n = F.calls;
+    assert_int_equal(cuStreamSynchronize_ptsz(NULL), CUDA_SUCCESS); /* travels */
+    assert_int_equal(F.calls, n + 1);
+    assert_int_equal(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS); /* the same */
+    assert_int_equal(F.calls, n + 1);
+}
+
 static void flush_delay_from_env(void **state)
 {
     (void)state;
@@ -541,6 +564,7 @@ int main(void)
         cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
         cmocka_unit_test_setup(idle_stream_answered_here, setup),
         cmocka_unit_test_setup(idle_context_answered_here, setup),
+        cmocka_unit_test_setup(per_thread_streams_are_distinct, setup),
         cmocka_unit_test_setup(capture_answer_kept_until_a_capture, setup),
         cmocka_unit_test_setup(deferred_error_at_next_sync, setup),
         cmocka_unit_test_setup(stdout_data_written, setup),
