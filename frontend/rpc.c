@@ -729,6 +729,13 @@ static void forget_before(const Sluice__Wire__Call *call, uint32_t flags)
         sl_fe_memo_uncapture();
 }
 
+/* An answer with an error may have changed state (an invalidated capture...); "not ready"
+ * from a query changes nothing (programs poll with cuStreamQuery / cuEventQuery). */
+static int changes_state(const Sluice__Wire__Reply *r)
+{
+    return (r->result != CUDA_SUCCESS && r->result != CUDA_ERROR_NOT_READY) || r->failed_seq;
+}
+
 /* After an answer with an error (it may have changed state: an invalidated capture...). */
 static void forget_after_error(uint32_t call_id)
 {
@@ -840,7 +847,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     }
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
-    if (w.reply->result != CUDA_SUCCESS || w.reply->failed_seq) {
+    if (changes_state(w.reply)) {
         forget_after_error(call->call_id);
     } else {
         if (memo)
@@ -913,7 +920,7 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
     for (size_t i = 0; i < k; i++) {
         if (ws[i].out_overflow && ws[i].reply->result == CUDA_SUCCESS)
             ws[i].reply->result = CUDA_ERROR_INVALID_VALUE;
-        if (ws[i].reply->result != CUDA_SUCCESS || ws[i].reply->failed_seq)
+        if (changes_state(ws[i].reply))
             forget_after_error(calls[i]->call_id);
         out_len[i] = ws[i].out_len;
         replies[i] = ws[i].reply;

@@ -315,6 +315,10 @@ static void capture_answer_kept_until_a_capture(void **state)
     assert_int_equal(cuStreamWaitEvent(st, (CUevent)0x66, 0), CUDA_SUCCESS);
     assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
     assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 1);
+    F.next_result = CUDA_ERROR_NOT_READY; /* a poll: the memo keeps its answers */
+    assert_int_equal(cuStreamQuery(st), CUDA_ERROR_NOT_READY);
+    assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
+    assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 1);
     assert_int_equal(cuStreamBeginCapture_v2((CUstream)0x77, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
     assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
