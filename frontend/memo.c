@@ -81,10 +81,10 @@ static uint8_t *key_of(const Sluice__Wire__Call *call, size_t *len)
     Sluice__Wire__Call k = *call;
     k.seq = 0;
     k.bulk_length = 0;
-    *len = sluice__wire__call__get_packed_size(&k);
+    *len = sl_wire_call_packed_size(&k);
     uint8_t *b = malloc(*len ? *len : 1);
     if (b)
-        sluice__wire__call__pack(&k, b);
+        sl_wire_call_pack(&k, b);
     return b;
 }
 
@@ -103,7 +103,7 @@ int sl_fe_memo_get(const Sluice__Wire__Call *call, Sluice__Wire__Reply **reply)
     free(key);
     if (!m)
         return 0;
-    *reply = sluice__wire__reply__unpack(NULL, m->reply_len, m->reply);
+    *reply = sl_wire_reply_unpack(m->reply_len, m->reply);
     if (!*reply)
         return 0;
     (*reply)->seq = call->seq;
@@ -121,7 +121,7 @@ void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r
     uint8_t *key = key_of(call, &klen);
     if (!key)
         return;
-    size_t rlen = sluice__wire__reply__get_packed_size(reply);
+    size_t rlen = sl_wire_reply_packed_size(reply);
     struct memo *m = malloc(sizeof *m + klen + rlen);
     if (!m) {
         free(key);
@@ -135,7 +135,7 @@ void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r
     m->reply = m->key + klen;
     memcpy(m->key, key, klen);
     free(key);
-    sluice__wire__reply__pack(reply, m->reply);
+    sl_wire_reply_pack(reply, m->reply);
     m->next = g_bucket[m->hash % MEMO_BUCKETS];
     g_bucket[m->hash % MEMO_BUCKETS] = m;
     g_count++;

@@ -207,7 +207,7 @@ sl_code sl_wire_check_server(const Sluice__Wire__ServerMessage *m, const struct 
 static sl_code pack(const ProtobufCMessage *m, const struct sl_wire_limits *lim, uint8_t **buf,
                     size_t *len, sl_error *e)
 {
-    size_t n = protobuf_c_message_get_packed_size(m);
+    size_t n = sl_wire_message_packed_size(m);
     if (n > lim_message(lim))
         return sl_fail(e, SL_ERR_TOO_LARGE, "%s of %zu bytes, over the limit %zu",
                        m->descriptor->short_name, n, lim_message(lim));
@@ -215,7 +215,7 @@ static sl_code pack(const ProtobufCMessage *m, const struct sl_wire_limits *lim,
     if (!b)
         return sl_fail(e, SL_ERR_NOMEM, "no memory for a %zu-byte %s", n,
                        m->descriptor->short_name);
-    size_t done = protobuf_c_message_pack(m, b);
+    size_t done = sl_wire_message_pack(m, b);
     if (done != n) {
         free(b);
         return sl_fail(e, SL_ERR_INVALID, "%s packed to %zu bytes, expected %zu",
@@ -249,7 +249,8 @@ sl_code sl_wire_decode_client(const uint8_t *buf, size_t len, const struct sl_wi
     if (len > lim_message(lim))
         return sl_fail(e, SL_ERR_TOO_LARGE, "client message of %zu bytes, over the limit %zu", len,
                        lim_message(lim));
-    Sluice__Wire__ClientMessage *m = sluice__wire__client_message__unpack(NULL, len, buf);
+    Sluice__Wire__ClientMessage *m = (Sluice__Wire__ClientMessage *)sl_wire_message_unpack(
+        &sluice__wire__client_message__descriptor, len, buf);
     if (!m)
         return sl_fail(e, SL_ERR_PROTOCOL,
                        "client message of %zu bytes is not a valid ClientMessage", len);
@@ -269,7 +270,8 @@ sl_code sl_wire_decode_server(const uint8_t *buf, size_t len, const struct sl_wi
     if (len > lim_message(lim))
         return sl_fail(e, SL_ERR_TOO_LARGE, "server message of %zu bytes, over the limit %zu", len,
                        lim_message(lim));
-    Sluice__Wire__ServerMessage *m = sluice__wire__server_message__unpack(NULL, len, buf);
+    Sluice__Wire__ServerMessage *m = (Sluice__Wire__ServerMessage *)sl_wire_message_unpack(
+        &sluice__wire__server_message__descriptor, len, buf);
     if (!m)
         return sl_fail(e, SL_ERR_PROTOCOL,
                        "server message of %zu bytes is not a valid ServerMessage", len);
@@ -285,11 +287,11 @@ sl_code sl_wire_decode_server(const uint8_t *buf, size_t len, const struct sl_wi
 void sl_wire_free_client(Sluice__Wire__ClientMessage *m)
 {
     if (m)
-        sluice__wire__client_message__free_unpacked(m, NULL);
+        sl_wire_message_free(&m->base);
 }
 
 void sl_wire_free_server(Sluice__Wire__ServerMessage *m)
 {
     if (m)
-        sluice__wire__server_message__free_unpacked(m, NULL);
+        sl_wire_message_free(&m->base);
 }
