@@ -1,5 +1,6 @@
 #include "sluice/log.h"
 
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +22,18 @@ static int threshold(void)
     return SL_LOG_INFO;
 }
 
+/* $SLUICE_LOG_LEVEL is read once: the hot paths ask sl_log_enabled on every call, and getenv
+ * walks the whole environment. */
+static atomic_int g_threshold = -1;
+
 int sl_log_enabled(enum sl_log_level level)
 {
-    return (int)level <= threshold();
+    int t = atomic_load_explicit(&g_threshold, memory_order_relaxed);
+    if (t < 0) {
+        t = threshold();
+        atomic_store_explicit(&g_threshold, t, memory_order_relaxed);
+    }
+    return (int)level <= t;
 }
 
 void sl_log(enum sl_log_level level, const char *component, const char *fmt, ...)

@@ -1,6 +1,7 @@
 /* journald-friendly logging: one line per event on stderr, prefixed with the syslog priority
  * in the "<N>" form that systemd's journal understands, then "component: message".
- * Level threshold from SLUICE_LOG_LEVEL (err, warning, notice, info, debug; default info). */
+ * Level threshold from SLUICE_LOG_LEVEL (err, warning, notice, info, debug; default info), read
+ * once, at the first message or sl_log_enabled. */
 #ifndef SLUICE_LOG_H
 #define SLUICE_LOG_H
 
