@@ -133,12 +133,6 @@ static sl_code open_session(sl_client *c, sl_error *err, CUresult *rc)
     return sc;
 }
 
-static int env_int(const char *name, int dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? atoi(v) : dflt;
-}
-
 static CUresult connect_now(void)
 {
     struct sl_fe_config cfg;
@@ -154,7 +148,7 @@ static CUresult connect_now(void)
                          .server_name = getenv("SLUICE_SERVER_NAME")};
     sl_channel_opts opts;
     sl_channel_opts_default(&opts);
-    opts.handshake_timeout_ms = env_int("SLUICE_CONNECT_TIMEOUT_MS", 5000);
+    opts.handshake_timeout_ms = (int)sl_fe_env_uint("SLUICE_CONNECT_TIMEOUT_MS", 5000, 600000);
     opts.connect_attempts = 2;
     sl_client *c = NULL;
     if (sl_client_connect(cfg.endpoint, &tls, &opts, &c, &err)) {
@@ -252,6 +246,7 @@ static void log_stats(void)
            (unsigned long long)st.callbacks_run, (unsigned long long)st.deferred_errors);
     log_top("synchronous calls most made", sl_fe_rpc_top_sync);
     log_top("the memo was emptied by", sl_fe_rpc_top_forget);
+    log_top("the idle context was forgotten by", sl_fe_rpc_top_unclean);
 }
 
 __attribute__((destructor)) static void sl_fe_session_close(void)

@@ -28,6 +28,9 @@ struct sl_fe_config {
 sl_code sl_fe_config_load(const char *dir, struct sl_fe_config *cfg, sl_error *err);
 /* Parses backend.conf text ("endpoint = tcp://HOST:PORT", '#' comments, blank lines). */
 sl_code sl_fe_config_parse(const char *text, struct sl_fe_config *cfg, sl_error *err);
+/* The environment variable name as a whole number 0..max; unset or empty gives dflt, anything
+ * else (not a number, negative, over max) is logged with its name and gives dflt. */
+unsigned sl_fe_env_uint(const char *name, unsigned dflt, unsigned max);
 
 /* ------------------------------------------------------------------ connection.c */
 struct sl_fe_device {
@@ -96,6 +99,9 @@ void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st);
 size_t sl_fe_rpc_top_sync(uint32_t *ids, uint64_t *counts, size_t max);
 /* The same for the calls that emptied the memo (unmemo calls, and answers with an error). */
 size_t sl_fe_rpc_top_forget(uint32_t *ids, uint64_t *counts, size_t max);
+/* The same for the calls that made the frontend forget that the context was idle (work whose
+ * stream it cannot tell, in another context, on too many streams, or an error). */
+size_t sl_fe_rpc_top_unclean(uint32_t *ids, uint64_t *counts, size_t max);
 
 /* A synchronous call with bulk in (n segments, sent after the call) and bulk out (the reply's
  * bulk is decrypted into out, at most out_cap bytes; the rest is discarded and the call fails).

@@ -50,8 +50,9 @@ static uint64_t g_inflight_bulk;
 static struct sl_fe_rpc_limits g_lim = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20,
                                         SL_FE_FLUSH_US_DEFAULT};
 static struct sl_fe_rpc_stats g_stats;
-static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1];   /* synchronous calls made, per call id */
-static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1]; /* the memo emptied, per call id */
+static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1];    /* synchronous calls made, per call id */
+static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1];  /* the memo emptied, per call id */
+static uint32_t g_unclean_by_call[SL_CALL_ID_MAX + 1]; /* the idle context forgotten */
 static int g_capture_begun; /* a stream capture was begun in this process */
 static _Thread_local int t_in_callback;
 
@@ -143,6 +144,13 @@ static int request_stream(const Sluice__Wire__Call *c, uint64_t *key)
     return 0;
 }
 
+static void unclean(uint32_t call_id)
+{
+    g_clean = 0;
+    if (call_id <= SL_CALL_ID_MAX)
+        g_unclean_by_call[call_id]++;
+}
+
 static void note_work(const Sluice__Wire__Call *c)
 {
     g_nidle = 0;
@@ -150,14 +158,14 @@ static void note_work(const Sluice__Wire__Call *c)
         return;
     uint64_t k;
     if (c->context != g_clean_ctx || request_stream(c, &k) != 0) {
-        g_clean = 0;
+        unclean(c->call_id);
         return;
     }
     for (size_t i = 0; i < g_nbusy; i++)
         if (g_busy[i] == k)
             return;
     if (g_nbusy == BUSY_MAX)
-        g_clean = 0;
+        unclean(c->call_id);
     else
         g_busy[g_nbusy++] = k;
 }
@@ -222,19 +230,7 @@ void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l)
 
 unsigned sl_fe_rpc_flush_us_from_env(void)
 {
-    const char *v = getenv("SLUICE_FLUSH_US");
-    if (!v || !*v)
-        return SL_FE_FLUSH_US_DEFAULT;
-    char *end;
-    errno = 0;
-    unsigned long n = strtoul(v, &end, 10);
-    if (*v == '-' || *end || errno || n > SL_FE_FLUSH_US_MAX) {
-        sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
-               "SLUICE_FLUSH_US=%s is not a number of microseconds from 0 to %u; using %u", v,
-               SL_FE_FLUSH_US_MAX, SL_FE_FLUSH_US_DEFAULT);
-        return SL_FE_FLUSH_US_DEFAULT;
-    }
-    return (unsigned)n;
+    return sl_fe_env_uint("SLUICE_FLUSH_US", SL_FE_FLUSH_US_DEFAULT, SL_FE_FLUSH_US_MAX);
 }
 
 void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st)
@@ -277,6 +273,11 @@ size_t sl_fe_rpc_top_sync(uint32_t *ids, uint64_t *counts, size_t max)
 size_t sl_fe_rpc_top_forget(uint32_t *ids, uint64_t *counts, size_t max)
 {
     return top_of(g_forget_by_call, ids, counts, max);
+}
+
+size_t sl_fe_rpc_top_unclean(uint32_t *ids, uint64_t *counts, size_t max)
+{
+    return top_of(g_unclean_by_call, ids, counts, max);
 }
 
 int sl_fe_in_callback(void)
@@ -326,6 +327,7 @@ void sl_fe_rpc_reset(void)
     memset(&g_stats, 0, sizeof g_stats);
     memset(g_sync_by_call, 0, sizeof g_sync_by_call);
     memset(g_forget_by_call, 0, sizeof g_forget_by_call);
+    memset(g_unclean_by_call, 0, sizeof g_unclean_by_call);
     g_capture_begun = 0;
     g_nidle = 0;
     g_clean = 0;
@@ -373,7 +375,7 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
         sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "refusing to send call %u: %s", call->call_id, e.msg);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    size_t sz = sluice__wire__call__get_packed_size(call);
+    size_t sz = sl_wire_call_packed_size(call);
     if (reserve(&g_pend, &g_pend_cap, HDR_ROOM + g_pend_len + 11 + sz))
         return CUDA_ERROR_OUT_OF_MEMORY;
     const struct sl_call_info *ci = sl_call_lookup(call->call_id);
@@ -385,7 +387,7 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
     size_t n = 0;
     p[n++] = 0x0a; /* CallFrame.calls = 1, length-delimited */
     n += put_varint(p + n, sz);
-    n += sluice__wire__call__pack(call, p + n);
+    n += sl_wire_call_pack(call, p + n);
     g_pend_len += n;
     g_pend_calls++;
     return CUDA_SUCCESS;
@@ -486,6 +488,7 @@ static void flusher_forked(void)
 static void *flusher_main(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "sluice-flush");
     pthread_mutex_lock(&g_io);
     for (;;) {
         if (!g_pend_calls || !g_attached || g_dead || !g_lim.flush_us) {
@@ -688,7 +691,7 @@ static CUresult read_until_all(struct waiter *ws, size_t nw)
         if (res != CUDA_SUCCESS) {
             for (size_t k = 0; k < nw; k++) {
                 if (ws[k].reply)
-                    sluice__wire__reply__free_unpacked(ws[k].reply, NULL);
+                    sl_wire_reply_free(ws[k].reply);
                 ws[k].reply = NULL;
             }
             return res;
@@ -696,6 +699,27 @@ static CUresult read_until_all(struct waiter *ws, size_t nw)
         if (!left)
             return CUDA_SUCCESS;
     }
+}
+
+/* The first bytes of a call's encoded arguments, in hex (debug logs: which question a
+ * synchronous call asked). */
+static void args_hex(const Sluice__Wire__Call *call, char *out, size_t cap)
+{
+    uint8_t buf[64];
+    size_t n = 0;
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&sluice__wire__call__descriptor, call->args_case);
+    const ProtobufCMessage *rq = f && f->type == PROTOBUF_C_TYPE_MESSAGE
+                                     ? *(ProtobufCMessage *const *)((const char *)call + f->offset)
+                                     : NULL;
+    if (rq && protobuf_c_message_get_packed_size(rq) <= sizeof buf)
+        n = protobuf_c_message_pack(rq, buf);
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 3 <= cap; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%02x", buf[i]);
+    out[k] = 0;
+    if (!k && cap > 1)
+        snprintf(out, cap, "-");
 }
 
 /* ------------------------------------------------------------------ what the memo forgets */
@@ -730,10 +754,15 @@ static void forget_before(const Sluice__Wire__Call *call, uint32_t flags)
 }
 
 /* An answer with an error may have changed state (an invalidated capture...); "not ready"
- * from a query changes nothing (programs poll with cuStreamQuery / cuEventQuery). */
-static int changes_state(const Sluice__Wire__Reply *r)
+ * from a query changes nothing (programs poll with cuStreamQuery / cuEventQuery), nor does
+ * slLoadImage's "send the bytes" (the backend lacks an image: module.c). */
+static int changes_state(const Sluice__Wire__Call *c, const Sluice__Wire__Reply *r)
 {
-    return (r->result != CUDA_SUCCESS && r->result != CUDA_ERROR_NOT_READY) || r->failed_seq;
+    if (r->failed_seq)
+        return 1;
+    if (c->call_id == SL_CALL_slLoadImage && r->result == CUDA_ERROR_FILE_NOT_FOUND)
+        return 0;
+    return r->result != CUDA_SUCCESS && r->result != CUDA_ERROR_NOT_READY;
 }
 
 /* After an answer with an error (it may have changed state: an invalidated capture...). */
@@ -741,7 +770,8 @@ static void forget_after_error(uint32_t call_id)
 {
     forget_counted(call_id);
     g_nidle = 0;
-    g_clean = 0;
+    if (g_clean)
+        unclean(call_id);
 }
 
 /* ------------------------------------------------------------------ entry points */
@@ -840,14 +870,17 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     *reply = w.reply;
     if (sl_log_enabled(SL_LOG_DEBUG)) {
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
-        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu ctx %llx -> %d%s%s", ci ? ci->name : "?",
-               (unsigned long long)call->seq, (unsigned long long)call->context, w.reply->result,
+        char args[2 * 24 + 1];
+        args_hex(call, args, sizeof args);
+        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu ctx %llx args %s -> %d%s%s",
+               ci ? ci->name : "?", (unsigned long long)call->seq,
+               (unsigned long long)call->context, args, w.reply->result,
                w.reply->detail && *w.reply->detail ? ": " : "",
                w.reply->detail ? w.reply->detail : "");
     }
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
-    if (changes_state(w.reply)) {
+    if (changes_state(call, w.reply)) {
         forget_after_error(call->call_id);
     } else {
         if (memo)
@@ -920,7 +953,7 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
     for (size_t i = 0; i < k; i++) {
         if (ws[i].out_overflow && ws[i].reply->result == CUDA_SUCCESS)
             ws[i].reply->result = CUDA_ERROR_INVALID_VALUE;
-        if (changes_state(ws[i].reply))
+        if (changes_state(calls[i], ws[i].reply))
             forget_after_error(calls[i]->call_id);
         out_len[i] = ws[i].out_len;
         replies[i] = ws[i].reply;
@@ -947,7 +980,7 @@ CUresult sl_fe_pod_out(CUresult rc, const ProtobufCBinaryData *pod, void *dst, s
 void sl_fe_reply_free(Sluice__Wire__Reply *reply)
 {
     if (reply)
-        sluice__wire__reply__free_unpacked(reply, NULL);
+        sl_wire_reply_free(reply);
 }
 
 /* slFence with g_io held. */

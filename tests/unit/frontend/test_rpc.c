@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "fe.h"
+#include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
 /* ------------------------------------------------------------------ the fake backend */
@@ -328,6 +329,36 @@ static void capture_answer_kept_until_a_capture(void **state)
     assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 3);
 }
 
+/* The backend's "send the image's bytes" (slLoadImage answered CUDA_ERROR_FILE_NOT_FOUND) is
+ * part of loading a module, not an error that may have changed state: the memo keeps its
+ * answers (cudart and cuDNN load images all through a run). */
+static void image_upload_keeps_memo(void **state)
+{
+    (void)state;
+    sl_fe_memo_clear();
+    CUstream st = (CUstream)0x55;
+    CUstreamCaptureStatus cs;
+    assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
+    Sluice__Cuda__SlLoadImageRequest req = SLUICE__CUDA__SL_LOAD_IMAGE_REQUEST__INIT;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_slLoadImage;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_LOAD_IMAGE;
+    call.sl_load_image = &req;
+    Sluice__Wire__Reply *rep = NULL;
+    F.next_result = CUDA_ERROR_FILE_NOT_FOUND;
+    assert_int_equal(sl_fe_call_bulk(&call, NULL, 0, NULL, 0, NULL, &rep), CUDA_SUCCESS);
+    assert_int_equal(rep->result, CUDA_ERROR_FILE_NOT_FOUND);
+    sl_fe_reply_free(rep);
+    assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
+    assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 1);
+    F.next_result = CUDA_ERROR_INVALID_VALUE; /* any other error: forgotten */
+    assert_int_equal(sl_fe_call_bulk(&call, NULL, 0, NULL, 0, NULL, &rep), CUDA_SUCCESS);
+    assert_int_equal(rep->result, CUDA_ERROR_INVALID_VALUE);
+    sl_fe_reply_free(rep);
+    assert_int_equal(cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
+    assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 2);
+}
+
 /* Each thread's per-thread default stream is its own: another thread's synchronization of
  * "its" per-thread stream says nothing about this one's. */
 static void *sync_per_thread_stream(void *arg)
@@ -570,6 +601,7 @@ int main(void)
         cmocka_unit_test_setup(idle_context_answered_here, setup),
         cmocka_unit_test_setup(per_thread_streams_are_distinct, setup),
         cmocka_unit_test_setup(capture_answer_kept_until_a_capture, setup),
+        cmocka_unit_test_setup(image_upload_keeps_memo, setup),
         cmocka_unit_test_setup(deferred_error_at_next_sync, setup),
         cmocka_unit_test_setup(stdout_data_written, setup),
         cmocka_unit_test_setup(host_callback_before_reply, setup),
