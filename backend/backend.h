@@ -183,6 +183,10 @@ struct be_job {
 struct be_cb; /* callback.c */
 struct be_server;
 
+struct be_call_time {
+    uint64_t n, ns; /* calls of one id run by a session, time from dispatch to reply sent */
+};
+
 struct sl_be_session {
     uint64_t id;
     sl_peer peer;
@@ -209,6 +213,7 @@ struct sl_be_session {
     uint64_t calls, errors;
     struct { /* the session thread's own figures, logged at the end (session.c) */
         uint64_t frames, busy_ns, runs_ns, backlog;
+        struct be_call_time *by_call; /* SL_CALL_ID_MAX + 1 entries; NULL: no memory for it */
     } st;
     struct be_acct *acct;  /* GPU-time measurement, quota, share (accounting.c); may be NULL */
     struct be_map *mapped; /* mapped host memory (mapped.c) */

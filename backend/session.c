@@ -457,6 +457,7 @@ sl_be_session *be_session_new(uint64_t id, const struct sl_driver_api *api,
     s->next_cb = 1;
     int n = devs ? devs->count : 0;
     s->primary_ids = calloc(n ? (size_t)n : 1, sizeof *s->primary_ids);
+    s->st.by_call = calloc(SL_CALL_ID_MAX + 1, sizeof *s->st.by_call); /* optional */
     if (!s->primary_ids) {
         be_session_free(s);
         return NULL;
@@ -567,6 +568,8 @@ static void run_job(sl_be_session *s, struct be_job *job)
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
         int async = ci && (ci->flags & SL_CALL_ASYNC);
         Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_MONOTONIC, &c0);
         CUresult rc = be_run_call(s, call, job->bulk ? job->bulk[i] : NULL, &reply);
         if (async) {
             be_deferred_async(&s->def, call->seq, rc);
@@ -577,6 +580,12 @@ static void run_job(sl_be_session *s, struct be_job *job)
             send_reply(s, &reply);
         }
         sl_be_reply_clear(&reply);
+        clock_gettime(CLOCK_MONOTONIC, &c1);
+        if (s->st.by_call && call->call_id <= SL_CALL_ID_MAX) {
+            s->st.by_call[call->call_id].n++;
+            s->st.by_call[call->call_id].ns +=
+                (uint64_t)((c1.tv_sec - c0.tv_sec) * 1000000000LL + (c1.tv_nsec - c0.tv_nsec));
+        }
     }
     pthread_mutex_lock(&s->mu);
     int more = s->qhead != NULL;
@@ -590,9 +599,47 @@ static void run_job(sl_be_session *s, struct be_job *job)
     s->st.runs_ns += (uint64_t)((t2.tv_sec - t1.tv_sec) * 1000000000LL + (t2.tv_nsec - t1.tv_nsec));
 }
 
+/* One line naming the calls that took most of the session thread's time (a synchronous call's
+ * time includes its wait for the GPU). */
+static void log_call_times(const sl_be_session *s)
+{
+    enum { TOP = 8 };
+    uint32_t ids[TOP];
+    size_t n = 0;
+    if (!s->st.by_call)
+        return;
+    for (uint32_t id = 1; id <= SL_CALL_ID_MAX; id++) {
+        uint64_t ns = s->st.by_call[id].ns;
+        if (!s->st.by_call[id].n || (n == TOP && ns <= s->st.by_call[ids[TOP - 1]].ns))
+            continue;
+        size_t at = n < TOP ? n++ : TOP - 1;
+        while (at > 0 && s->st.by_call[ids[at - 1]].ns < ns) {
+            ids[at] = ids[at - 1];
+            at--;
+        }
+        ids[at] = id;
+    }
+    char line[1024];
+    size_t len = 0;
+    for (size_t i = 0; i < n && len < sizeof line; i++) {
+        const struct be_call_time *t = &s->st.by_call[ids[i]];
+        const char *name = sl_call_table[ids[i]].name ? sl_call_table[ids[i]].name : "?";
+        int w = snprintf(line + len, sizeof line - len, "%s%s %llu x %.1f us = %.1f ms",
+                         i ? ", " : "", name, (unsigned long long)t->n,
+                         (double)t->ns / 1e3 / (double)t->n, (double)t->ns / 1e6);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    if (n)
+        sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu: its thread's time went most to: %s",
+               (unsigned long long)s->id, line);
+}
+
 static void *worker(void *arg)
 {
     sl_be_session *s = arg;
+    pthread_setname_np(pthread_self(), "sl-session");
     for (;;) {
         if (be_acct_ms_to_tick(s) <= 0)
             be_acct_tick(s); /* accounting.c: the interval's usage records */
@@ -643,6 +690,7 @@ static void *worker(void *arg)
            "timed runs); %llu of them had the next frame queued behind them",
            (unsigned long long)s->id, (unsigned long long)s->st.frames, (double)s->st.busy_ns / 1e6,
            (double)s->st.runs_ns / 1e6, (unsigned long long)s->st.backlog);
+    log_call_times(s);
     atomic_store(&s->finished, 1);
     return NULL;
 }
@@ -717,6 +765,7 @@ void be_session_free(sl_be_session *s)
     be_handles_free(&s->h);
     be_mem_free(&s->mem);
     free(s->primary_ids);
+    free(s->st.by_call);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

@@ -278,6 +278,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
                    const char *project, const struct be_worker_opts *o)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the parent */
+    prctl(PR_SET_NAME, "sl-worker");  /* not "exe" (/proc/self/exe) in ps, top and logs */
     signal(SIGPIPE, SIG_IGN);
     signal(SIGTERM, SIG_IGN); /* the parent ends us by closing the socket (then SIGKILL) */
     signal(SIGHUP, SIG_IGN);  /* a certificate reload is the server's business */
