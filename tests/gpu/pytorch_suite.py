@@ -97,10 +97,11 @@ def main():
     ap.add_argument("--skip-native", action="store_true",
                     help="run only through Sluice (for diagnosing; nothing is compared)")
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
+    ap.add_argument("--backend-args", default="", help="more sluice-backend flags, e.g. '--spin-us 50'")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="sluice-torch-")
-    be, cfg = start_backend(a.bundle, work, a.driver)
+    be, cfg = start_backend(a.bundle, work, a.driver, a.backend_args.split())
     native_env = dict(os.environ)
     sl_env = dict(os.environ)
     sl_env["LD_LIBRARY_PATH"] = a.frontend + ":" + os.environ.get("LD_LIBRARY_PATH", "")

@@ -25,7 +25,7 @@ def free_port():
     return p
 
 
-def start_backend(bundle, work, driver):
+def start_backend(bundle, work, driver, extra=()):
     pki = os.path.join(work, "pki")
     subprocess.run(["bash", os.path.join(bundle, "make-demo-pki"), pki], check=True,
                    stdout=subprocess.DEVNULL)
@@ -49,7 +49,7 @@ def start_backend(bundle, work, driver):
                            "--cert", os.path.join(pki, "server.pem"),
                            "--key", os.path.join(pki, "server.key"),
                            "--ca", os.path.join(pki, "ca.pem"), "--driver", driver,
-                           "--allow", os.path.join(work, "allow")],
+                           "--allow", os.path.join(work, "allow")] + list(extra),
                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     time.sleep(0.5)
     return be, cfg
@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
     ap.add_argument("--frontend", required=True, help="folder holding our libcuda.so.1")
     ap.add_argument("--save", default="", help="folder for every run's full output")
+    ap.add_argument("--backend-args", default="", help="more sluice-backend flags, e.g. '--spin-us 50'")
     a = ap.parse_args()
     cfgargs = json.load(open(a.args)) if a.args else {}
     exes = []
@@ -91,7 +92,7 @@ def main():
     exes.sort(key=os.path.basename)
     only = set(x for x in a.only.split(",") if x)
     work = tempfile.mkdtemp(prefix="sluice-samples.")
-    be, cfg = start_backend(a.bundle, work, a.driver)
+    be, cfg = start_backend(a.bundle, work, a.driver, a.backend_args.split())
     native_env = dict(os.environ)
     sluice_env = dict(os.environ, SLUICE_CONFIG_DIR=cfg, SLUICE_LOG_LEVEL="warning",
                       LD_LIBRARY_PATH=a.frontend + ":" + os.path.join(a.bundle, "lib") + ":" +
@@ -110,7 +111,7 @@ def main():
         res = {}
         for mode, env in (("native", native_env), ("sluice", sluice_env)):
             if be.poll() is not None:
-                be, cfg = start_backend(a.bundle, work, a.driver)
+                be, cfg = start_backend(a.bundle, work, a.driver, a.backend_args.split())
             rc, o, secs = run(exe, args, env, a.timeout)
             masked = NUM.sub(b"#", o)
             if a.save:
