@@ -10,10 +10,11 @@ Writes results.jsonl and each run's log under --out and prints a table; recorded
 docs/pytorch.md.
 
 usage: pytorch_suite.py --bundle DIR --frontend DIR --out DIR [--steps a,b] [--timeout S]
-                        [--sluice-runs N] [--log-level L]
+                        [--sluice-runs N] [--timing-pairs N] [--log-level L]
 """
 import argparse
 import json
+import statistics
 import os
 import subprocess
 import sys
@@ -96,8 +97,12 @@ def main():
     ap.add_argument("--log-level", default="info", help="SLUICE_LOG_LEVEL of the programs")
     ap.add_argument("--skip-native", action="store_true",
                     help="run only through Sluice (for diagnosing; nothing is compared)")
+    ap.add_argument("--timing-pairs", type=int, default=0,
+                    help="after the checks, N more native/Sluice runs of each step, alternating, "
+                         "for step times: the machines' speed drifts by 20-30%% between runs, "
+                         "so one run of each says little; the table shows medians and ranges")
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
-    ap.add_argument("--backend-args", default="", help="more sluice-backend flags, e.g. '--spin-us 50'")
+    ap.add_argument("--backend-args", default="", help="more sluice-backend flags, e.g. '--measure none'")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="sluice-torch-")
@@ -115,6 +120,8 @@ def main():
                 runs = {}
                 plan = [] if a.skip_native else [("native1", native_env), ("native2", native_env)]
                 plan += [("sluice%d" % (i + 1), sl_env) for i in range(a.sluice_runs)]
+                for i in range(0 if a.skip_native else a.timing_pairs):
+                    plan += [("tnative%d" % (i + 1), native_env), ("tsluice%d" % (i + 1), sl_env)]
                 for mode, env in plan:
                     r = run_step(step, env, os.path.join(work, "%s-%s.json" % (step, mode)),
                                  os.path.join(a.out, "%s-%s.log" % (step, mode)), a.timeout)
@@ -133,14 +140,14 @@ def main():
                 else:
                     bad = compare(n1, n2, s1)
                     verdict = "pass" if not bad else "MISMATCH " + ",".join(bad)
-                rows.append((step, n1, s1, verdict))
+                rows.append((step, n1, s1, verdict, runs))
                 print("%-10s %s" % (step, verdict), flush=True)
     finally:
         be.terminate()
         be.wait(timeout=10)
         os.system("cp %s/backend.log %s/ 2>/dev/null" % (work, a.out))
     print("\n%-10s %-24s %10s %10s %7s" % ("step", "result", "native s", "sluice s", "ratio"))
-    for step, n1, s1, verdict in rows:
+    for step, n1, s1, verdict, _ in rows:
         nt = n1.get("times", {}).get("step_total")
         st = s1.get("times", {}).get("step_total")
         ratio = "%.2f" % (st / nt) if nt and st else "-"
@@ -152,7 +159,34 @@ def main():
                 sv = s1["times"][k]
                 if nv:
                         print("  %-32s native %.4f  sluice %.4f  ratio %.3f" % (k, nv, sv, sv / nv))
+    timing_table(rows)
     return 0 if all(r[3] in ("pass", "ran") for r in rows) else 1
+
+
+def timing_table(rows):
+    """Step-time medians over every run of each kind (checks and --timing-pairs runs)."""
+    lines = []
+    for step, _, _, _, runs in rows:
+        keys = sorted({k for r in runs.values() for k in r.get("times", {})
+                       if k.endswith("_step_median")})
+        for k in keys:
+            by = {"native": [], "sluice": []}
+            for mode, r in runs.items():
+                v = r.get("times", {}).get(k) if r.get("rc") == 0 else None
+                kind = "native" if "native" in mode else "sluice"
+                if v:
+                    by[kind].append(v * 1000)
+            if len(by["native"]) < 2 or not by["sluice"]:
+                continue
+            med = {m: statistics.median(v) for m, v in by.items()}
+            lines.append("  %-18s native %.3f ms [%.3f-%.3f] x%d  sluice %.3f ms [%.3f-%.3f] x%d"
+                         "  ratio of medians %.3f" % (
+                             k, med["native"], min(by["native"]), max(by["native"]),
+                             len(by["native"]), med["sluice"], min(by["sluice"]),
+                             max(by["sluice"]), len(by["sluice"]), med["sluice"] / med["native"]))
+    if lines:
+        print("\nstep times over all runs (median [min-max] x runs):")
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ def main():
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
     ap.add_argument("--frontend", required=True, help="folder holding our libcuda.so.1")
     ap.add_argument("--save", default="", help="folder for every run's full output")
-    ap.add_argument("--backend-args", default="", help="more sluice-backend flags, e.g. '--spin-us 50'")
+    ap.add_argument("--backend-args", default="", help="more sluice-backend flags, e.g. '--measure none'")
     a = ap.parse_args()
     cfgargs = json.load(open(a.args)) if a.args else {}
     exes = []
