@@ -183,8 +183,9 @@ struct be_job {
 struct be_cb; /* callback.c */
 struct be_server;
 
-struct be_call_time {
-    uint64_t n, ns; /* calls of one id run by a session, time from dispatch to reply sent */
+struct be_call_time {   /* calls of one id run by a session (session.c) */
+    uint64_t n;         /* calls run */
+    uint64_t timed, ns; /* calls timed, their time from dispatch to reply sent */
 };
 
 struct sl_be_session {
@@ -347,6 +348,12 @@ void be_printf_lock(void);
 /* Drains the pipe into the session's pending output, then unlocks. */
 void be_printf_unlock_drain(sl_be_session *s);
 int be_printf_active(void);
+/* Takes the session's pending output (*out: free() it; NULL/0 when none). */
+void be_printf_take(sl_be_session *s, uint8_t **out, size_t *len);
+/* Worker processes: a thread drains the pipe into s between synchronizing calls; unwatch
+ * before s is freed. */
+sl_code be_printf_watch(sl_be_session *s, sl_error *e);
+void be_printf_unwatch(void);
 
 /* ---------------------------------------------------------------- server.c */
 struct be_config {

@@ -344,7 +344,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     }
     w_sink(0, SL_OK, NULL, buf, len, NULL, 0);
     free(buf);
-    if (be_session_start(s, &e) != SL_OK) {
+    if (be_printf_watch(s, &e) != SL_OK || be_session_start(s, &e) != SL_OK) {
         w_close(e.code, e.msg);
         goto out;
     }
@@ -365,7 +365,8 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     }
     be_ipc_rx_free(&rx);
 out:
-    be_session_free(s); /* joins the worker thread: final usage record, frees everything */
+    be_printf_unwatch(); /* the watcher lets go of s before it is freed */
+    be_session_free(s);  /* joins the worker thread: final usage record, frees everything */
     be_acct_shm_unmap(shm);
     be_devices_free(&devs);
     be_images_clear();
