@@ -108,12 +108,27 @@ static void idle_add(uint64_t ctx, uint64_t stream)
  * every stream that got work since (g_busy) is in the idle set; then cuCtxSynchronize is
  * answered here too (a training loop's float(loss) then torch.cuda.synchronize()). Any work
  * whose stream cannot be read, in another context, or on more than BUSY_MAX streams forgets
- * it. */
+ * it. Streams joined by events count too: when stream Y, which waited on an event recorded on
+ * stream X, is known idle, so is X if it got no work after that record (cuDNN forks work to a
+ * second stream and joins it back every step). */
 #define BUSY_MAX 8
 static int g_clean; /* g_clean_ctx is known idle */
 static uint64_t g_clean_ctx;
-static uint64_t g_busy[BUSY_MAX];
+static struct busy {
+    uint64_t key;  /* stream */
+    uint64_t last; /* seq of its last work */
+} g_busy[BUSY_MAX];
 static size_t g_nbusy;
+
+#define EVENTS_MAX 16
+static struct recorded {
+    uint64_t event, stream, seq; /* the record call that gave event its work to wait for */
+} g_events[EVENTS_MAX];
+static size_t g_nevents;
+static struct joined {
+    uint64_t waiter, stream, seq; /* waiter waited for stream's work up to seq */
+} g_joins[EVENTS_MAX];
+static size_t g_njoins;
 
 /* The stream parameter of a call's request (hStream or stream), by reflection; a
  * cuLaunchKernelEx's is in its CUlaunchConfig (cuBLASLt launches its Hopper kernels so). */
@@ -151,6 +166,51 @@ static void unclean(uint32_t call_id)
         g_unclean_by_call[call_id]++;
 }
 
+/* Event records and stream waits of the clean context (note_work): which stream's work a
+ * stream waited for. */
+static void note_join(const Sluice__Wire__Call *c, uint64_t stream)
+{
+    uint64_t event = 0;
+    if (c->call_id == SL_CALL_cuEventRecord && c->cu_event_record)
+        event = c->cu_event_record->h_event;
+    else if (c->call_id == SL_CALL_cuEventRecordWithFlags && c->cu_event_record_with_flags)
+        event = c->cu_event_record_with_flags->h_event;
+    if (event) {
+        size_t i = 0;
+        while (i < g_nevents && g_events[i].event != event)
+            i++;
+        if (i == g_nevents)
+            i = g_nevents < EVENTS_MAX ? g_nevents++ : (size_t)(c->seq % EVENTS_MAX);
+        g_events[i] = (struct recorded){event, stream, c->seq};
+        return;
+    }
+    if (c->call_id != SL_CALL_cuStreamWaitEvent || !c->cu_stream_wait_event)
+        return;
+    for (size_t i = 0; i < g_nevents; i++)
+        if (g_events[i].event == c->cu_stream_wait_event->h_event) {
+            size_t j = g_njoins < EVENTS_MAX ? g_njoins++ : (size_t)(c->seq % EVENTS_MAX);
+            g_joins[j] = (struct joined){stream, g_events[i].stream, g_events[i].seq};
+            return;
+        }
+}
+
+/* stream is known idle: so is each stream it waited for that has had no work since. */
+static void idle_joined(uint64_t ctx, uint64_t stream, int depth)
+{
+    if (!g_clean || ctx != g_clean_ctx || depth > 2)
+        return;
+    for (size_t i = 0; i < g_njoins; i++) {
+        if (g_joins[i].waiter != stream || g_joins[i].stream == stream)
+            continue;
+        for (size_t k = 0; k < g_nbusy; k++)
+            if (g_busy[k].key == g_joins[i].stream && g_busy[k].last <= g_joins[i].seq &&
+                !idle_known(ctx, g_busy[k].key)) {
+                idle_add(ctx, g_busy[k].key);
+                idle_joined(ctx, g_busy[k].key, depth + 1);
+            }
+    }
+}
+
 static void note_work(const Sluice__Wire__Call *c)
 {
     g_nidle = 0;
@@ -161,13 +221,20 @@ static void note_work(const Sluice__Wire__Call *c)
         unclean(c->call_id);
         return;
     }
-    for (size_t i = 0; i < g_nbusy; i++)
-        if (g_busy[i] == k)
-            return;
-    if (g_nbusy == BUSY_MAX)
+    struct busy *b = NULL;
+    for (size_t i = 0; i < g_nbusy && !b; i++)
+        if (g_busy[i].key == k)
+            b = &g_busy[i];
+    if (!b && g_nbusy == BUSY_MAX) {
         unclean(c->call_id);
-    else
-        g_busy[g_nbusy++] = k;
+        return;
+    }
+    if (!b) {
+        b = &g_busy[g_nbusy++];
+        b->key = k;
+    }
+    b->last = c->seq;
+    note_join(c, k);
 }
 
 static int ctx_sync_call(const Sluice__Wire__Call *c)
@@ -183,7 +250,7 @@ static int ctx_known_idle(uint64_t ctx)
     if (!g_clean || ctx != g_clean_ctx)
         return 0;
     for (size_t i = 0; i < g_nbusy; i++)
-        if (!idle_known(ctx, g_busy[i]))
+        if (!idle_known(ctx, g_busy[i].key))
             return 0;
     return 1;
 }
@@ -204,6 +271,7 @@ static int keeps_idle(const Sluice__Wire__Call *c, uint32_t flags)
     case SL_CALL_cuStreamSynchronize:
     case SL_CALL_cuStreamQuery:
     case SL_CALL_cuCtxSynchronize:
+    case SL_CALL_cuCtxSynchronize_v2:
     case SL_CALL_cuMemcpyDtoH_v2:
     case SL_CALL_cuMemcpyDtoHAsync_v2:
         return 1;
@@ -886,12 +954,15 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         if (memo)
             sl_fe_memo_put(call, w.reply);
         uint64_t st = synced_stream(call);
-        if (st)
+        if (st) {
             idle_add(call->context, st);
+            idle_joined(call->context, st, 0);
+        }
         if (ctx_sync_call(call)) {
             g_clean = 1;
             g_clean_ctx = call->context;
             g_nbusy = 0;
+            g_nevents = g_njoins = 0;
         }
     }
     return CUDA_SUCCESS;

@@ -294,6 +294,44 @@ static void idle_context_answered_here(void **state)
     assert_int_equal(F.calls, after_sync + 3);
 }
 
+/* A stream that waited on an event recorded on another stream: once the waiter is known idle,
+ * so is the other stream, unless it got work after the record (cuDNN's fork and join). */
+static void idle_context_follows_events(void **state)
+{
+    (void)state;
+    CUstream side = (CUstream)0x77;
+    CUevent fork = (CUevent)0x501, join = (CUevent)0x502;
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(fork, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(side, fork, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, side), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(join, side), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(NULL, join, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8Async(0x1000, 2, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    int n = F.calls;
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* both streams are done */
+    assert_int_equal(F.calls, n);
+    assert_int_equal(cuStreamSynchronize(side), CUDA_SUCCESS); /* and the side stream is idle */
+    assert_int_equal(F.calls, n);
+
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, side), CUDA_SUCCESS); /* the same, but */
+    assert_int_equal(cuEventRecord(join, side), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(NULL, join, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8Async(0x1000, 3, 16, side), CUDA_SUCCESS); /* work after it */
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    n = F.calls;
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* the side stream may still run */
+    assert_int_equal(F.calls, n + 1);
+
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, side), CUDA_SUCCESS);       /* a wait on an */
+    assert_int_equal(cuStreamWaitEvent(NULL, (CUevent)0x503, 0), CUDA_SUCCESS); /* unknown one */
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    n = F.calls;
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(F.calls, n + 1);
+}
+
 static int sent(uint32_t call_id)
 {
     int n = 0;
@@ -602,6 +640,7 @@ int main(void)
         cmocka_unit_test_setup(per_thread_streams_are_distinct, setup),
         cmocka_unit_test_setup(capture_answer_kept_until_a_capture, setup),
         cmocka_unit_test_setup(image_upload_keeps_memo, setup),
+        cmocka_unit_test_setup(idle_context_follows_events, setup),
         cmocka_unit_test_setup(deferred_error_at_next_sync, setup),
         cmocka_unit_test_setup(stdout_data_written, setup),
         cmocka_unit_test_setup(host_callback_before_reply, setup),
