@@ -116,11 +116,12 @@ static int g_clean; /* g_clean_ctx is known idle */
 static uint64_t g_clean_ctx;
 static struct busy {
     uint64_t key;  /* stream */
-    uint64_t last; /* seq of its last work */
+    uint64_t last; /* seq of its last work (stream waits excepted), 0: none */
 } g_busy[BUSY_MAX];
 static size_t g_nbusy;
 
-#define EVENTS_MAX 16
+#define EVENTS_MAX     16
+#define UNKNOWN_STREAM UINT64_MAX /* a wait on an event recorded before the clean point */
 static struct recorded {
     uint64_t event, stream, seq; /* the record call that gave event its work to wait for */
 } g_events[EVENTS_MAX];
@@ -186,15 +187,30 @@ static void note_join(const Sluice__Wire__Call *c, uint64_t stream)
     }
     if (c->call_id != SL_CALL_cuStreamWaitEvent || !c->cu_stream_wait_event)
         return;
+    if (g_njoins == EVENTS_MAX) { /* a forgotten wait could make a stream look idle */
+        unclean(c->call_id);
+        return;
+    }
+    struct joined *j = &g_joins[g_njoins++];
+    *j = (struct joined){stream, UNKNOWN_STREAM, 0}; /* an event recorded before: never idle */
     for (size_t i = 0; i < g_nevents; i++)
         if (g_events[i].event == c->cu_stream_wait_event->h_event) {
-            size_t j = g_njoins < EVENTS_MAX ? g_njoins++ : (size_t)(c->seq % EVENTS_MAX);
-            g_joins[j] = (struct joined){stream, g_events[i].stream, g_events[i].seq};
-            return;
+            j->stream = g_events[i].stream;
+            j->seq = g_events[i].seq;
         }
 }
 
-/* stream is known idle: so is each stream it waited for that has had no work since. */
+/* Every wait of stream since the clean point is on a stream known idle. */
+static int waits_done(uint64_t ctx, uint64_t stream)
+{
+    for (size_t i = 0; i < g_njoins; i++)
+        if (g_joins[i].waiter == stream && !idle_known(ctx, g_joins[i].stream))
+            return 0;
+    return 1;
+}
+
+/* stream is known idle: so is each stream it waited for that has had no work since (waits
+ * are not work, but each of that stream's own waits must be on a stream known idle). */
 static void idle_joined(uint64_t ctx, uint64_t stream, int depth)
 {
     if (!g_clean || ctx != g_clean_ctx || depth > 2)
@@ -204,7 +220,7 @@ static void idle_joined(uint64_t ctx, uint64_t stream, int depth)
             continue;
         for (size_t k = 0; k < g_nbusy; k++)
             if (g_busy[k].key == g_joins[i].stream && g_busy[k].last <= g_joins[i].seq &&
-                !idle_known(ctx, g_busy[k].key)) {
+                !idle_known(ctx, g_busy[k].key) && waits_done(ctx, g_busy[k].key)) {
                 idle_add(ctx, g_busy[k].key);
                 idle_joined(ctx, g_busy[k].key, depth + 1);
             }
@@ -231,9 +247,10 @@ static void note_work(const Sluice__Wire__Call *c)
     }
     if (!b) {
         b = &g_busy[g_nbusy++];
-        b->key = k;
+        *b = (struct busy){k, 0};
     }
-    b->last = c->seq;
+    if (c->call_id != SL_CALL_cuStreamWaitEvent)
+        b->last = c->seq; /* a wait is a dependency (g_joins), not work of its own */
     note_join(c, k);
 }
 
@@ -891,7 +908,8 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         g_stats.memo_hits++;
         return CUDA_SUCCESS;
     }
-    if ((ctx_sync_call(call) && ctx_known_idle(call->context)) ||
+    int ctx_idle = ctx_sync_call(call) && ctx_known_idle(call->context);
+    if (ctx_idle ||
         (call->call_id == SL_CALL_cuStreamSynchronize && call->cu_stream_synchronize &&
          idle_known(call->context,
                     stream_key(call->cu_stream_synchronize->h_stream, call->per_thread_stream))) ||
@@ -904,6 +922,10 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
             r->call_id = call->call_id;
             g_stats.memo_hits++;
             *reply = r;
+            if (ctx_idle) { /* as a synchronization that travelled: a new clean point */
+                g_nbusy = 0;
+                g_nevents = g_njoins = 0;
+            }
             return CUDA_SUCCESS;
         }
     }
@@ -1126,8 +1148,11 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     g_stats.async_calls++;
     if (sl_log_enabled(SL_LOG_DEBUG)) {
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
-        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu queued (async)", ci ? ci->name : "?",
-               (unsigned long long)call->seq);
+        char args[2 * 24 + 1];
+        args_hex(call, args, sizeof args);
+        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu args %s%s queued (async)",
+               ci ? ci->name : "?", (unsigned long long)call->seq, args,
+               call->per_thread_stream ? " ptsz" : "");
     }
     uint64_t wait_ns = (uint64_t)g_lim.flush_us * 1000u, now = wait_ns ? now_ns() : 0;
     if (direct)

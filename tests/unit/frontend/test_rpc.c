@@ -324,11 +324,42 @@ static void idle_context_follows_events(void **state)
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* the side stream may still run */
     assert_int_equal(F.calls, n + 1);
 
-    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, side), CUDA_SUCCESS);       /* a wait on an */
-    assert_int_equal(cuStreamWaitEvent(NULL, (CUevent)0x503, 0), CUDA_SUCCESS); /* unknown one */
+    /* a wait on an unknown event */
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, side), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(NULL, (CUevent)0x503, 0), CUDA_SUCCESS);
     assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
     n = F.calls;
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(F.calls, n + 1);
+
+    /* cuDNN's step, as traced on the GPU: one event handle re-recorded; the side stream ends
+     * with a wait on the main stream (not work of its own) */
+    CUevent e = (CUevent)0x504;
+    for (int step = 0; step < 12; step++) { /* every step: the tables do not fill up */
+        assert_int_equal(cuEventRecord(e, NULL), CUDA_SUCCESS);
+        assert_int_equal(cuStreamWaitEvent(side, e, 0), CUDA_SUCCESS);
+        assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, side), CUDA_SUCCESS);
+        assert_int_equal(cuEventRecord(e, side), CUDA_SUCCESS);
+        assert_int_equal(cuStreamWaitEvent(NULL, e, 0), CUDA_SUCCESS);
+        assert_int_equal(cuEventRecord(e, NULL), CUDA_SUCCESS);
+        assert_int_equal(cuStreamWaitEvent(side, e, 0), CUDA_SUCCESS);
+        assert_int_equal(cuMemsetD8Async(0x1000, 2, 16, NULL), CUDA_SUCCESS);
+        assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+        n = F.calls;
+        assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+        assert_int_equal(F.calls, n);
+    }
+
+    /* the side stream waits on a third stream that may still run: not idle */
+    CUstream third = (CUstream)0x78;
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, third), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(e, third), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(join, side), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(side, e, 0), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(NULL, join, 0), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    n = F.calls;
+    assert_int_equal(cuStreamSynchronize(side), CUDA_SUCCESS);
     assert_int_equal(F.calls, n + 1);
 }
 
