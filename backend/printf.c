@@ -102,6 +102,8 @@ static void *watch_main(void *arg)
         pthread_mutex_lock(&lock);
         drain(watched); /* NULL once the session is gone: the bytes are dropped */
         pthread_mutex_unlock(&lock);
+        if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+            return NULL; /* fd 1 closed: nothing more can come, and poll would not wait */
     }
 }
 

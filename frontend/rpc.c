@@ -131,6 +131,28 @@ static struct joined {
 } g_joins[EVENTS_MAX];
 static size_t g_njoins;
 
+/* A request's stream field (h_stream or stream, one uint64), NULL if it has none. Looked up by
+ * name once per request type (g_io held): every queued call asks while the context is clean. */
+static const ProtobufCFieldDescriptor *stream_field(const ProtobufCMessageDescriptor *d)
+{
+    static struct {
+        const ProtobufCMessageDescriptor *d;
+        const ProtobufCFieldDescriptor *h;
+    } cache[64];
+    size_t slot = ((uintptr_t)d >> 4) % 64;
+    if (cache[slot].d == d)
+        return cache[slot].h;
+    const ProtobufCFieldDescriptor *h =
+        protobuf_c_message_descriptor_get_field_by_name(d, "h_stream");
+    if (!h)
+        h = protobuf_c_message_descriptor_get_field_by_name(d, "stream");
+    if (h && (h->type != PROTOBUF_C_TYPE_UINT64 || h->label == PROTOBUF_C_LABEL_REPEATED))
+        h = NULL;
+    cache[slot].d = d;
+    cache[slot].h = h;
+    return h;
+}
+
 /* The stream parameter of a call's request (hStream or stream), by reflection; a
  * cuLaunchKernelEx's is in its CUlaunchConfig (cuBLASLt launches its Hopper kernels so). */
 static int request_stream(const Sluice__Wire__Call *c, uint64_t *key)
@@ -150,11 +172,8 @@ static int request_stream(const Sluice__Wire__Call *c, uint64_t *key)
     const ProtobufCMessage *rq = *(ProtobufCMessage *const *)((const char *)c + f->offset);
     if (!rq)
         return -1;
-    const ProtobufCFieldDescriptor *h =
-        protobuf_c_message_descriptor_get_field_by_name(rq->descriptor, "h_stream");
+    const ProtobufCFieldDescriptor *h = stream_field(rq->descriptor);
     if (!h)
-        h = protobuf_c_message_descriptor_get_field_by_name(rq->descriptor, "stream");
-    if (!h || h->type != PROTOBUF_C_TYPE_UINT64 || h->label == PROTOBUF_C_LABEL_REPEATED)
         return -1;
     *key = stream_key(*(const uint64_t *)((const char *)rq + h->offset), c->per_thread_stream);
     return 0;
@@ -252,6 +271,15 @@ static void note_work(const Sluice__Wire__Call *c)
     if (c->call_id != SL_CALL_cuStreamWaitEvent)
         b->last = c->seq; /* a wait is a dependency (g_joins), not work of its own */
     note_join(c, k);
+}
+
+/* ctx answered a synchronization with success (there or here): the new clean point. */
+static void clean_point(uint64_t ctx)
+{
+    g_clean = 1;
+    g_clean_ctx = ctx;
+    g_nbusy = 0;
+    g_nevents = g_njoins = 0;
 }
 
 static int ctx_sync_call(const Sluice__Wire__Call *c)
@@ -786,8 +814,8 @@ static CUresult read_until_all(struct waiter *ws, size_t nw)
     }
 }
 
-/* The first bytes of a call's encoded arguments, in hex (debug logs: which question a
- * synchronous call asked). */
+/* A call's encoded arguments in hex, up to 24 bytes ("-" when they are longer than 64 or
+ * absent): debug logs, to tell which question a call asked. */
 static void args_hex(const Sluice__Wire__Call *call, char *out, size_t cap)
 {
     uint8_t buf[64];
@@ -922,10 +950,8 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
             r->call_id = call->call_id;
             g_stats.memo_hits++;
             *reply = r;
-            if (ctx_idle) { /* as a synchronization that travelled: a new clean point */
-                g_nbusy = 0;
-                g_nevents = g_njoins = 0;
-            }
+            if (ctx_idle) /* as a synchronization that travelled */
+                clean_point(call->context);
             return CUDA_SUCCESS;
         }
     }
@@ -980,12 +1006,8 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
             idle_add(call->context, st);
             idle_joined(call->context, st, 0);
         }
-        if (ctx_sync_call(call)) {
-            g_clean = 1;
-            g_clean_ctx = call->context;
-            g_nbusy = 0;
-            g_nevents = g_njoins = 0;
-        }
+        if (ctx_sync_call(call))
+            clean_point(call->context);
     }
     return CUDA_SUCCESS;
 }
