@@ -3,24 +3,13 @@
 // cuLaunchKernel / cuCtxDestroy, the context queries on an explicitly created context,
 // cuGetErrorName/String, cudaOccupancyMaxPotentialBlockSize, cudaProfilerStart/Stop, pointer
 // attributes and NULL frees.
-#include "common.cuh"
+#include "driver.cuh"
 #include "driver_api_kernel.cu"
 #include <cstring>
-#include <cuda.h>
 #include <cuda_profiler_api.h>
 #include <vector>
 
 #include "driver_api_fatbin.h" // driver_api_fatbin[]: the fatbin of driver_api_kernel.cu
-
-#define CU(call)                                                                                   \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *n_ = "?";                                                                  \
-            cuGetErrorName(r_, &n_);                                                               \
-            FAIL("%s:%d: %s -> %d (%s)", __FILE__, __LINE__, #call, (int)r_, n_);                  \
-        }                                                                                          \
-    } while (0)
 
 static size_t smem_for(int block)
 {

@@ -2,24 +2,13 @@
 // options, cuLinkAddData of PTX (link_jit_kernel.cu compiled with nvcc -ptx, embedded), cuLinkComplete,
 // cuModuleLoadData of the linked image, a launch of its kernel; cuLinkAddFile of the same PTX
 // written to a file; and PTX that does not compile: an error with the error log filled.
-#include "common.cuh"
+#include "driver.cuh"
 #include <cstring>
-#include <cuda.h>
 #include <string>
 #include <unistd.h>
 #include <vector>
 
 #include "link_jit_ptx.h" // link_jit_ptx[]: link_jit_kernel.cu as PTX
-
-#define CU(call)                                                                                   \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *n_ = "?";                                                                  \
-            cuGetErrorName(r_, &n_);                                                               \
-            FAIL("%s:%d: %s -> %d (%s)", __FILE__, __LINE__, #call, (int)r_, n_);                  \
-        }                                                                                          \
-    } while (0)
 
 static void run(const void *image, float f)
 {

@@ -11,17 +11,9 @@
 // It prints one machine-readable line:
 //   MEM_QUOTA total=T free=F refused=R
 // Without SLUICE_QUOTA_MIB it only prints the line (no quota expected).
-#include "common.cuh"
+#include "driver.cuh"
 #include <cstdlib>
 #include <cstring>
-#include <cuda.h>
-
-#define CU(call)                                                                                   \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS)                                                                    \
-            FAIL("%s:%d: %s -> %d", __FILE__, __LINE__, #call, (int)r_);                           \
-    } while (0)
 
 int main()
 {
@@ -56,15 +48,8 @@ int main()
         CHECK(cudaMalloc(&b, half + mib)); // fits again
         CHECK(cudaFree(b));
 
-        CUmemAllocationProp prop;
-        std::memset(&prop, 0, sizeof prop);
-        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id = 0;
-        size_t gran = 0;
-        CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-        if (!gran)
-            FAIL("granularity 0");
+        size_t gran;
+        CUmemAllocationProp prop = device0_alloc_prop(&gran);
         size_t big = (half + mib + gran - 1) / gran * gran; // more than half
         CHECK(cudaMalloc(&a, half));
         CUmemGenericAllocationHandle h = 0;

@@ -3,21 +3,10 @@
 // set, a copy and a kernel across both mappings, allocation properties and access read back;
 // then: a copy into the range after it is unmapped, cuMemCreate with a shareable handle type and
 // cuMemExportToShareableHandle refused (Sluice), everything released.
-#include "common.cuh"
+#include "driver.cuh"
 #include <cstdlib>
 #include <cstring>
-#include <cuda.h>
 #include <vector>
-
-#define CU(call)                                                                                   \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *n_ = "?";                                                                  \
-            cuGetErrorName(r_, &n_);                                                               \
-            FAIL("%s:%d: %s -> %d (%s)", __FILE__, __LINE__, #call, (int)r_, n_);                  \
-        }                                                                                          \
-    } while (0)
 
 __global__ void inc(int *p, int n)
 {
@@ -30,15 +19,8 @@ int main()
 {
     g_test_name = "vmm";
     CHECK(cudaFree(0));
-    CUmemAllocationProp prop;
-    std::memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    size_t gran = 0;
-    CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-    if (!gran)
-        FAIL("granularity 0");
+    size_t gran;
+    CUmemAllocationProp prop = device0_alloc_prop(&gran);
     CUdeviceptr base;
     CU(cuMemAddressReserve(&base, 2 * gran, 0, 0, 0));
     CUmemGenericAllocationHandle h[2];
