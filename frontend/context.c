@@ -179,6 +179,24 @@ CUresult sl_fe_context_id(CUcontext ctx, uint64_t *id)
     return CUDA_SUCCESS;
 }
 
+CUresult sl_fe_stream_id(CUcontext ctx, CUstream stream, uint64_t *id)
+{
+    unsigned long long v = 0;
+    CUresult rc;
+    if (!ctx) {
+        rc = cuStreamGetId(stream, &v);
+    } else {
+        if ((rc = cuCtxPushCurrent_v2(ctx)) != CUDA_SUCCESS)
+            return rc;
+        rc = cuStreamGetId(stream, &v);
+        CUcontext popped;
+        cuCtxPopCurrent_v2(&popped);
+    }
+    if (rc == CUDA_SUCCESS)
+        *id = v;
+    return rc;
+}
+
 CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
 {
     if (!ctxId)

@@ -21,6 +21,7 @@ const sl_fe_slot *sl_fe_et_context_checks(void);
 const sl_fe_slot *sl_fe_et_integrity_check(void);
 const sl_fe_slot *sl_fe_et_context_id(void);
 const sl_fe_slot *sl_fe_et_cluster(void);
+const sl_fe_slot *sl_fe_et_module_functions(void);
 
 /* Stubs for slots whose signature is unknown. The caller may pass any integer or pointer
  * arguments; a function taking none ignores them under the x86-64 and AArch64 C ABIs. The

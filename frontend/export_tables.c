@@ -24,6 +24,8 @@ const uint8_t SL_FE_ET_ID_CONTEXT_ID[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 
                                             0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
 const uint8_t SL_FE_ET_ID_CLUSTER[16] = {0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45,
                                          0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca};
+const uint8_t SL_FE_ET_ID_MODULE_FUNCTIONS[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+                                                  0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
 
 struct served {
     const uint8_t *id;
@@ -39,6 +41,7 @@ static const struct served SERVED[] = {
     {SL_FE_ET_ID_INTEGRITY_CHECK, sl_fe_et_integrity_check},
     {SL_FE_ET_ID_CONTEXT_ID, sl_fe_et_context_id},
     {SL_FE_ET_ID_CLUSTER, sl_fe_et_cluster},
+    {SL_FE_ET_ID_MODULE_FUNCTIONS, sl_fe_et_module_functions},
 };
 
 CUresult sl_fe_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)

@@ -16,6 +16,7 @@ extern const uint8_t SL_FE_ET_ID_CONTEXT_CHECKS[16];
 extern const uint8_t SL_FE_ET_ID_INTEGRITY_CHECK[16];
 extern const uint8_t SL_FE_ET_ID_CONTEXT_ID[16];
 extern const uint8_t SL_FE_ET_ID_CLUSTER[16];
+extern const uint8_t SL_FE_ET_ID_MODULE_FUNCTIONS[16];
 
 /* NULL ppExportTable or pExportTableId: CUDA_ERROR_INVALID_VALUE, nothing written. An id we
  * do not serve (f8cff951... included): CUDA_ERROR_INVALID_VALUE and *ppExportTable = NULL. */

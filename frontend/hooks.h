@@ -23,6 +23,17 @@ CUresult sl_fe_primary_ctx_handle(CUdevice dev, CUcontext *pctx);
  * image form the slot accepts: a __fatBinC_Wrapper_t or a raw fatbin). */
 CUresult sl_fe_module_load_image(CUmodule *module, const void *image);
 
+/* The functions of a module as cuModuleGetFunctionCount and cuModuleEnumerateFunctions answer
+ * them: *fns (malloc'd, the caller frees; NULL when none) and their number. */
+CUresult sl_fe_module_functions(CUmodule module, CUfunction **fns, unsigned *count);
+
+/* cuFuncGetName: a string that lives as long as the library (answers are kept per handle). */
+CUresult sl_fe_function_name(CUfunction fn, const char **name);
+
+/* cuStreamGetId of stream, with ctx current while asking when ctx is not NULL (the NULL,
+ * legacy and per-thread streams are those of a context). */
+CUresult sl_fe_stream_id(CUcontext ctx, CUstream stream, uint64_t *id);
+
 /* The calling thread's current context, NULL when none. */
 CUcontext sl_fe_current_context(void);
 

@@ -479,3 +479,30 @@ CUresult cuKernelGetName(const char **name, CUkernel hfunc)
 {
     return get_name(name, (uint64_t)(uintptr_t)hfunc, 1);
 }
+
+CUresult sl_fe_function_name(CUfunction fn, const char **name)
+{
+    return get_name(name, (uint64_t)(uintptr_t)fn, 0);
+}
+
+/* ------------------------------------------------------------------ a module's functions */
+CUresult sl_fe_module_functions(CUmodule module, CUfunction **fns, unsigned *count)
+{
+    unsigned n = 0;
+    *fns = NULL;
+    *count = 0;
+    CUresult rc = cuModuleGetFunctionCount(&n, module);
+    if (rc != CUDA_SUCCESS || n == 0)
+        return rc;
+    CUfunction *out = calloc(n, sizeof *out);
+    if (!out)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = cuModuleEnumerateFunctions(out, n, module);
+    if (rc != CUDA_SUCCESS) {
+        free(out);
+        return rc;
+    }
+    *fns = out;
+    *count = n;
+    return CUDA_SUCCESS;
+}

@@ -50,6 +50,79 @@ static void pointer_attributes(CUcontext ctx, CUdeviceptr d, size_t bytes)
         FAIL("cuMemHostUnregister(NULL) = %d", (int)rc);
 }
 
+/* The private table 6e163fbe... whose [7] cuFFT calls to get the one kernel of a module it
+ * loads without naming it (docs/frontend-internals.md): the real driver and Sluice must visit
+ * the same functions and count them alike. */
+static void keep_function(void *opaque, CUfunction fn, unsigned long long owner)
+{
+    (void)owner;
+    static_cast<std::vector<CUfunction> *>(opaque)->push_back(fn);
+}
+
+static CUfunction function_by_module_table(CUcontext ctx, CUmodule mod)
+{
+    static const unsigned char id[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+                                         0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+    CUuuid uuid;
+    std::memcpy(uuid.bytes, id, sizeof id);
+    const void *table = nullptr;
+    CU(cuGetExportTable(&table, &uuid));
+    auto slots = static_cast<const void *const *>(table);
+    if ((uintptr_t)slots[0] < 8 * sizeof(void *) || !slots[7])
+        FAIL("table 6e163fbe has no slot 7 (size %zu)", (size_t)(uintptr_t)slots[0]);
+    typedef unsigned long long (*visit_fn)(
+        CUcontext, CUmodule, void (*)(void *, CUfunction, unsigned long long), void *);
+    std::vector<CUfunction> seen;
+    unsigned long long n = ((visit_fn)slots[7])(ctx, mod, keep_function, &seen);
+    unsigned count = 0;
+    CU(cuModuleGetFunctionCount(&count, mod));
+    if (n != 1 || seen.size() != 1 || count != 1)
+        FAIL("6e163fbe[7] returned %llu and visited %zu functions; cuModuleGetFunctionCount %u", n,
+             seen.size(), count);
+    return seen[0];
+}
+
+/* The private table 21318c60... whose [51] and [39] cuBLAS calls to key its default workspace
+ * by stream: the key must be the stream's cuStreamGetId, the same object every time, and a
+ * context's own streams need the context. */
+static void stream_key(CUcontext ctx)
+{
+    static const unsigned char id[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
+                                         0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+    CUuuid uuid;
+    std::memcpy(uuid.bytes, id, sizeof id);
+    const void *table = nullptr;
+    CU(cuGetExportTable(&table, &uuid));
+    auto slots = static_cast<const void *const *>(table);
+    typedef CUresult (*object_fn)(CUcontext, CUstream, void **, int);
+    typedef CUresult (*id_fn)(CUcontext, void *, unsigned long long *);
+    auto object = (object_fn)slots[51];
+    auto key = (id_fn)slots[39];
+    CUstream created;
+    CU(cuStreamCreate(&created, CU_STREAM_NON_BLOCKING));
+    CUstream streams[] = {created, nullptr, CU_STREAM_LEGACY};
+    void *first[3] = {};
+    for (int i = 0; i < 3; i++) {
+        void *obj = nullptr, *again = nullptr;
+        unsigned long long v = 0, sid = 1;
+        CU(object(ctx, streams[i], &obj, 0));
+        CU(object(ctx, streams[i], &again, 0));
+        CU(key(ctx, obj, &v));
+        CU(cuStreamGetId(streams[i], &sid));
+        if (obj != again || v != sid)
+            FAIL("21318c60[51]/[39] of stream %d: objects %p %p, key %llu, cuStreamGetId %llu", i,
+                 obj, again, v, sid);
+        first[i] = obj;
+    }
+    if (first[1] != first[2] || first[0] == first[1])
+        FAIL("21318c60[51]: the NULL and legacy streams share an object, a created stream not");
+    void *obj = nullptr;
+    CUresult rc = object(nullptr, CU_STREAM_LEGACY, &obj, 0);
+    if (rc != CUDA_ERROR_INVALID_HANDLE)
+        FAIL("21318c60[51] of the legacy stream without a context = %d", (int)rc);
+    CU(cuStreamDestroy(created));
+}
+
 static void driver_part(void)
 {
     const int n = 1000;
@@ -94,6 +167,14 @@ static void driver_part(void)
     CU(cuFuncGetName(&fname, f));
     if (!fname || std::strcmp(fname, "_Z5scalePffi") != 0)
         FAIL("cuFuncGetName = %s", fname ? fname : "(null)");
+    // the kernel launched below is the one the private table visits (cuFFT's way)
+    CUfunction byname = f;
+    f = function_by_module_table(ctx, mod);
+    fname = nullptr;
+    CU(cuFuncGetName(&fname, f));
+    if (!fname || std::strcmp(fname, "_Z5scalePffi") != 0)
+        FAIL("cuFuncGetName of the visited function = %s (by name: %p, visited: %p)",
+             fname ? fname : "(null)", (void *)byname, (void *)f);
     int maxt = 0;
     CU(cuFuncGetAttribute(&maxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
     if (maxt <= 0)
@@ -144,6 +225,7 @@ static void driver_part(void)
         if (h[i] != (float)i * 2.5f)
             FAIL("h[%d] = %f, expected %f", i, h[i], (float)i * 2.5f);
     pointer_attributes(ctx, d, n * sizeof(float));
+    stream_key(ctx);
     CU(cuMemFree(d));
     CU(cuModuleUnload(mod));
     CU(cuCtxDestroy(ctx));

@@ -8,6 +8,7 @@
  * one gives an error, never a crash. Environment: SLUICE_DOUBLE_MEM_MIB (device memory, 4096). */
 #include "double.h"
 
+#include <elf.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -49,6 +50,7 @@ struct dbl_stream {
     struct dbl_obj hdr;
     unsigned flags;
     int priority;
+    unsigned long long id;
 };
 
 struct dbl_event {
@@ -65,6 +67,7 @@ struct dbl_image {
     size_t size;
     CUdeviceptr *globals;    /* one allocation per dbl_globals entry */
     struct dbl_func **funcs; /* per dbl_kernels entry, made on first lookup */
+    bool *present;           /* per dbl_kernels entry: its name is in the image's bytes */
 };
 
 struct dbl_func {
@@ -91,6 +94,7 @@ static struct dbl_alloc *allocs;
 static size_t nallocs, capallocs;
 static size_t mem_total, mem_used;
 static unsigned long long next_ctx_id = 1;
+static unsigned long long next_stream_id = 1000;
 static struct dbl_ctx primary_ctx;
 static unsigned primary_refs;
 
@@ -1298,6 +1302,7 @@ static CUresult stream_create(CUstream *ph, unsigned flags, int priority)
     s->hdr = (struct dbl_obj){K_STREAM, c};
     s->flags = flags;
     s->priority = priority > 0 ? 0 : (priority < -5 ? -5 : priority);
+    s->id = next_stream_id++;
     obj_add(s);
     *ph = (CUstream)s;
     return CUDA_SUCCESS;
@@ -1385,6 +1390,26 @@ static CUresult stream_get(CUstream h, int *prio, unsigned *flags)
     if (flags)
         *flags = s ? s->flags : 0;
     return CUDA_SUCCESS;
+}
+
+/* A created stream's id is its own; the NULL/legacy and the per-thread stream have one per
+ * context (the double does not tell threads apart). */
+static CUresult stream_id(CUstream h, unsigned long long *id)
+{
+    CUresult rc = stream_sync(h);
+    if (rc)
+        return rc;
+    struct dbl_stream *s = obj_get(h, K_STREAM);
+    uintptr_t kind = (uintptr_t)h == (uintptr_t)CU_STREAM_PER_THREAD ? 2 : 1;
+    *id = s ? s->id : (cur()->id << 8 | kind);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    if (!streamId)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(stream_id(hStream, streamId));
 }
 
 EXPORT CUresult cuStreamGetPriority(CUstream hStream, int *priority)
@@ -1565,6 +1590,45 @@ static size_t image_size(const void *image)
     return 0;
 }
 
+/* The bytes of an image as far as the double can tell where they end (an ELF cubin: up to its
+ * section headers). */
+static size_t image_span(const void *image, const unsigned char **bytes)
+{
+    const unsigned char *p = image;
+    uint32_t magic;
+    memcpy(&magic, p, 4);
+    if (magic == 0x466243b1u) {
+        const void *data;
+        memcpy(&data, p + 8, sizeof data);
+        return data ? image_span(data, bytes) : 0;
+    }
+    *bytes = p;
+    if (!memcmp(p,
+                "\x7f"
+                "ELF",
+                4)) {
+        Elf64_Ehdr eh;
+        memcpy(&eh, p, sizeof eh);
+        return (size_t)eh.e_shoff + (size_t)eh.e_shnum * eh.e_shentsize;
+    }
+    return image_size(image);
+}
+
+/* Which test kernels the image holds: their mangled names appear NUL-terminated in its string
+ * tables (as an entry of their own or after a section prefix such as ".text."). */
+static void image_find_kernels(struct dbl_image *img, const void *image)
+{
+    const unsigned char *b = NULL;
+    size_t n = image_span(image, &b);
+    for (size_t k = 0; k < dbl_kernel_count; k++) {
+        const char *name = dbl_kernels[k].name;
+        size_t len = strlen(name) + 1;
+        for (size_t i = 0; b && !img->present[k] && i + len <= n; i++)
+            if ((i == 0 || b[i - 1] == 0 || b[i - 1] == '.') && !memcmp(b + i, name, len))
+                img->present[k] = true;
+    }
+}
+
 static void image_free(struct dbl_image *img)
 {
     for (size_t i = 0; i < dbl_global_count; i++)
@@ -1577,6 +1641,7 @@ static void image_free(struct dbl_image *img)
         }
     free(img->globals);
     free(img->funcs);
+    free(img->present);
     obj_del(img);
     free(img);
 }
@@ -1601,11 +1666,13 @@ static CUresult image_load(struct dbl_image **out, const void *image, bool libra
     img->size = size;
     img->globals = calloc(dbl_global_count, sizeof *img->globals);
     img->funcs = calloc(dbl_kernel_count, sizeof *img->funcs);
+    img->present = calloc(dbl_kernel_count, sizeof *img->present);
     obj_add(img);
-    if (!img->globals || !img->funcs) {
+    if (!img->globals || !img->funcs || !img->present) {
         image_free(img);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    image_find_kernels(img, image);
     for (size_t i = 0; i < dbl_global_count; i++) {
         uintptr_t p;
         if ((rc = alloc_new(dbl_globals[i].size, A_GLOBAL, c, &p))) {
@@ -1710,6 +1777,48 @@ static CUresult get_func(struct dbl_func **out, void *h, bool library_only, cons
 EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
     LOCKED(get_func((struct dbl_func **)hfunc, hmod, false, name));
+}
+
+static CUresult module_functions(unsigned *count, CUfunction *fns, unsigned cap, CUmodule hmod)
+{
+    if (!initialized)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct dbl_image *img = obj_get(hmod, K_IMAGE);
+    if (!img)
+        return CUDA_ERROR_INVALID_HANDLE;
+    unsigned n = 0;
+    for (size_t k = 0; k < dbl_kernel_count; k++)
+        if (img->present[k])
+            n++;
+    if (count) {
+        *count = n;
+        return CUDA_SUCCESS;
+    }
+    if (!fns || cap == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned i = 0;
+    for (size_t k = 0; k < dbl_kernel_count && i < cap; k++) {
+        if (!img->present[k])
+            continue;
+        CUresult rc = get_func((struct dbl_func **)&fns[i], img, false, dbl_kernels[k].name);
+        if (rc)
+            return rc;
+        i++;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(module_functions(count, NULL, 0, mod));
+}
+
+EXPORT CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
+                                           CUmodule mod)
+{
+    LOCKED(module_functions(NULL, functions, numFunctions, mod));
 }
 
 EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)

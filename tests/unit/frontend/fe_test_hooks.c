@@ -15,6 +15,9 @@ static CUresult g_attr_rc = CUDA_SUCCESS;
 static const void *g_last_image;
 static int g_loads;
 static struct sl_fe_export *g_exports;
+static unsigned g_module_functions;
+static int *g_stream_id_calls;
+static CUresult g_module_functions_rc = CUDA_SUCCESS;
 static size_t g_export_count;
 
 static const struct sl_fe_integrity_device DEFAULT_DEV = {
@@ -34,6 +37,9 @@ void fe_test_reset(void)
     g_attr_rc = CUDA_SUCCESS;
     g_last_image = NULL;
     g_loads = 0;
+    g_module_functions = 0;
+    g_module_functions_rc = CUDA_SUCCESS;
+    g_stream_id_calls = NULL;
 }
 
 void fe_test_set_driver_version(int version)
@@ -134,6 +140,56 @@ CUresult sl_fe_module_load_image(CUmodule *module, const void *image)
     g_last_image = image;
     g_loads++;
     *module = FE_TEST_MODULE;
+    return CUDA_SUCCESS;
+}
+
+void fe_test_set_module_functions(unsigned count, CUresult rc)
+{
+    g_module_functions = count;
+    g_module_functions_rc = rc;
+}
+
+CUresult sl_fe_module_functions(CUmodule module, CUfunction **fns, unsigned *count)
+{
+    *fns = NULL;
+    *count = 0;
+    if (module != FE_TEST_MODULE)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (g_module_functions_rc != CUDA_SUCCESS || g_module_functions == 0)
+        return g_module_functions_rc;
+    CUfunction *out = calloc(g_module_functions, sizeof *out);
+    if (!out)
+        abort();
+    for (unsigned i = 0; i < g_module_functions; i++)
+        out[i] = fe_test_module_function(i);
+    *fns = out;
+    *count = g_module_functions;
+    return CUDA_SUCCESS;
+}
+
+CUresult sl_fe_function_name(CUfunction fn, const char **name)
+{
+    static const char *const NAMES[] = {"k0", "k1", "k2", "k3"};
+    uintptr_t i = (uintptr_t)fn - 0xf000;
+    if (i >= 4)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = NAMES[i];
+    return CUDA_SUCCESS;
+}
+
+void fe_test_stream_ids(int *calls)
+{
+    g_stream_id_calls = calls;
+}
+
+CUresult sl_fe_stream_id(CUcontext ctx, CUstream stream, uint64_t *id)
+{
+    if (g_stream_id_calls)
+        (*g_stream_id_calls)++;
+    if ((uintptr_t)stream == 0xbad)
+        return CUDA_ERROR_INVALID_HANDLE;
+    /* created streams: their own id; the context's streams: the context and the kind */
+    *id = (uintptr_t)stream > 2 ? (uintptr_t)stream : ((uintptr_t)ctx << 4) | (uintptr_t)stream;
     return CUDA_SUCCESS;
 }
 

@@ -27,5 +27,13 @@ int fe_test_module_loads(void);
 /* The fake primary context handle of dev and the module handle the loader returns. */
 CUcontext fe_test_primary_handle(CUdevice dev);
 #define FE_TEST_MODULE ((CUmodule)(uintptr_t)0x4d0d)
+/* The functions sl_fe_module_functions lists for FE_TEST_MODULE (any other module: invalid
+ * handle): count of them, fe_test_module_function(0..count-1), or the error rc. */
+void fe_test_set_module_functions(unsigned count, CUresult rc);
+#define fe_test_module_function(i) ((CUfunction)(uintptr_t)(0xf000 + (i)))
+/* sl_fe_function_name names fe_test_module_function(i) "k<i>" (i < 4). sl_fe_stream_id gives
+ * a created stream its handle as id, a context's stream (ctx << 4 | handle), 0xbad is an
+ * invalid handle; each call counts in *calls if set (NULL: not counted). */
+void fe_test_stream_ids(int *calls);
 
 #endif

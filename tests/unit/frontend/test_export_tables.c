@@ -69,6 +69,9 @@ static void test_served_ids(void **state)
     check_sized(SL_FE_ET_ID_INTEGRITY_CHECK, 3);
     check_sized(SL_FE_ET_ID_CONTEXT_ID, 93);
     check_sized(SL_FE_ET_ID_CLUSTER, 17);
+    check_sized(SL_FE_ET_ID_MODULE_FUNCTIONS, 99);
+    CUuuid mf = uuid_hex("6e163fbeb958444d835ce182aff1991e");
+    assert_memory_equal(mf.bytes, SL_FE_ET_ID_MODULE_FUNCTIONS, 16);
     CUuuid cl = uuid_hex("1734dc26800d47458726c0f1e7dd8bca");
     assert_memory_equal(cl.bytes, SL_FE_ET_ID_CLUSTER, 16);
     /* CONTEXT_LOCAL_STORAGE has no size slot: put, delete, get, NULL */
@@ -105,7 +108,6 @@ static void test_refused_ids(void **state)
         "0ca50b8c1004929a89a7d0df10e77286", /* CTX_CREATE_BYPASS */
         "b10541e1f7c7c74a9f64f223be99f1e2", /* DEVICE_EXTENDED_RT */
         "dd9e98a4f410484499b0e2aeb7b432b5", /* HYBRID_CUDART */
-        "6e163fbeb958444d835ce182aff1991e", /* module iterator */
         "35770f1b092e0348a48e056fc423968d", "bfdb432dbf3c5a4a945eb34029e81e75",
         "a6b1ff99ecc4c94f92f91928663d5585", "f88cc93e53fd9e46ba591e2b873e0f91",
         "9af0707b8e2dd84c8e4eb994c82ddc35", "69a28e9f24498b47b030c5da330ea4e9",
@@ -291,12 +293,62 @@ static void test_context_id(void **state)
     assert_int_equal(id, 1);
     assert_int_equal(((ctxid_fn)t[4])((CUcontext)(uintptr_t)0x100, NULL), CUDA_ERROR_INVALID_VALUE);
     for (int i = 1; i < 93; i++) {
-        if (i != 4)
+        if (i != 4 && i != 39 && i != 51)
             assert_int_equal(((noarg_fn)t[i])(), CUDA_ERROR_NOT_SUPPORTED);
     }
     /* distinct stubs per slot, so the log names the slot */
     assert_ptr_not_equal(t[1], t[2]);
     assert_ptr_not_equal(t[91], t[92]);
+}
+
+/* ---- context-id [51] and [39]: cuBLAS's stream key ---- */
+typedef CUresult (*stream_obj_fn)(CUcontext, CUstream, void **, int);
+typedef CUresult (*stream_id_fn)(CUcontext, void *, uint64_t *);
+
+static void test_stream_key(void **state)
+{
+    (void)state;
+    slots_t t = get_table(SL_FE_ET_ID_CONTEXT_ID);
+    stream_obj_fn obj = (stream_obj_fn)t[51];
+    stream_id_fn id = (stream_id_fn)t[39];
+    CUcontext ctx = (CUcontext)(uintptr_t)0x300;
+    CUstream created = (CUstream)(uintptr_t)0x5000;
+    int calls = 0;
+    fe_test_stream_ids(&calls);
+    void *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL;
+    /* a context's streams need the context (400 without, as the driver) */
+    assert_int_equal(obj(NULL, NULL, &a, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(obj(NULL, CU_STREAM_LEGACY, &a, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(obj(NULL, CU_STREAM_PER_THREAD, &a, 1), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(obj(ctx, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    /* the NULL and the legacy stream share one object, the same every time */
+    assert_int_equal(obj(ctx, NULL, &a, 0), CUDA_SUCCESS);
+    assert_int_equal(obj(ctx, CU_STREAM_LEGACY, &b, 0), CUDA_SUCCESS);
+    assert_ptr_equal(a, b);
+    assert_int_equal(obj(ctx, CU_STREAM_PER_THREAD, &c, 1), CUDA_SUCCESS);
+    assert_ptr_not_equal(a, c);
+    /* a created stream: the same object with or without a context */
+    assert_int_equal(obj(ctx, created, &d, 0), CUDA_SUCCESS);
+    assert_int_equal(obj(NULL, created, &e, 0), CUDA_SUCCESS);
+    assert_ptr_equal(d, e);
+    /* [39]: the stream's cuStreamGetId, asked once per object */
+    uint64_t v = 0;
+    assert_int_equal(id(ctx, a, &v), CUDA_SUCCESS);
+    assert_int_equal(v, (0x300 << 4) | 1);
+    assert_int_equal(id(NULL, a, &v), CUDA_SUCCESS);
+    assert_int_equal(calls, 1);
+    assert_int_equal(id(ctx, c, &v), CUDA_SUCCESS);
+    assert_int_equal(v, (0x300 << 4) | 2);
+    assert_int_equal(id(ctx, d, &v), CUDA_SUCCESS);
+    assert_int_equal(v, 0x5000);
+    assert_int_equal(calls, 3);
+    /* an object that is not one, a NULL out, an invalid stream */
+    int local;
+    assert_int_equal(id(ctx, &local, &v), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(id(ctx, a, NULL), CUDA_ERROR_INVALID_VALUE);
+    void *bad = NULL;
+    assert_int_equal(obj(ctx, (CUstream)(uintptr_t)0xbad, &bad, 0), CUDA_SUCCESS);
+    assert_int_equal(id(ctx, bad, &v), CUDA_ERROR_INVALID_HANDLE);
 }
 
 /* ---- cluster table: the slots that need no session ---- */
@@ -319,6 +371,64 @@ static void test_cluster(void **state)
     assert_int_equal(((ptrs_fn)t[13])(NULL, NULL), CUDA_SUCCESS);
     assert_int_equal(((ptrs_fn)t[4])(NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(((override_fn)t[11])(0, 16), 0);
+}
+
+/* ---- module functions [7]: what cuFFT needs ---- */
+typedef void (*visitor_fn)(void *, CUfunction, const char *);
+typedef uint64_t (*module_functions_fn)(CUcontext, CUmodule, visitor_fn, void *);
+
+struct visited {
+    unsigned n;
+    CUfunction last;
+    const char *name;
+};
+
+static void visit(void *opaque, CUfunction f, const char *name)
+{
+    struct visited *v = opaque;
+    v->n++;
+    v->last = f;
+    v->name = name;
+}
+
+static void test_module_functions(void **state)
+{
+    (void)state;
+    slots_t t = get_table(SL_FE_ET_ID_MODULE_FUNCTIONS);
+    module_functions_fn mf = (module_functions_fn)t[7];
+    struct visited v = {0};
+    /* one function: visited once, the count is 1 (what cuFFT checks) */
+    fe_test_set_module_functions(1, CUDA_SUCCESS);
+    assert_int_equal(mf(NULL, FE_TEST_MODULE, visit, &v), 1);
+    assert_int_equal(v.n, 1);
+    assert_ptr_equal(v.last, fe_test_module_function(0));
+    assert_string_equal(v.name, "k0");
+    /* several: each in the driver's order */
+    v = (struct visited){0};
+    fe_test_set_module_functions(3, CUDA_SUCCESS);
+    assert_int_equal(mf(NULL, FE_TEST_MODULE, visit, &v), 3);
+    assert_int_equal(v.n, 3);
+    assert_ptr_equal(v.last, fe_test_module_function(2));
+    assert_string_equal(v.name, "k2");
+    /* a function that cannot be named: nothing visited */
+    v = (struct visited){0};
+    fe_test_set_module_functions(5, CUDA_SUCCESS);
+    assert_int_equal(mf(NULL, FE_TEST_MODULE, visit, &v), 0);
+    assert_int_equal(v.n, 0);
+    fe_test_set_module_functions(3, CUDA_SUCCESS);
+    /* no visitor: only counted */
+    assert_int_equal(mf(NULL, FE_TEST_MODULE, NULL, NULL), 3);
+    /* a bad module, a module that cannot be listed, an empty one: 0, nothing visited */
+    v = (struct visited){0};
+    assert_int_equal(mf(NULL, (CUmodule)(uintptr_t)0x1234, visit, &v), 0);
+    fe_test_set_module_functions(2, CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(mf(NULL, FE_TEST_MODULE, visit, &v), 0);
+    fe_test_set_module_functions(0, CUDA_SUCCESS);
+    assert_int_equal(mf(NULL, FE_TEST_MODULE, visit, &v), 0);
+    assert_int_equal(v.n, 0);
+    /* the other slots are logged stubs */
+    assert_int_equal(((CUresult(*)(void))t[1])(), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(((CUresult(*)(void))t[98])(), CUDA_ERROR_NOT_SUPPORTED);
 }
 
 /* ---- INTEGRITY_CHECK slot 2 (slot 1: test_integrity.c) ---- */
@@ -345,7 +455,9 @@ int main(void)
         cmocka_unit_test_setup(test_tools_tls, setup),
         cmocka_unit_test_setup(test_context_checks, setup),
         cmocka_unit_test_setup(test_context_id, setup),
+        cmocka_unit_test_setup(test_stream_key, setup),
         cmocka_unit_test_setup(test_cluster, setup),
+        cmocka_unit_test_setup(test_module_functions, setup),
         cmocka_unit_test_setup(test_integrity_slot2, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Runs one command through Sluice on the GPU machine: starts a sluice-backend on the real
+driver (as run_samples.py does), puts our libcuda.so.1 first on the library path and runs the
+command with the guest's configuration; its exit status is the command's.
+
+usage: through_sluice.py --bundle DIR --frontend DIR [--log-level L] [--backend-log FILE] -- CMD..."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_samples import start_backend  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--frontend", required=True)
+    ap.add_argument("--log-level", default="info")
+    ap.add_argument("--backend-log", help="copy the backend's log here at the end")
+    ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if not cmd:
+        ap.error("no command")
+    work = tempfile.mkdtemp(prefix="sluice-run-")
+    be, cfg = start_backend(a.bundle, work, a.driver)
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = a.frontend + ":" + os.environ.get("LD_LIBRARY_PATH", "")
+    env["SLUICE_CONFIG_DIR"] = cfg
+    env["SLUICE_LOG_LEVEL"] = a.log_level
+    env["TRITON_LIBCUDA_PATH"] = a.frontend
+    try:
+        rc = subprocess.run(cmd, env=env).returncode
+    finally:
+        be.terminate()
+        be.wait(timeout=10)
+        if a.backend_log:
+            shutil.copy(os.path.join(work, "backend.log"), a.backend_log)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
