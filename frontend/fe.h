@@ -81,12 +81,17 @@ struct sl_fe_rpc_limits {
     size_t inflight_calls;  /* unanswered async calls before an slFence (4096) */
     uint64_t inflight_bulk; /* unanswered async bulk before an slFence (256 MiB) */
     unsigned flush_us;      /* longest wait of a queued async call before it is sent; 0: none */
+    unsigned start_us;      /* after a reply: the first async call goes at once, the next frames
+                               wait start_us, twice that, ... up to flush_us; 0: flush_us always */
 };
 #define SL_FE_FLUSH_US_DEFAULT 200u
 #define SL_FE_FLUSH_US_MAX     1000000u
+#define SL_FE_START_US_DEFAULT 100u
 void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l);
-/* $SLUICE_FLUSH_US checked (a bad value is logged and the default used). */
+/* $SLUICE_FLUSH_US and $SLUICE_FLUSH_START_US checked (a bad value is logged and the default
+ * used). */
 unsigned sl_fe_rpc_flush_us_from_env(void);
+unsigned sl_fe_rpc_start_us_from_env(void);
 
 /* Statistics for tests. */
 struct sl_fe_rpc_stats {

@@ -11,9 +11,11 @@
  * Async calls wait in the pending frame at most flush_us (docs/remoting.md): the GPU must not
  * sit idle while work it could run waits here for a synchronizing call. An async call goes out
  * at once when nothing was sent for flush_us (the link was quiet), else with the frame when the
- * frame's oldest call has waited flush_us; a flusher thread sends a frame that no later call
- * came to send (after at least 250 us). Under a steady stream of calls this makes one frame per
- * flush_us. */
+ * frame's oldest call has waited the current window; a flusher thread sends a frame that no
+ * later call came to send (after at least 250 us). The window opens after each reply (every
+ * call sent has run, the GPU may be idle): the first async call goes at once, the next frame
+ * waits start_us, then twice as long, up to flush_us. Under a steady stream of calls this
+ * makes one frame per flush_us; after a synchronization the GPU gets the next work at once. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -47,8 +49,12 @@ static size_t g_pbulk_len, g_pbulk_cap;
 static size_t g_inflight_calls; /* async calls sent or pending since the last reply */
 static uint64_t g_inflight_bulk;
 
-static struct sl_fe_rpc_limits g_lim = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20,
-                                        SL_FE_FLUSH_US_DEFAULT};
+static struct sl_fe_rpc_limits g_lim = {256,
+                                        (size_t)4 << 20,
+                                        4096,
+                                        (uint64_t)256 << 20,
+                                        SL_FE_FLUSH_US_DEFAULT,
+                                        SL_FE_START_US_DEFAULT};
 static struct sl_fe_rpc_stats g_stats;
 static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1];    /* synchronous calls made, per call id */
 static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1];  /* the memo emptied, per call id */
@@ -60,6 +66,7 @@ static pthread_cond_t g_flush_cv;
 static pthread_once_t g_flush_once = PTHREAD_ONCE_INIT;
 static int g_flusher_started, g_flusher_idle;
 static uint64_t g_pend_t0_ns, g_last_send_ns;
+static uint64_t g_win_ns; /* the current window (see the top of the file) */
 
 /* Streams known to be idle: a call that synchronized them was answered with success, and every
  * call appended since leaves GPU work alone (queries, synchronizations, copies into guest
@@ -346,6 +353,26 @@ unsigned sl_fe_rpc_flush_us_from_env(void)
     return sl_fe_env_uint("SLUICE_FLUSH_US", SL_FE_FLUSH_US_DEFAULT, SL_FE_FLUSH_US_MAX);
 }
 
+unsigned sl_fe_rpc_start_us_from_env(void)
+{
+    return sl_fe_env_uint("SLUICE_FLUSH_START_US", SL_FE_START_US_DEFAULT, SL_FE_FLUSH_US_MAX);
+}
+
+/* The window a pending frame waits now, and the next one once it went out by time. */
+static uint64_t window_ns(void)
+{
+    uint64_t flush = (uint64_t)g_lim.flush_us * 1000u;
+    return g_lim.start_us && g_win_ns < flush ? g_win_ns : flush;
+}
+
+static void window_grow(void)
+{
+    uint64_t flush = (uint64_t)g_lim.flush_us * 1000u, start = (uint64_t)g_lim.start_us * 1000u;
+    g_win_ns = g_win_ns ? 2 * g_win_ns : start;
+    if (g_win_ns > flush)
+        g_win_ns = flush;
+}
+
 void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st)
 {
     pthread_mutex_lock(&g_io);
@@ -415,6 +442,7 @@ void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
     g_seq = 0;
     g_inflight_calls = 0;
     g_inflight_bulk = 0;
+    g_win_ns = 0;
     g_nidle = 0;
     g_clean = 0;
     pending_clear();
@@ -437,6 +465,7 @@ void sl_fe_rpc_reset(void)
     g_seq = 0;
     g_inflight_calls = 0;
     g_inflight_bulk = 0;
+    g_win_ns = 0;
     memset(&g_stats, 0, sizeof g_stats);
     memset(g_sync_by_call, 0, sizeof g_sync_by_call);
     memset(g_forget_by_call, 0, sizeof g_forget_by_call);
@@ -779,6 +808,7 @@ static CUresult read_until_all(struct waiter *ws, size_t nw)
                 /* every call up to this reply has executed */
                 g_inflight_calls = 0;
                 g_inflight_bulk = 0;
+                g_win_ns = 0;
             }
             break;
         }
@@ -1179,10 +1209,12 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     uint64_t wait_ns = (uint64_t)g_lim.flush_us * 1000u, now = wait_ns ? now_ns() : 0;
     if (direct)
         rc = pending_send(in, n); /* the guest's buffer is encrypted before send returns */
-    else if (g_pend_calls >= g_lim.frame_calls || g_pbulk_len >= g_lim.frame_bulk ||
-             (wait_ns && (now - g_last_send_ns >= wait_ns || now - g_pend_t0_ns >= wait_ns)))
+    else if (g_pend_calls >= g_lim.frame_calls || g_pbulk_len >= g_lim.frame_bulk)
         rc = pending_send(NULL, 0);
-    else if (wait_ns && !g_flusher_started)
+    else if (wait_ns && (now - g_last_send_ns >= wait_ns || now - g_pend_t0_ns >= window_ns())) {
+        rc = pending_send(NULL, 0);
+        window_grow();
+    } else if (wait_ns && !g_flusher_started)
         flusher_start();
     else if (wait_ns && g_pend_calls == 1 && g_flusher_idle)
         pthread_cond_signal(&g_flush_cv);

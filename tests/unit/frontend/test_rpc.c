@@ -154,7 +154,7 @@ static int setup(void **state)
     sl_fe_rpc_reset();
     struct sl_fe_transport tr = {fake_send, fake_recv, fake_recv_bulk, NULL};
     sl_fe_rpc_attach(&tr);
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0};
     sl_fe_rpc_set_limits(&l);
     return 0;
 }
@@ -178,7 +178,7 @@ static void coalescing(void **state)
 static void frame_limit_flushes(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {4, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0};
+    struct sl_fe_rpc_limits l = {4, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0};
     sl_fe_rpc_set_limits(&l);
     for (int i = 0; i < 8; i++)
         assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
@@ -199,7 +199,7 @@ static uint64_t frames_sent(void)
 static void queued_calls_go_out_without_a_sync(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 100000};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 100000, 0};
     sl_fe_rpc_set_limits(&l);
     assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
     assert_int_equal(frames_sent(), 1);
@@ -451,6 +451,36 @@ static void per_thread_streams_are_distinct(void **state)
     assert_int_equal(F.calls, n + 1);
 }
 
+/* After a reply the window opens: the first async call goes at once, the next frame waits
+ * start_us, the one after twice that, up to flush_us. */
+static void window_opens_after_a_reply(void **state)
+{
+    (void)state;
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 1000000, 50000};
+    sl_fe_rpc_set_limits(&l);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS); /* quiet link */
+    assert_int_equal(F.frames, 1);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(F.frames, 2);
+    assert_int_equal(cuMemsetD8Async(0x1000, 2, 16, NULL), CUDA_SUCCESS); /* at once */
+    assert_int_equal(F.frames, 3);
+    assert_int_equal(cuMemsetD8Async(0x1000, 3, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8Async(0x1000, 4, 16, NULL), CUDA_SUCCESS);
+    assert_int_equal(F.frames, 3);
+    usleep(70000);
+    assert_int_equal(cuMemsetD8Async(0x1000, 5, 16, NULL), CUDA_SUCCESS); /* waited 50 ms */
+    assert_int_equal(F.frames, 4);
+    assert_int_equal(cuMemsetD8Async(0x1000, 6, 16, NULL), CUDA_SUCCESS);
+    usleep(70000);
+    assert_int_equal(cuMemsetD8Async(0x1000, 7, 16, NULL), CUDA_SUCCESS); /* window 100 ms */
+    assert_int_equal(F.frames, 4);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(F.frames, 5);
+    assert_int_equal(F.calls, 9);
+    l.flush_us = 0;
+    sl_fe_rpc_set_limits(&l);
+}
+
 static void flush_delay_from_env(void **state)
 {
     (void)state;
@@ -466,6 +496,13 @@ static void flush_delay_from_env(void **state)
         assert_int_equal(sl_fe_rpc_flush_us_from_env(), SL_FE_FLUSH_US_DEFAULT);
     }
     unsetenv("SLUICE_FLUSH_US");
+    unsetenv("SLUICE_FLUSH_START_US");
+    assert_int_equal(sl_fe_rpc_start_us_from_env(), SL_FE_START_US_DEFAULT);
+    setenv("SLUICE_FLUSH_START_US", "0", 1);
+    assert_int_equal(sl_fe_rpc_start_us_from_env(), 0);
+    setenv("SLUICE_FLUSH_START_US", "x", 1);
+    assert_int_equal(sl_fe_rpc_start_us_from_env(), SL_FE_START_US_DEFAULT);
+    unsetenv("SLUICE_FLUSH_START_US");
 }
 
 static void deferred_error_at_next_sync(void **state)
@@ -528,7 +565,7 @@ static void host_callback_before_reply(void **state)
 static void backpressure_fence(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 8, (uint64_t)256 << 20, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 8, (uint64_t)256 << 20, 0, 0};
     sl_fe_rpc_set_limits(&l);
     for (int i = 0; i < 7; i++)
         assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
@@ -550,7 +587,7 @@ static void backpressure_fence(void **state)
 static void fence_reports_deferred_error(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 2, (uint64_t)256 << 20, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 2, (uint64_t)256 << 20, 0, 0};
     sl_fe_rpc_set_limits(&l);
     assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
     F.next_result = CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -664,6 +701,7 @@ int main(void)
         cmocka_unit_test_setup(coalescing, setup),
         cmocka_unit_test_setup(frame_limit_flushes, setup),
         cmocka_unit_test_setup(queued_calls_go_out_without_a_sync, setup),
+        cmocka_unit_test_setup(window_opens_after_a_reply, setup),
         cmocka_unit_test_setup(flush_delay_from_env, setup),
         cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
         cmocka_unit_test_setup(idle_stream_answered_here, setup),
