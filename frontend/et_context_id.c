@@ -109,31 +109,19 @@ static CUresult stream_object_id(CUcontext ctx, struct stream_object *obj, uint6
 }
 
 /* Stubs 00..99 (unused ones are discarded); the slots not served use them. */
-#define DECADE(d)                                                                                  \
-    SL_FE_ET_STUB(ctxid, d##0, d * 10 + 0)                                                         \
-    SL_FE_ET_STUB(ctxid, d##1, d * 10 + 1)                                                         \
-    SL_FE_ET_STUB(ctxid, d##2, d * 10 + 2)                                                         \
-    SL_FE_ET_STUB(ctxid, d##3, d * 10 + 3)                                                         \
-    SL_FE_ET_STUB(ctxid, d##4, d * 10 + 4)                                                         \
-    SL_FE_ET_STUB(ctxid, d##5, d * 10 + 5)                                                         \
-    SL_FE_ET_STUB(ctxid, d##6, d * 10 + 6)                                                         \
-    SL_FE_ET_STUB(ctxid, d##7, d * 10 + 7)                                                         \
-    SL_FE_ET_STUB(ctxid, d##8, d * 10 + 8)                                                         \
-    SL_FE_ET_STUB(ctxid, d##9, d * 10 + 9)
-DECADE(0)
-DECADE(1)
-DECADE(2)
-DECADE(3)
-DECADE(4)
-DECADE(5)
-DECADE(6)
-DECADE(7)
-DECADE(8)
-DECADE(9)
+SL_FE_ET_STUB_DECADE(ctxid, 0)
+SL_FE_ET_STUB_DECADE(ctxid, 1)
+SL_FE_ET_STUB_DECADE(ctxid, 2)
+SL_FE_ET_STUB_DECADE(ctxid, 3)
+SL_FE_ET_STUB_DECADE(ctxid, 4)
+SL_FE_ET_STUB_DECADE(ctxid, 5)
+SL_FE_ET_STUB_DECADE(ctxid, 6)
+SL_FE_ET_STUB_DECADE(ctxid, 7)
+SL_FE_ET_STUB_DECADE(ctxid, 8)
+SL_FE_ET_STUB_DECADE(ctxid, 9)
 
-#define S(id) SL_FE_ET_STUB_REF(ctxid, id)
-#define REFS(d)                                                                                    \
-    S(d##0), S(d##1), S(d##2), S(d##3), S(d##4), S(d##5), S(d##6), S(d##7), S(d##8), S(d##9)
+#define S(id)   SL_FE_ET_STUB_REF(ctxid, id)
+#define REFS(d) SL_FE_ET_STUB_REFS(ctxid, d)
 
 static const sl_fe_slot TABLE[93] = {
     SL_FE_ET_SIZE(93),

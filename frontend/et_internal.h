@@ -42,4 +42,23 @@ CUresult sl_fe_et_stub_called(struct sl_fe_et_site *site, unsigned slot, CUresul
 #define SL_FE_ET_STUB(site, id, slot) SL_FE_ET_STUB_RC(site, id, slot, CUDA_ERROR_NOT_SUPPORTED)
 #define SL_FE_ET_STUB_REF(site, id)   SL_FE_ET_FN(site##_stub_##id)
 
+/* Stubs d0..d9 of a site, and references to them (tables with many unknown slots). */
+#define SL_FE_ET_STUB_DECADE(site, d)                                                              \
+    SL_FE_ET_STUB(site, d##0, d * 10 + 0)                                                          \
+    SL_FE_ET_STUB(site, d##1, d * 10 + 1)                                                          \
+    SL_FE_ET_STUB(site, d##2, d * 10 + 2)                                                          \
+    SL_FE_ET_STUB(site, d##3, d * 10 + 3)                                                          \
+    SL_FE_ET_STUB(site, d##4, d * 10 + 4)                                                          \
+    SL_FE_ET_STUB(site, d##5, d * 10 + 5)                                                          \
+    SL_FE_ET_STUB(site, d##6, d * 10 + 6)                                                          \
+    SL_FE_ET_STUB(site, d##7, d * 10 + 7)                                                          \
+    SL_FE_ET_STUB(site, d##8, d * 10 + 8)                                                          \
+    SL_FE_ET_STUB(site, d##9, d * 10 + 9)
+#define SL_FE_ET_STUB_REFS(site, d)                                                                \
+    SL_FE_ET_STUB_REF(site, d##0), SL_FE_ET_STUB_REF(site, d##1), SL_FE_ET_STUB_REF(site, d##2),   \
+        SL_FE_ET_STUB_REF(site, d##3), SL_FE_ET_STUB_REF(site, d##4),                              \
+        SL_FE_ET_STUB_REF(site, d##5), SL_FE_ET_STUB_REF(site, d##6),                              \
+        SL_FE_ET_STUB_REF(site, d##7), SL_FE_ET_STUB_REF(site, d##8),                              \
+        SL_FE_ET_STUB_REF(site, d##9)
+
 #endif

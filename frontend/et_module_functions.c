@@ -53,31 +53,19 @@ static uint64_t module_functions(CUcontext ctx, CUmodule module, function_visito
 }
 
 /* Stubs 00..99 (unused ones are discarded); slots 1-6 and 8-98 use them. */
-#define DECADE(d)                                                                                  \
-    SL_FE_ET_STUB(modfn, d##0, d * 10 + 0)                                                         \
-    SL_FE_ET_STUB(modfn, d##1, d * 10 + 1)                                                         \
-    SL_FE_ET_STUB(modfn, d##2, d * 10 + 2)                                                         \
-    SL_FE_ET_STUB(modfn, d##3, d * 10 + 3)                                                         \
-    SL_FE_ET_STUB(modfn, d##4, d * 10 + 4)                                                         \
-    SL_FE_ET_STUB(modfn, d##5, d * 10 + 5)                                                         \
-    SL_FE_ET_STUB(modfn, d##6, d * 10 + 6)                                                         \
-    SL_FE_ET_STUB(modfn, d##7, d * 10 + 7)                                                         \
-    SL_FE_ET_STUB(modfn, d##8, d * 10 + 8)                                                         \
-    SL_FE_ET_STUB(modfn, d##9, d * 10 + 9)
-DECADE(0)
-DECADE(1)
-DECADE(2)
-DECADE(3)
-DECADE(4)
-DECADE(5)
-DECADE(6)
-DECADE(7)
-DECADE(8)
-DECADE(9)
+SL_FE_ET_STUB_DECADE(modfn, 0)
+SL_FE_ET_STUB_DECADE(modfn, 1)
+SL_FE_ET_STUB_DECADE(modfn, 2)
+SL_FE_ET_STUB_DECADE(modfn, 3)
+SL_FE_ET_STUB_DECADE(modfn, 4)
+SL_FE_ET_STUB_DECADE(modfn, 5)
+SL_FE_ET_STUB_DECADE(modfn, 6)
+SL_FE_ET_STUB_DECADE(modfn, 7)
+SL_FE_ET_STUB_DECADE(modfn, 8)
+SL_FE_ET_STUB_DECADE(modfn, 9)
 
-#define S(id) SL_FE_ET_STUB_REF(modfn, id)
-#define REFS(d)                                                                                    \
-    S(d##0), S(d##1), S(d##2), S(d##3), S(d##4), S(d##5), S(d##6), S(d##7), S(d##8), S(d##9)
+#define S(id)   SL_FE_ET_STUB_REF(modfn, id)
+#define REFS(d) SL_FE_ET_STUB_REFS(modfn, d)
 
 static const sl_fe_slot TABLE[99] = {
     SL_FE_ET_SIZE(99),

@@ -53,25 +53,30 @@ static void pointer_attributes(CUcontext ctx, CUdeviceptr d, size_t bytes)
 /* The private table 6e163fbe... whose [7] cuFFT calls to get the one kernel of a module it
  * loads without naming it (docs/frontend-internals.md): the real driver and Sluice must visit
  * the same functions and count them alike. */
-static void keep_function(void *opaque, CUfunction fn, unsigned long long owner)
+static void keep_function(void *opaque, CUfunction fn, const char *name)
 {
-    (void)owner;
+    (void)name;
     static_cast<std::vector<CUfunction> *>(opaque)->push_back(fn);
+}
+
+static const void *const *export_table(const unsigned char (&id)[16])
+{
+    CUuuid uuid;
+    std::memcpy(uuid.bytes, id, sizeof id);
+    const void *table = nullptr;
+    CU(cuGetExportTable(&table, &uuid));
+    return static_cast<const void *const *>(table);
 }
 
 static CUfunction function_by_module_table(CUcontext ctx, CUmodule mod)
 {
     static const unsigned char id[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
                                          0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
-    CUuuid uuid;
-    std::memcpy(uuid.bytes, id, sizeof id);
-    const void *table = nullptr;
-    CU(cuGetExportTable(&table, &uuid));
-    auto slots = static_cast<const void *const *>(table);
+    auto slots = export_table(id);
     if ((uintptr_t)slots[0] < 8 * sizeof(void *) || !slots[7])
         FAIL("table 6e163fbe has no slot 7 (size %zu)", (size_t)(uintptr_t)slots[0]);
-    typedef unsigned long long (*visit_fn)(
-        CUcontext, CUmodule, void (*)(void *, CUfunction, unsigned long long), void *);
+    typedef unsigned long long (*visit_fn)(CUcontext, CUmodule,
+                                           void (*)(void *, CUfunction, const char *), void *);
     std::vector<CUfunction> seen;
     unsigned long long n = ((visit_fn)slots[7])(ctx, mod, keep_function, &seen);
     unsigned count = 0;
@@ -89,11 +94,7 @@ static void stream_key(CUcontext ctx)
 {
     static const unsigned char id[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
                                          0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
-    CUuuid uuid;
-    std::memcpy(uuid.bytes, id, sizeof id);
-    const void *table = nullptr;
-    CU(cuGetExportTable(&table, &uuid));
-    auto slots = static_cast<const void *const *>(table);
+    auto slots = export_table(id);
     typedef CUresult (*object_fn)(CUcontext, CUstream, void **, int);
     typedef CUresult (*id_fn)(CUcontext, void *, unsigned long long *);
     auto object = (object_fn)slots[51];
