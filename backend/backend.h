@@ -41,6 +41,7 @@
 #define BE_MAX_STDOUT        ((size_t)1 << 20)    /* printf bytes kept for one reply */
 #define BE_IMAGE_CACHE_BYTES ((size_t)512 << 20)  /* in-process image cache */
 #define BE_IMAGE_CACHE_COUNT 1024u
+#define BE_IMAGE_STORE_BYTES ((uint64_t)1 << 30) /* images on disk (--state-dir), per tenant */
 
 /* SLA accounting: measurement, quota, share, usage records (docs/accounting.md) */
 #include "accounting.h"
@@ -328,6 +329,16 @@ void be_images_clear(void);
  * is entirely inside its len bytes, so the driver never reads past it. */
 CUresult be_image_validate(const uint8_t *p, uint64_t len, uint32_t format);
 
+/* ---------------------------------------------------------------- image_store.c */
+/* Images on disk across sessions, in dir (STATE_DIR/images; "" or NULL: none). get returns the
+ * image (malloc'd) only when the file's size and SHA-256 are those asked for, else NULL; put
+ * stores it (nothing when it is there, or on an error, which is logged) and evicts the least
+ * recently used files beyond the limit (BE_IMAGE_STORE_BYTES). */
+void be_image_store_set_dir(const char *dir);
+void be_image_store_set_limit(uint64_t bytes);
+uint8_t *be_image_store_get(const uint8_t sha[32], uint64_t size);
+void be_image_store_put(const uint8_t sha[32], const uint8_t *bytes, uint64_t size);
+
 /* ---------------------------------------------------------------- launch.c */
 /* The parameter layout of a function or kernel id (cached in its handle). */
 CUresult be_layout_get(sl_be_session *s, uint64_t fid, struct be_layout **out, void **native);
@@ -366,6 +377,7 @@ struct be_config {
     unsigned usage_interval_s; /* usage record period; 0 = BE_USAGE_INTERVAL_S */
     unsigned usage_resend_s;   /* unacknowledged records again after; 0 = BE_USAGE_RESEND_S */
     int no_gpu_timing;         /* --measure none: no timing events (overhead measurements) */
+    const char *image_dir;     /* set by main: STATE_DIR/images when it could be made; NULL */
 };
 #define BE_DEFAULT_MAX_SESSIONS 64u
 #define BE_WORKER_GRACE_MS      5000 /* after the socket is closed, then SIGKILL */
@@ -452,7 +464,8 @@ int be_probe_main(const char *driver, const char *project);
 struct be_worker_opts {
     int acct_fd, acct_slot, acct_inst;
     unsigned usage_interval_s;
-    int no_gpu_timing; /* --measure none */
+    int no_gpu_timing;     /* --measure none */
+    const char *image_dir; /* --image-dir: the tenant's image store; NULL: none */
 };
 int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
                    const char *project, const struct be_worker_opts *o);

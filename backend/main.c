@@ -79,7 +79,8 @@ static int id_ok(const char *s)
 }
 
 /* Hidden modes: `--session-worker FD --driver PATH --session-id N --instance I --project P
- * [--acct-fd FD --acct-slot N --acct-inst N] [--usage-interval S] [--measure M]` (a session's
+ * [--acct-fd FD --acct-slot N --acct-inst N] [--usage-interval S] [--measure M] [--image-dir D]`
+ * (a session's
  * worker process, started by server.c) and `--probe-driver PATH --project P` (the start-up driver
  * check). Returns -1 when argv is neither. */
 static int hidden_mode(int argc, char **argv)
@@ -89,7 +90,7 @@ static int hidden_mode(int argc, char **argv)
     const char *driver = NULL, *instance = "", *project = "";
     unsigned long long sid = 0;
     int fd = -1;
-    struct be_worker_opts wo = {-1, -1, -1, 0, 0};
+    struct be_worker_opts wo = {-1, -1, -1, 0, 0, NULL};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--session-worker"))
             fd = atoi(argv[i + 1]);
@@ -103,6 +104,8 @@ static int hidden_mode(int argc, char **argv)
             wo.usage_interval_s = (unsigned)strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--measure"))
             wo.no_gpu_timing = !strcmp(argv[i + 1], "none");
+        else if (!strcmp(argv[i], "--image-dir"))
+            wo.image_dir = argv[i + 1];
         else if (!strcmp(argv[i], "--probe-driver") || !strcmp(argv[i], "--driver"))
             driver = argv[i + 1];
         else if (!strcmp(argv[i], "--session-id"))
@@ -272,6 +275,15 @@ int main(int argc, char **argv)
             fprintf(stderr, "sluice-backend: --state-dir %s is not a directory\n", cfg.state_dir);
             return 2;
         }
+        /* the tenant's module images, kept across sessions (image_store.c) */
+        static char images[4096];
+        int n = snprintf(images, sizeof images, "%s/images", cfg.state_dir);
+        if (n > 0 && (size_t)n < sizeof images && (mkdir(images, 0700) == 0 || errno == EEXIST))
+            cfg.image_dir = images;
+        else
+            sl_log(SL_LOG_WARNING, BE_COMPONENT,
+                   "%s/images cannot be made (%s): module images are sent again by every session",
+                   cfg.state_dir, strerror(errno));
     }
     if (!cfg.control && !cfg.allow)
         sl_log(SL_LOG_WARNING, BE_COMPONENT,

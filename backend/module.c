@@ -1,9 +1,10 @@
 /* Modules and libraries: slLoadImage (call 10002) with a bounded in-process cache of images by
- * SHA-256 (a program started again sends no image), image bounds validation (the driver never
- * reads past the bytes we hold), a rebuilt __fatBinC_Wrapper_t for wrapper images, scalar JIT
- * options only; cuModuleGetGlobal / cuLibraryGetGlobal register the global's range with the
- * session (owned by the module or library, dropped when it is unloaded); function and kernel
- * names. */
+ * SHA-256 in front of the tenant's image store on disk (image_store.c: a program started again
+ * sends no image, though each session has a worker process of its own), image bounds validation
+ * (the driver never reads past the bytes we hold), a rebuilt __fatBinC_Wrapper_t for wrapper
+ * images, scalar JIT options only; cuModuleGetGlobal / cuLibraryGetGlobal register the global's
+ * range with the session (owned by the module or library, dropped when it is unloaded); function
+ * and kernel names. */
 #include <elf.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -276,6 +277,7 @@ static CUresult h_load_image(sl_be_session *s, const struct sl_driver_api *api,
         }
         img = cache_get(md, rq->size);
         if (!img) {
+            be_image_store_put(md, s->in_bulk, rq->size); /* for the sessions after this one */
             uint8_t *copy = malloc(rq->size);
             if (!copy)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -286,8 +288,14 @@ static CUresult h_load_image(sl_be_session *s, const struct sl_driver_api *api,
         }
     } else {
         img = cache_get(rq->sha256.data, rq->size);
-        if (!img)
-            return CUDA_ERROR_FILE_NOT_FOUND; /* send it again with the bytes */
+        if (!img) {
+            uint8_t *stored = be_image_store_get(rq->sha256.data, rq->size);
+            if (!stored)
+                return CUDA_ERROR_FILE_NOT_FOUND; /* send it again with the bytes */
+            img = cache_put(rq->sha256.data, stored, rq->size);
+            if (!img)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         if (be_image_validate(img->bytes, img->size, rq->format) != CUDA_SUCCESS) {
             be_image_unref(img);
             return CUDA_ERROR_INVALID_IMAGE;

@@ -510,6 +510,8 @@ static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_er
                     ival,
                     "--measure",
                     srv->cfg->no_gpu_timing ? "none" : "events",
+                    srv->cfg->image_dir ? "--image-dir" : NULL,
+                    (char *)srv->cfg->image_dir,
                     NULL};
     pid_t pid = fork();
     if (pid < 0) {

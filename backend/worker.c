@@ -285,6 +285,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     signal(SIGINT, SIG_IGN);
     w_fd = fd;
     be_outbox_set_sink(w_sink);
+    be_image_store_set_dir(o->image_dir);
     struct sl_driver_api api;
     struct be_devices devs;
     void *dl = NULL;

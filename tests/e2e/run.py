@@ -138,7 +138,7 @@ def tail(path, n=40):
 
 
 class Backend:
-    def __init__(self, args, pki, work, driver, env_extra=None):
+    def __init__(self, args, pki, work, driver, env_extra=None, extra_args=()):
         self.port = free_port()
         self.endpoint = f"tcp://127.0.0.1:{self.port}"
         self.log = os.path.join(work, f"backend-{self.port}.log")
@@ -146,7 +146,8 @@ class Backend:
         with open(allow, "w") as f:
             f.write(GUEST_UUID + "\n")
         fmt = dict(project=PROJECT, driver=driver, endpoint=self.endpoint, pki=pki, allow=allow)
-        argv = [args.backend] + [a.format(**fmt) for a in BACKEND_ARGS] + args.backend_arg
+        argv = [args.backend] + [a.format(**fmt) for a in BACKEND_ARGS] + args.backend_arg + \
+            list(extra_args)
         env = dict(os.environ)
         # Never our libcuda.so.1 on the backend's path; keep the rest (the GPU machine finds
         # libzmq and friends through LD_LIBRARY_PATH).
@@ -343,6 +344,52 @@ def worker_crash(args, pki, work, driver, frontend_dir):
     return problems
 
 
+def image_store(args, pki, work, driver, frontend_dir):
+    """One backend with a state folder, the same program twice: the first session sends its
+    module image, the second finds it in the tenant's image store (each session has a worker
+    process of its own, so only the store on disk carries it over)."""
+    state = os.path.join(work, "state")
+    os.makedirs(state)
+    backend = Backend(args, pki, work, driver, extra_args=["--state-dir", state])
+    problems = []
+    try:
+        why = backend.wait_ready()
+        if why:
+            return [why]
+        env = dict(guest_env(args, backend, frontend_dir), SLUICE_LOG_LEVEL="debug")
+        sent = []
+        for run in (1, 2):
+            p = subprocess.run([os.path.join(args.programs_dir, "vector_add.static")],
+                               capture_output=True, env=env, timeout=60,
+                               stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            out = (p.stdout + p.stderr).decode(errors="replace")
+            n = out.count("backend lacks the image")
+            sent.append(n)
+            print(f"run {run}: rc={p.returncode}, images sent: {n}")
+            if p.returncode != 0 or "PASS vector_add" not in out:
+                problems.append(f"run {run} failed: " + out[-1500:])
+        if sent[0] < 1:
+            problems.append("the first run sent no image (was the store not empty?)")
+        if sent[1] != 0:
+            problems.append(f"the second run sent {sent[1]} image(s) again")
+        images = [f for f in os.listdir(os.path.join(state, "images")) if len(f) == 64]
+        if not images:
+            problems.append("nothing in STATE/images")
+    except (subprocess.TimeoutExpired, OSError) as ex:
+        problems.append(f"{type(ex).__name__}: {ex}")
+    finally:
+        backend.stop()
+    if SANITIZER_REPORT.search(tail(backend.log, 400)):
+        problems.append("sanitizer report in the backend's log")
+    if problems or args.verbose:
+        print("---- backend log ----\n" + tail(backend.log, 40).rstrip() + "\n----")
+    return problems
+
+
+SCENARIOS = {"worker_crash": (worker_crash, ["session_hold", "vector_add", "printf_kernel"]),
+             "image_store": (image_store, ["vector_add"])}
+
+
 def check_table(args):
     """The kernels the programs define (host stubs named by the mangled device name) must all be
     in the double's table, or a launch through the double fails with CUDA_ERROR_NOT_FOUND."""
@@ -374,6 +421,9 @@ def main():
     mode.add_argument("--real-driver", action="store_true",
                       help="backend on the real libcuda.so.1 (/usr/local/nvidia/lib64 or ldconfig)")
     mode.add_argument("--native", action="store_true", help="run without Sluice, for comparison")
+    mode.add_argument("--image-store", action="store_true",
+                      help="a program run twice against one backend sends its module image once "
+                           "(driver double only)")
     mode.add_argument("--check-table", action="store_true",
                       help="check the programs' kernel names against the double's table")
     ap.add_argument("--backend", help="sluice-backend binary (default: found in --build)")
@@ -426,11 +476,14 @@ def main():
                 return SKIP
     variants = ["static", "shared"] if args.variant == "both" else [args.variant]
     names = args.program or PROGRAMS
-    if args.worker_crash:
+    scenario = "worker_crash" if args.worker_crash else ("image_store" if args.image_store
+                                                         else None)
+    if scenario:
+        fn, needs = SCENARIOS[scenario]
         if mode != "sluice-double":
-            print("SKIP: --worker-crash needs the driver double")
+            print(f"SKIP: --{scenario.replace('_', '-')} needs the driver double")
             return SKIP
-        for n in ["session_hold", "vector_add", "printf_kernel"]:
+        for n in needs:
             if not os.path.exists(os.path.join(args.programs_dir, f"{n}.static")):
                 print(f"SKIP: {n}.static not built in {args.programs_dir}")
                 return SKIP
@@ -439,12 +492,12 @@ def main():
             pki = os.path.join(work, "pki")
             subprocess.run([os.path.join(REPO, "scripts", "make-demo-pki"), pki], check=True,
                            stdout=subprocess.DEVNULL)
-            problems = worker_crash(args, pki, work, driver, frontend_dir)
+            problems = fn(args, pki, work, driver, frontend_dir)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         for p in problems:
             print(f"FAIL: {p}")
-        print(("FAIL" if problems else "PASS") + " e2e.worker_crash", flush=True)
+        print(("FAIL" if problems else "PASS") + f" e2e.{scenario}", flush=True)
         return 1 if problems else 0
     for n in names:
         for v in variants:

@@ -43,13 +43,16 @@ def start_backend(bundle, work, driver, extra=()):
             b.write(a.read())
     with open(os.path.join(cfg, "backend.conf"), "w") as f:
         f.write("endpoint = tcp://127.0.0.1:%d\n" % port)
+    state = os.path.join(work, "state")  # the tenant's module images, kept across sessions
+    os.makedirs(state, exist_ok=True)
     log = open(os.path.join(work, "backend.log"), "w")
     be = subprocess.Popen([os.path.join(bundle, "bin", "sluice-backend"), "--project", proj,
                            "--listen", "tcp://127.0.0.1:%d" % port,
                            "--cert", os.path.join(pki, "server.pem"),
                            "--key", os.path.join(pki, "server.key"),
                            "--ca", os.path.join(pki, "ca.pem"), "--driver", driver,
-                           "--allow", os.path.join(work, "allow")] + list(extra),
+                           "--allow", os.path.join(work, "allow"),
+                           "--state-dir", state] + list(extra),
                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     time.sleep(0.5)
     return be, cfg

@@ -1,0 +1,147 @@
+/* The tenant's image store on disk (backend/image_store.c): an image comes back only as it was
+ * stored, a damaged file is removed, the least recently used go beyond the bound, and without
+ * a folder nothing is kept. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+
+#include "backend.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/sl-images-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    be_image_store_set_dir(dir);
+    be_image_store_set_limit(BE_IMAGE_STORE_BYTES);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    be_image_store_set_dir(NULL);
+    return 0;
+}
+
+static void image(uint8_t *p, size_t n, int seed, uint8_t sha[32])
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(seed + i * 7);
+    unsigned len = 0;
+    assert_true(EVP_Digest(p, n, sha, &len, EVP_sha256(), NULL));
+}
+
+static void path_of(const uint8_t sha[32], char *out, size_t n)
+{
+    int k = snprintf(out, n, "%s/", dir);
+    for (int i = 0; i < 32; i++)
+        k += snprintf(out + k, n - (size_t)k, "%02x", sha[i]);
+}
+
+static void stored_image_comes_back(void **state)
+{
+    (void)state;
+    uint8_t a[1000], sha[32];
+    image(a, sizeof a, 1, sha);
+    assert_null(be_image_store_get(sha, sizeof a)); /* not yet */
+    be_image_store_put(sha, a, sizeof a);
+    uint8_t *got = be_image_store_get(sha, sizeof a);
+    assert_non_null(got);
+    assert_memory_equal(got, a, sizeof a);
+    free(got);
+    assert_null(be_image_store_get(sha, sizeof a - 1)); /* another size: another image */
+    char p[256];
+    path_of(sha, p, sizeof p);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    be_image_store_put(sha, a, sizeof a); /* again: nothing changes */
+    got = be_image_store_get(sha, sizeof a);
+    assert_non_null(got);
+    free(got);
+}
+
+static void damaged_file_is_removed(void **state)
+{
+    (void)state;
+    uint8_t a[512], sha[32];
+    image(a, sizeof a, 2, sha);
+    be_image_store_put(sha, a, sizeof a);
+    char p[256];
+    path_of(sha, p, sizeof p);
+    FILE *f = fopen(p, "r+b");
+    assert_non_null(f);
+    fseek(f, 100, SEEK_SET);
+    fputc(a[100] ^ 0xff, f);
+    fclose(f);
+    assert_null(be_image_store_get(sha, sizeof a));
+    assert_int_not_equal(access(p, F_OK), 0);
+}
+
+static void least_recently_used_go_first(void **state)
+{
+    (void)state;
+    be_image_store_set_limit(2500);
+    uint8_t a[1000], b[1000], c[1000], sa[32], sb[32], sc[32];
+    image(a, sizeof a, 3, sa);
+    image(b, sizeof b, 4, sb);
+    image(c, sizeof c, 5, sc);
+    be_image_store_put(sa, a, sizeof a);
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    be_image_store_put(sb, b, sizeof b);
+    nanosleep(&pause, NULL);
+    uint8_t *got = be_image_store_get(sa, sizeof a); /* a is used again: b is now the oldest */
+    assert_non_null(got);
+    free(got);
+    nanosleep(&pause, NULL);
+    be_image_store_put(sc, c, sizeof c);
+    assert_null(be_image_store_get(sb, sizeof b));
+    got = be_image_store_get(sa, sizeof a);
+    assert_non_null(got);
+    free(got);
+    got = be_image_store_get(sc, sizeof c);
+    assert_non_null(got);
+    free(got);
+    uint8_t big[3000], sbig[32]; /* larger than the bound: not kept */
+    image(big, sizeof big, 6, sbig);
+    be_image_store_put(sbig, big, sizeof big);
+    assert_null(be_image_store_get(sbig, sizeof big));
+}
+
+static void without_a_folder_nothing_is_kept(void **state)
+{
+    (void)state;
+    be_image_store_set_dir(NULL);
+    uint8_t a[64], sha[32];
+    image(a, sizeof a, 7, sha);
+    be_image_store_put(sha, a, sizeof a);
+    assert_null(be_image_store_get(sha, sizeof a));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(stored_image_comes_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(damaged_file_is_removed, setup, teardown),
+        cmocka_unit_test_setup_teardown(least_recently_used_go_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(without_a_folder_nothing_is_kept, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
