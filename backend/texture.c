@@ -402,6 +402,54 @@ static CUresult side_in(sl_be_session *s, Sluice__Wire__Reply *reply, struct sid
     }
 }
 
+/* Texture references' border colour: RGBA, four floats, as 16 bytes of bulk (in for the set,
+ * out for the get; proto/api/cuda_driver.api, call 378). */
+#define RGBA_BYTES (4 * sizeof(float))
+
+static CUresult h_texref_set_border(sl_be_session *s, const struct sl_driver_api *api,
+                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    void *tr = NULL;
+    CUresult rc =
+        sl_be_handle_get(s, SL_H_TEXREF, call->cu_tex_ref_set_border_color->h_tex_ref, &tr);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!s->in_bulk || s->in_bulk_len != RGBA_BYTES) {
+        be_detail(reply, "cuTexRefSetBorderColor: %zu bytes of RGBA expected, got %llu", RGBA_BYTES,
+                  (unsigned long long)s->in_bulk_len);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!api->cuTexRefSetBorderColor)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    float rgba[4];
+    memcpy(rgba, s->in_bulk, RGBA_BYTES);
+    return api->cuTexRefSetBorderColor((CUtexref)tr, rgba);
+}
+
+static CUresult h_texref_get_border(sl_be_session *s, const struct sl_driver_api *api,
+                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    (void)reply;
+    void *tr = NULL;
+    CUresult rc =
+        sl_be_handle_get(s, SL_H_TEXREF, call->cu_tex_ref_get_border_color->h_tex_ref, &tr);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!api->cuTexRefGetBorderColor)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    float *rgba = malloc(RGBA_BYTES);
+    if (!rgba)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = api->cuTexRefGetBorderColor(rgba, (CUtexref)tr);
+    if (rc != CUDA_SUCCESS) {
+        free(rgba);
+        return rc;
+    }
+    s->out_bulk = (uint8_t *)rgba;
+    s->out_bulk_len = RGBA_BYTES;
+    return CUDA_SUCCESS;
+}
+
 /* The part of a 2D/3D copy both shapes share: both sides checked (a host source is the call's
  * bulk, a host destination a buffer *out for the reply), the stream of an async copy, and no
  * capture of a copy that touches guest memory. */
@@ -615,6 +663,8 @@ void be_register_texture(struct sl_be_dispatch_entry *t)
     t[SL_CALL_cuSurfObjectGetResourceDesc].handler = h_surf_res_desc;
     t[SL_CALL_cuSurfObjectCreate].handler = h_surf_create;
     t[SL_CALL_cuSurfObjectDestroy].handler = h_surf_destroy;
+    t[SL_CALL_cuTexRefSetBorderColor].handler = h_texref_set_border;
+    t[SL_CALL_cuTexRefGetBorderColor].handler = h_texref_get_border;
     t[SL_CALL_cuMemcpy2D_v2].handler = h_2d;
     t[SL_CALL_cuMemcpy2DAsync_v2].handler = h_2d_async;
     t[SL_CALL_cuMemcpy3D_v2].handler = h_3d;

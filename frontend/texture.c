@@ -293,3 +293,45 @@ CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset,
 {
     return atoh(true, dstHost, srcArray, srcOffset, ByteCount);
 }
+
+/* Texture references' border colour: RGBA, four floats, sent (set) or received (get) as 16
+ * bytes of bulk (proto/api/cuda_driver.api, call 378). */
+CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
+{
+    if (!pBorderColor)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuTexRefSetBorderColorRequest rq =
+        SLUICE__CUDA__CU_TEX_REF_SET_BORDER_COLOR_REQUEST__INIT;
+    rq.h_tex_ref = (uint64_t)(uintptr_t)hTexRef;
+    call.call_id = SL_CALL_cuTexRefSetBorderColor;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_REF_SET_BORDER_COLOR;
+    call.cu_tex_ref_set_border_color = &rq;
+    struct iovec iov = {pBorderColor, 4 * sizeof(float)};
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call_bulk(&call, &iov, 1, NULL, 0, NULL, &rep);
+    return finish(rc, rep);
+}
+
+CUresult cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
+{
+    if (!pBorderColor)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    Sluice__Cuda__CuTexRefGetBorderColorRequest rq =
+        SLUICE__CUDA__CU_TEX_REF_GET_BORDER_COLOR_REQUEST__INIT;
+    rq.h_tex_ref = (uint64_t)(uintptr_t)hTexRef;
+    call.call_id = SL_CALL_cuTexRefGetBorderColor;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_REF_GET_BORDER_COLOR;
+    call.cu_tex_ref_get_border_color = &rq;
+    float rgba[4];
+    size_t got = 0;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call_bulk(&call, NULL, 0, rgba, sizeof rgba, &got, &rep);
+    rc = finish(rc, rep);
+    if (rc == CUDA_SUCCESS && got != sizeof rgba)
+        rc = CUDA_ERROR_UNKNOWN; /* a backend that sent no colour */
+    if (rc == CUDA_SUCCESS)
+        memcpy(pBorderColor, rgba, sizeof rgba);
+    return rc;
+}

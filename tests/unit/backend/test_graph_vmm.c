@@ -1,7 +1,8 @@
 /* Unit tests (no GPU, no driver: a fake driver table) of the backend's checks for graphs on
  * guest memory, virtual memory management, stream attributes, the JIT linker's options and
- * conditional handles (backend/graph*.c, vmm.c, stream_attr.c, link.c): what must be refused is
- * refused before the driver sees it, and what reaches the driver is the backend's own memory. */
+ * conditional handles (backend/graph*.c, vmm.c, stream_attr.c, link.c), and texture references'
+ * border colour (texture.c): what must be refused is refused before the driver sees it, and
+ * what reaches the driver is the backend's own memory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -471,6 +472,75 @@ static void test_capture_refusals(void **state)
     be_session_free(s);
 }
 
+/* ---------------------------------------------------------------- texture references */
+
+static float border[4];
+
+static CUresult f_texref_create(CUtexref *t)
+{
+    *t = (CUtexref)(uintptr_t)0x7000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_set_border(CUtexref t, float *rgba)
+{
+    assert_ptr_equal(t, (CUtexref)(uintptr_t)0x7000);
+    memcpy(border, rgba, sizeof border);
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_get_border(float *rgba, CUtexref t)
+{
+    assert_ptr_equal(t, (CUtexref)(uintptr_t)0x7000);
+    memcpy(rgba, border, sizeof border);
+    return CUDA_SUCCESS;
+}
+
+/* The border colour is four floats: all four reach the driver and come back (as bulk); a
+ * colour of another size is refused before the driver. */
+static void test_texref_border_colour(void **state)
+{
+    (void)state;
+    api.cuTexRefCreate = f_texref_create;
+    api.cuTexRefSetBorderColor = f_set_border;
+    api.cuTexRefGetBorderColor = f_get_border;
+    sl_be_session *s = be_session_new(5, &api, &devs);
+    Sluice__Cuda__CuTexRefCreateRequest cr = SLUICE__CUDA__CU_TEX_REF_CREATE_REQUEST__INIT;
+    CALL(cc, cu_tex_ref_create, SL_CALL_cuTexRefCreate, SLUICE__WIRE__CALL__ARGS_CU_TEX_REF_CREATE,
+         cr);
+    Sluice__Wire__Reply reply;
+    assert_int_equal(run(s, &cc, NULL, 0, &reply), CUDA_SUCCESS);
+    uint64_t tr = reply.cu_tex_ref_create->p_tex_ref;
+    sl_be_reply_clear(&reply);
+
+    const float rgba[4] = {0.25f, 0.5f, 0.75f, 1.0f};
+    Sluice__Cuda__CuTexRefSetBorderColorRequest sr =
+        SLUICE__CUDA__CU_TEX_REF_SET_BORDER_COLOR_REQUEST__INIT;
+    sr.h_tex_ref = tr;
+    CALL(sc, cu_tex_ref_set_border_color, SL_CALL_cuTexRefSetBorderColor,
+         SLUICE__WIRE__CALL__ARGS_CU_TEX_REF_SET_BORDER_COLOR, sr);
+    assert_int_equal(run(s, &sc, rgba, sizeof(float), NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(run(s, &sc, rgba, sizeof rgba, NULL), CUDA_SUCCESS);
+    assert_memory_equal(border, rgba, sizeof rgba);
+    sr.h_tex_ref = tr + 1; /* not a texture reference of the session */
+    assert_int_equal(run(s, &sc, rgba, sizeof rgba, NULL), CUDA_ERROR_INVALID_HANDLE);
+
+    Sluice__Cuda__CuTexRefGetBorderColorRequest gr =
+        SLUICE__CUDA__CU_TEX_REF_GET_BORDER_COLOR_REQUEST__INIT;
+    gr.h_tex_ref = tr;
+    CALL(gc, cu_tex_ref_get_border_color, SL_CALL_cuTexRefGetBorderColor,
+         SLUICE__WIRE__CALL__ARGS_CU_TEX_REF_GET_BORDER_COLOR, gr);
+    Sluice__Wire__Reply gre = SLUICE__WIRE__REPLY__INIT;
+    assert_int_equal(sl_be_dispatch(s, &api, be_table, &gc, &gre), CUDA_SUCCESS);
+    assert_int_equal(s->out_bulk_len, sizeof rgba);
+    assert_memory_equal(s->out_bulk, rgba, sizeof rgba);
+    free(s->out_bulk);
+    s->out_bulk = NULL;
+    s->out_bulk_len = 0;
+    sl_be_reply_clear(&gre);
+    be_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -478,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_graph_host_memcpy),
         cmocka_unit_test(test_stream_attr_link_cond),
         cmocka_unit_test(test_capture_refusals),
+        cmocka_unit_test(test_texref_border_colour),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
