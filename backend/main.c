@@ -278,12 +278,15 @@ int main(int argc, char **argv)
         /* the tenant's module images, kept across sessions (image_store.c) */
         static char images[4096];
         int n = snprintf(images, sizeof images, "%s/images", cfg.state_dir);
-        if (n > 0 && (size_t)n < sizeof images && (mkdir(images, 0700) == 0 || errno == EEXIST))
+        const char *why = n < 0 || (size_t)n >= sizeof images ? "path too long" : NULL;
+        if (!why && mkdir(images, 0700) != 0 && errno != EEXIST)
+            why = strerror(errno);
+        if (!why)
             cfg.image_dir = images;
         else
             sl_log(SL_LOG_WARNING, BE_COMPONENT,
                    "%s/images cannot be made (%s): module images are sent again by every session",
-                   cfg.state_dir, strerror(errno));
+                   cfg.state_dir, why);
     }
     if (!cfg.control && !cfg.allow)
         sl_log(SL_LOG_WARNING, BE_COMPONENT,

@@ -39,7 +39,7 @@ static uint64_t module_functions(CUcontext ctx, CUmodule module, function_visito
     const char **names = visit && n ? calloc(n, sizeof *names) : NULL;
     for (unsigned i = 0; names && i < n && rc == CUDA_SUCCESS; i++)
         rc = sl_fe_function_name(fns[i], &names[i]);
-    if (visit && (!names || rc != CUDA_SUCCESS)) {
+    if (visit && n && (!names || rc != CUDA_SUCCESS)) {
         sl_log(SL_LOG_WARNING, "frontend",
                "MODULE_FUNCTIONS[7]: the functions of module %#llx could not be named: %d",
                (unsigned long long)(uintptr_t)module, names ? (int)rc : CUDA_ERROR_OUT_OF_MEMORY);
