@@ -38,6 +38,7 @@ typedef struct ag_config {
     int reboot_debounce_s;         /* 0..10 */
     int restart_backoff_max_s;     /* 1..300 */
     int backend_stop_grace_s;      /* 1..60 */
+    int backend_spin_us;           /* backends' --spin-us, 0..100000; -1 = the backend's default */
     /* usage accounting (docs/usage.md) */
     char usage_db[AG_PATH_MAX + 16]; /* "" in the file: STATE_DIR/usage.db (set by the parser) */
     char metrics_addr[64];           /* metrics_listen: IP literal; "" = no /metrics endpoint */

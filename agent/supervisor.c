@@ -477,7 +477,8 @@ static void spawn(ag_supervisor *s, backend *b, int64_t now)
         b->next_start_ms = now + b->backoff_ms;
         return;
     }
-    char listen[128], control[700], cert[800], key[800], ca[800], state[700];
+    char listen[128], control[700], cert[800], key[800], ca[800], state[700], spin[16];
+    snprintf(spin, sizeof spin, "%d", s->cfg->backend_spin_us);
     const char *fmt = strchr(s->cfg->backend_bind, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d";
     snprintf(listen, sizeof listen, fmt, s->cfg->backend_bind, b->port);
     snprintf(control, sizeof control, "ipc://%s", s->ctl_path);
@@ -502,6 +503,8 @@ static void spawn(ag_supervisor *s, backend *b, int64_t now)
                     (char *)s->cfg->driver_path,
                     "--state-dir",
                     state,
+                    s->cfg->backend_spin_us >= 0 ? "--spin-us" : NULL,
+                    spin,
                     NULL};
     pid_t parent = getpid();
     pid_t pid = fork();

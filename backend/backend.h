@@ -215,6 +215,7 @@ struct sl_be_session {
     uint64_t calls, errors;
     struct { /* the session thread's own figures, logged at the end (session.c) */
         uint64_t frames, busy_ns, runs_ns, backlog;
+        uint64_t img_sent, img_sent_bytes, img_kept, img_asked; /* module.c: images */
         struct be_call_time *by_call; /* SL_CALL_ID_MAX + 1 entries; NULL: no memory for it */
     } st;
     struct be_acct *acct;  /* GPU-time measurement, quota, share (accounting.c); may be NULL */
@@ -228,6 +229,8 @@ struct sl_be_session {
     pthread_cond_t cv;
     struct be_job *qhead, *qtail;
     size_t q_calls, q_bytes;
+    atomic_uint q_jobs;  /* jobs queued: what the idle session thread watches while it spins */
+    uint64_t spin_ns;    /* --spin-us (spin.c); set before be_session_start */
     int closing;         /* no more jobs: clean up and exit */
     atomic_int finished; /* the worker is done; the channel thread may join and free */
     struct be_cb *cbs;   /* callbacks waiting for CallbackDone */
@@ -366,6 +369,13 @@ void be_printf_take(sl_be_session *s, uint8_t **out, size_t *len);
 sl_code be_printf_watch(sl_be_session *s, sl_error *e);
 void be_printf_unwatch(void);
 
+/* ---------------------------------------------------------------- spin.c */
+uint64_t be_now_ns(void); /* CLOCK_MONOTONIC */
+void be_cpu_relax(void);  /* one pause of a spin loop */
+/* BE_DEFAULT_SPIN_US, or 0 on a machine of fewer than 4 CPUs (spinning threads would take the
+ * CPU from the thread they wait for). */
+unsigned be_default_spin_us(void);
+
 /* ---------------------------------------------------------------- server.c */
 struct be_config {
     const char *project, *listen, *cert, *key, *ca, *driver, *control, *allow, *state_dir;
@@ -378,7 +388,10 @@ struct be_config {
     unsigned usage_resend_s;   /* unacknowledged records again after; 0 = BE_USAGE_RESEND_S */
     int no_gpu_timing;         /* --measure none: no timing events (overhead measurements) */
     const char *image_dir;     /* set by main: STATE_DIR/images when it could be made; NULL */
+    unsigned spin_us;          /* --spin-us: idle threads poll this long before sleeping */
 };
+#define BE_DEFAULT_SPIN_US      200u
+#define BE_MAX_SPIN_US          100000u
 #define BE_DEFAULT_MAX_SESSIONS 64u
 #define BE_WORKER_GRACE_MS      5000 /* after the socket is closed, then SIGKILL */
 
@@ -466,6 +479,7 @@ struct be_worker_opts {
     unsigned usage_interval_s;
     int no_gpu_timing;     /* --measure none */
     const char *image_dir; /* --image-dir: the tenant's image store; NULL: none */
+    unsigned spin_us;      /* --spin-us (spin.c) */
 };
 int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
                    const char *project, const struct be_worker_opts *o);

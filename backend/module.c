@@ -275,6 +275,8 @@ static CUresult h_load_image(sl_be_session *s, const struct sl_driver_api *api,
                       rq->format);
             return rc;
         }
+        s->st.img_sent++;
+        s->st.img_sent_bytes += rq->size;
         img = cache_get(md, rq->size);
         if (!img) {
             be_image_store_put(md, s->in_bulk, rq->size); /* for the sessions after this one */
@@ -290,8 +292,10 @@ static CUresult h_load_image(sl_be_session *s, const struct sl_driver_api *api,
         img = cache_get(rq->sha256.data, rq->size);
         if (!img) {
             uint8_t *stored = be_image_store_get(rq->sha256.data, rq->size);
-            if (!stored)
+            if (!stored) {
+                s->st.img_asked++;
                 return CUDA_ERROR_FILE_NOT_FOUND; /* send it again with the bytes */
+            }
             img = cache_put(rq->sha256.data, stored, rq->size);
             if (!img)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -300,6 +304,7 @@ static CUresult h_load_image(sl_be_session *s, const struct sl_driver_api *api,
             be_image_unref(img);
             return CUDA_ERROR_INVALID_IMAGE;
         }
+        s->st.img_kept++;
     }
     const void *code = rq->format == 1 ? (const void *)&img->wrapper : (const void *)img->bytes;
     unsigned n = (unsigned)rq->n_jit_options;

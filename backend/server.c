@@ -481,7 +481,7 @@ static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_er
     int sz = 4 << 20;
     setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
     setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
-    char fdstr[16], idstr[24], afd[16], aslot[16], ainst[16], ival[16];
+    char fdstr[16], idstr[24], afd[16], aslot[16], ainst[16], ival[16], spin[16];
     snprintf(fdstr, sizeof fdstr, "%d", sv[1]);
     snprintf(idstr, sizeof idstr, "%llu", (unsigned long long)n->id);
     snprintf(afd, sizeof afd, "%d", srv->acct ? srv->acct_fd : -1);
@@ -489,6 +489,7 @@ static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_er
     snprintf(ainst, sizeof ainst, "%d", n->acct_inst);
     snprintf(ival, sizeof ival, "%u",
              srv->cfg->usage_interval_s ? srv->cfg->usage_interval_s : BE_USAGE_INTERVAL_S);
+    snprintf(spin, sizeof spin, "%u", srv->cfg->spin_us);
     char *argv[] = {(char *)srv->cfg->worker_exe,
                     "--session-worker",
                     fdstr,
@@ -510,6 +511,8 @@ static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_er
                     ival,
                     "--measure",
                     srv->cfg->no_gpu_timing ? "none" : "events",
+                    "--spin-us",
+                    spin,
                     srv->cfg->image_dir ? "--image-dir" : NULL,
                     (char *)srv->cfg->image_dir,
                     NULL};
@@ -722,6 +725,7 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
         s->srv = srv;
         memcpy(s->instance, n->instance, sizeof s->instance);
         memcpy(s->project, n->project, sizeof s->project);
+        s->spin_ns = (uint64_t)srv->cfg->spin_us * 1000u;
         n->s = s;
         struct be_acct_cfg ac = {.interval_ns = (int64_t)(srv->cfg->usage_interval_s
                                                               ? srv->cfg->usage_interval_s
@@ -1010,6 +1014,10 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
                "accounting: GPU time measured with timing events around each session's device "
                "work (\"events\"; CUPTI is not used), usage records every %u s",
                cfg->usage_interval_s ? cfg->usage_interval_s : BE_USAGE_INTERVAL_S);
+    sl_log(SL_LOG_INFO, BE_COMPONENT,
+           cfg->spin_us ? "idle session threads poll %u us before they sleep (--spin-us)"
+                        : "session threads sleep as soon as they are idle (--spin-us %u)",
+           cfg->spin_us);
     if (cfg->allow && be_grants_load_allow(srv->grants, cfg->allow, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, BE_COMPONENT, "--allow: %s", e.msg);
         goto out;
@@ -1040,6 +1048,7 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
     size_t cap = 0;
     zmq_pollitem_t *items = NULL;
     struct be_sess_node **owner = NULL;
+    uint64_t spin_ns = (uint64_t)cfg->spin_us * 1000u, active_at = 0;
     while (!*stop) {
         if (reload_requested)
             reload_tls(srv, cfg);
@@ -1068,11 +1077,17 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
                 items[ni++] = (zmq_pollitem_t){
                     NULL, n->fd, (short)(ZMQ_POLLIN | (n->tx_head ? ZMQ_POLLOUT : 0)), 0};
             }
-        int np = zmq_poll(items, (int)ni, 100);
+        /* spin.c: for spin_us after the last event the loop polls without sleeping */
+        int spinning = spin_ns && be_now_ns() - active_at < spin_ns;
+        int np = zmq_poll(items, (int)ni, spinning ? 0 : 100);
         if (np < 0 && errno != EINTR) {
             sl_log(SL_LOG_ERR, BE_COMPONENT, "poll: %s", zmq_strerror(errno));
             break;
         }
+        if (np > 0)
+            active_at = be_now_ns();
+        else if (spinning)
+            be_cpu_relax();
         /* workers first (their replies), then the channel */
         for (size_t i = first; np > 0 && i < ni; i++) {
             if (items[i].revents & ZMQ_POLLOUT)
@@ -1085,6 +1100,7 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
             sl_server_event ev;
             if (sl_server_poll(srv->srv, 0, &ev, &e) != SL_OK || ev.kind == SL_EV_NONE)
                 break;
+            active_at = be_now_ns();
             handle_event(srv, &ev);
             drain_outbox(srv);
         }

@@ -506,6 +506,7 @@ sl_code be_session_enqueue(sl_be_session *s, struct be_job *job, sl_error *e)
     s->qtail = job;
     s->q_calls += calls;
     s->q_bytes += job->bytes;
+    atomic_fetch_add(&s->q_jobs, 1);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return SL_OK;
@@ -657,9 +658,16 @@ static void *worker(void *arg)
 {
     sl_be_session *s = arg;
     pthread_setname_np(pthread_self(), "sl-session");
+    int ran = 0;
     for (;;) {
         if (be_acct_ms_to_tick(s) <= 0)
-            be_acct_tick(s); /* accounting.c: the interval's usage records */
+            be_acct_tick(s);     /* accounting.c: the interval's usage records */
+        if (ran && s->spin_ns) { /* spin.c: the next frame usually follows soon */
+            uint64_t end = be_now_ns() + s->spin_ns;
+            while (!atomic_load_explicit(&s->q_jobs, memory_order_acquire) && be_now_ns() < end)
+                be_cpu_relax();
+        }
+        ran = 0;
         pthread_mutex_lock(&s->mu);
         while (!s->qhead && !s->closing) {
             int64_t ms = be_acct_ms_to_tick(s);
@@ -691,7 +699,9 @@ static void *worker(void *arg)
             s->qtail = NULL;
         s->q_calls -= job->msg->calls->n_calls;
         s->q_bytes -= job->bytes;
+        atomic_fetch_sub(&s->q_jobs, 1);
         pthread_mutex_unlock(&s->mu);
+        ran = 1;
         if (!closing)
             run_job(s, job);
         be_job_free(job);
@@ -707,6 +717,13 @@ static void *worker(void *arg)
            "timed runs); %llu of them had the next frame queued behind them",
            (unsigned long long)s->id, (unsigned long long)s->st.frames, (double)s->st.busy_ns / 1e6,
            (double)s->st.runs_ns / 1e6, (unsigned long long)s->st.backlog);
+    if (s->st.img_sent || s->st.img_kept)
+        sl_log(SL_LOG_INFO, BE_COMPONENT,
+               "session %llu: module images: %llu received (%.1f MiB), %llu taken from the "
+               "backend's cache or image store without their bytes, %llu asked for again",
+               (unsigned long long)s->id, (unsigned long long)s->st.img_sent,
+               (double)s->st.img_sent_bytes / 1048576.0, (unsigned long long)s->st.img_kept,
+               (unsigned long long)s->st.img_asked);
     log_call_times(s);
     atomic_store(&s->finished, 1);
     return NULL;

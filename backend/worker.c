@@ -212,6 +212,21 @@ static void w_usage(void *user, const uint8_t *rec, size_t len)
     pthread_mutex_unlock(&w_mu);
 }
 
+/* be_ipc_read that polls for spin_ns before it blocks (spin.c). */
+static int read_spinning(int fd, struct be_ipc_rx *rx, uint64_t spin_ns)
+{
+    if (spin_ns) {
+        uint64_t end = be_now_ns() + spin_ns;
+        do {
+            int r = be_ipc_read(fd, rx, 1);
+            if (r != 2)
+                return r;
+            be_cpu_relax();
+        } while (be_now_ns() < end);
+    }
+    return be_ipc_read(fd, rx, 0);
+}
+
 /* One BE_IPC_MSG: a CallFrame (queued) or a CallbackDone. Takes rx's buffers. 0 = go on. */
 static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
 {
@@ -312,6 +327,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     }
     snprintf(s->instance, sizeof s->instance, "%s", instance);
     snprintf(s->project, sizeof s->project, "%s", project);
+    s->spin_ns = (uint64_t)o->spin_us * 1000u;
     uint8_t *buf = NULL;
     size_t len = 0;
     int rc = 1;
@@ -352,7 +368,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     struct be_ipc_rx rx = {0};
     rc = 0;
     for (;;) {
-        int r = be_ipc_read(fd, &rx, 0);
+        int r = read_spinning(fd, &rx, s->spin_ns);
         if (r == -1) {
             w_close(SL_ERR_PROTOCOL, "malformed message from the parent");
             break;

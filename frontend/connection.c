@@ -150,6 +150,9 @@ static CUresult connect_now(void)
     sl_channel_opts_default(&opts);
     opts.handshake_timeout_ms = (int)sl_fe_env_uint("SLUICE_CONNECT_TIMEOUT_MS", 5000, 600000);
     opts.connect_attempts = 2;
+    /* a spinning thread only pays where it does not take the CPU of the threads it waits for */
+    unsigned spin = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? SL_FE_SPIN_US_DEFAULT : 0;
+    opts.spin_us = (int)sl_fe_env_uint("SLUICE_SPIN_US", spin, SL_FE_SPIN_US_MAX);
     sl_client *c = NULL;
     if (sl_client_connect(cfg.endpoint, &tls, &opts, &c, &err)) {
         sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot connect to the Sluice backend %s: %s",

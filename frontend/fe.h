@@ -87,6 +87,10 @@ struct sl_fe_rpc_limits {
 #define SL_FE_FLUSH_US_DEFAULT 200u
 #define SL_FE_FLUSH_US_MAX     1000000u
 #define SL_FE_START_US_DEFAULT 100u
+/* A thread waiting for a reply polls without sleeping this long first ($SLUICE_SPIN_US; the
+ * default is 0 on a machine of fewer than 4 CPUs). */
+#define SL_FE_SPIN_US_DEFAULT 300u
+#define SL_FE_SPIN_US_MAX     100000u
 void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l);
 /* $SLUICE_FLUSH_US and $SLUICE_FLUSH_START_US checked (a bad value is logged and the default
  * used). */

@@ -114,6 +114,7 @@ sl_code ch_sess_flush(ch_sess *s, sl_error *err);
 sl_code ch_zsock_setup(void *sock, const sl_channel_opts *opts, int server, sl_error *err);
 void ch_zfree(void *data, void *hint); /* zmq_msg_init_data free callback */
 int64_t ch_now_ms(void);
+int64_t ch_now_us(void);
 /* Reads one monitor event; returns its number or 0. */
 int ch_monitor_read(void *mon);
 

@@ -22,6 +22,7 @@ void sl_channel_opts_default(sl_channel_opts *o)
         .idle_timeout_ms = 0,
         .max_peers = 1024,
         .linger_ms = 500,
+        .spin_us = 0,
     };
 }
 
@@ -68,6 +69,13 @@ int64_t ch_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t ch_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 int ch_monitor_read(void *mon)

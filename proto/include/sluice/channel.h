@@ -50,6 +50,8 @@ typedef struct sl_channel_opts {
     int idle_timeout_ms;      /* server: reap sessions silent this long, 0 = never (0) */
     int max_peers;            /* server: concurrent sessions (1024) */
     int linger_ms;            /* close: time left to deliver the CLOSE record (500) */
+    int spin_us;              /* client: a wait for the server polls without sleeping this long
+                               * before it blocks (0); saves the wake-up of a sleeping thread */
 } sl_channel_opts;
 
 void sl_channel_opts_default(sl_channel_opts *o);

@@ -274,6 +274,10 @@ static void test_config_errors(void **st)
     expect_conf_error("enroll_listen = 0.0.0.0\n", "enroll_listen: expected");
     expect_conf_error("enroll_listen = [::]:99999\n", "enroll_listen: 99999 outside");
     expect_conf_error("reboot_debounce = 30\n", "reboot_debounce: 30 outside 0..10");
+    assert_int_equal(c.backend_spin_us, -1);
+    expect_conf_error("backend_spin_us = 200000\n", "backend_spin_us: 200000 outside 0..100000");
+    assert_int_equal(conf("backend_spin_us = 0\n", &c, &e), SL_OK);
+    assert_int_equal(c.backend_spin_us, 0);
     expect_conf_error("libvirt_uri = qemu\n", "libvirt_uri: expected a libvirt URI");
     expect_conf_error("registry_endpoint = tcp://10.0.0.1:7500\n",
                       "registry_ca: required key missing");
