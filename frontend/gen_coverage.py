@@ -36,9 +36,9 @@ LOCAL = {
     "cuCtxGetId": "low 56 bits of the backend's context id",
     "cuGetProcAddress": "versioned resolver", "cuGetProcAddress_v2": "versioned resolver",
     "cuGetExportTable": "private tables served locally",
-    "cuMemAllocHost": "guest memory, tracked (not device-visible)",
-    "cuMemAllocHost_v2": "guest memory, tracked (not device-visible)",
-    "cuMemHostAlloc": "guest memory, tracked; DEVICEMAP: mapped twin in the backend",
+    "cuMemAllocHost": "guest memory, tracked; up to 4 KiB: mapped twin in the backend",
+    "cuMemAllocHost_v2": "guest memory, tracked; up to 4 KiB: mapped twin in the backend",
+    "cuMemHostAlloc": "guest memory, tracked; DEVICEMAP or up to 4 KiB: mapped twin in the backend",
     "cuMemFreeHost": "guest memory",
     "cuMemHostRegister": "bookkeeping; DEVICEMAP: mapped twin in the backend",
     "cuMemHostRegister_v2": "bookkeeping; DEVICEMAP: mapped twin in the backend",
@@ -169,10 +169,12 @@ def render():
             "coherent at call boundaries (docs/remoting.md, \"Mapped host memory\"); "
             "`cuMemHostGetDevicePointer` answers the twin's address, which equals the host "
             "pointer when the address could be shared. cudart 13 passes flags 0 for "
-            "`cudaMallocHost` and `cudaHostAlloc(cudaHostAllocDefault)` (measured through "
-            "tests/e2e with `SLUICE_LOG_LEVEL=debug`), so that memory stays plain guest memory: "
-            "`cudaHostGetDevicePointer` of it fails, where natively (UVA) it has a device "
-            "pointer.",
+            "`cudaMallocHost` and `cudaHostAlloc(cudaHostAllocDefault)`; under unified "
+            "addressing that memory is device-reachable too (kernels may be handed it: MAGMA "
+            "does). Such allocations of at most 4 KiB get a twin as well (up to 256 KiB of "
+            "them per process); larger ones stay plain guest memory, which copies reach but "
+            "kernels do not: `cudaHostGetDevicePointer` of them fails, where natively it "
+            "answers the pointer.",
             "",
             "| id | call | state | mode | notes |", "|---|---|---|---|---|"] + rows
     return "\n".join(out) + "\n"

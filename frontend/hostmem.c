@@ -1,9 +1,9 @@
-/* Page-locked host memory. cuMemAllocHost and cuMemHostAlloc hand out plain guest memory that
- * the frontend tracks (copies to and from it work as with any host memory); cuMemHostRegister
- * only records the range and succeeds. cudart 13 passes flags 0 for cudaMallocHost and
- * cudaHostAlloc(Default) (measured through the e2e harness on the double and on an H200 with
- * UVA; SLUICE_LOG_LEVEL=debug logs the flags).
- * Mapped memory (CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTREGISTER_DEVICEMAP: cudaHostAllocMapped,
+/* Page-locked host memory. cuMemAllocHost and cuMemHostAlloc hand out guest memory that the
+ * frontend tracks (copies to and from it work as with any host memory; small allocations are
+ * mapped, see SL_FE_IMPLICIT_MAX); cuMemHostRegister only records the range and succeeds. cudart 13
+ * passes flags 0 for cudaMallocHost and cudaHostAlloc(Default) (measured through the e2e harness on
+ * the double and on an H200 with UVA; SLUICE_LOG_LEVEL=debug logs the flags). Mapped memory
+ * (CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTREGISTER_DEVICEMAP: cudaHostAllocMapped,
  * cudaHostRegisterMapped) gets a twin in the backend that the device can reach, kept coherent
  * at call boundaries (mapped.c); cuMemHostGetDevicePointer answers the twin's device address,
  * which equals the pointer whenever the address could be shared. cuPointerGetAttribute(s)
@@ -29,6 +29,16 @@ struct range {
     int owned;     /* 1: cuMemAllocHost/HostAlloc (freed by cuMemFreeHost) */
     uint64_t dptr; /* mapped memory: the device address of base (0: not mapped) */
 };
+
+/* Under unified addressing every allocation of cuMemAllocHost/cuMemHostAlloc is reachable by
+ * kernels whatever its flags (the driver API's "Unified Addressing"), and some libraries hand
+ * such pointers to kernels directly (MAGMA's small flag-0 buffers). Small ones get a mapped
+ * twin as DEVICEMAP ones do, while their total stays within SL_FE_IMPLICIT_TOTAL: every call
+ * compares mapped memory (mapped.c), so large page-locked buffers, which programs use for
+ * copies, stay plain guest memory. */
+#define SL_FE_IMPLICIT_MAX   ((size_t)4096)
+#define SL_FE_IMPLICIT_TOTAL ((size_t)256 << 10)
+static size_t g_implicit_bytes; /* g_lock */
 
 static struct range *g_ranges;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -131,6 +141,31 @@ int sl_fe_is_host_pointer(const void *p)
     return mincore(page, (size_t)pg, &vec) == 0 || errno != ENOMEM;
 }
 
+/* Counted in pages: each twin is at least one. */
+static size_t implicit_cost(size_t n)
+{
+    return (n + 4095) & ~(size_t)4095;
+}
+
+static int implicit_take(size_t n)
+{
+    n = implicit_cost(n);
+    pthread_mutex_lock(&g_lock);
+    int ok = g_implicit_bytes + n <= SL_FE_IMPLICIT_TOTAL;
+    if (ok)
+        g_implicit_bytes += n;
+    pthread_mutex_unlock(&g_lock);
+    return ok;
+}
+
+static void implicit_give(size_t n)
+{
+    n = implicit_cost(n);
+    pthread_mutex_lock(&g_lock);
+    g_implicit_bytes -= n;
+    pthread_mutex_unlock(&g_lock);
+}
+
 static CUresult host_alloc(const char *name, void **pp, size_t n, unsigned flags)
 {
     if (sl_log_enabled(SL_LOG_DEBUG))
@@ -142,6 +177,12 @@ static CUresult host_alloc(const char *name, void **pp, size_t n, unsigned flags
         return CUDA_ERROR_INVALID_VALUE;
     if (flags & CU_MEMHOSTALLOC_DEVICEMAP)
         return host_alloc_mapped(pp, n, flags);
+    if (n <= SL_FE_IMPLICIT_MAX && implicit_take(n)) {
+        CUresult rc = host_alloc_mapped(pp, n, flags);
+        if (rc == CUDA_SUCCESS)
+            return rc;
+        implicit_give(n); /* no twin (mapped budget spent): plain memory, as a large one */
+    }
     void *p = NULL;
     if (posix_memalign(&p, 4096, n))
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -183,6 +224,8 @@ CUresult cuMemFreeHost(void *p)
     if (r.dptr) {
         sl_fe_mapped_remove(p);
         munmap(p, r.len);
+        if (!(r.flags & CU_MEMHOSTALLOC_DEVICEMAP))
+            implicit_give(r.len);
     } else {
         free(p);
     }

@@ -1,7 +1,9 @@
 // Mapped host memory (cudaHostAllocMapped, cudaHostRegisterMapped): a kernel reads what the host
 // wrote and writes what the host reads after synchronizing, through the device pointer the
-// runtime gives, twice (so both directions are seen after a first exchange). Under Sluice the
-// memory has a twin in the backend kept coherent at call boundaries (docs/remoting.md).
+// runtime gives, twice (so both directions are seen after a first exchange); then a small
+// cudaMallocHost buffer (no mapped flag), which unified addressing makes reachable too. Under
+// Sluice the memory has a twin in the backend kept coherent at call boundaries
+// (docs/remoting.md).
 #include "common.cuh"
 
 #include <cstdint>
@@ -53,6 +55,25 @@ int main()
     round_trip(registered, d2, dout, 7);
     round_trip(registered, d2, dout, -3);
     CHECK(cudaHostUnregister(registered));
+
+    // Under unified addressing page-locked memory is reachable by kernels whatever its flags:
+    // MAGMA hands small cudaMallocHost buffers to its kernels directly.
+    int *small = nullptr;
+    CHECK(cudaMallocHost(&small, 2 * sizeof(int)));
+    cudaPointerAttributes pa{};
+    CHECK(cudaPointerGetAttributes(&pa, small));
+    if (!pa.devicePointer)
+        FAIL("cudaMallocHost memory has no device pointer");
+    void *dsmall = nullptr;
+    cudaError_t gdp = cudaHostGetDevicePointer(&dsmall, small, 0);
+    cudaGetLastError();
+    round_trip(small, (int *)pa.devicePointer, dout, 11);
+    round_trip(small, (int *)pa.devicePointer, dout, 12);
+    std::printf("mapped_memory: cudaMallocHost(8) used by a kernel, device pointer %s the host "
+                "pointer; cudaHostGetDevicePointer -> %s\n",
+                pa.devicePointer == (void *)small ? "equals" : "differs from",
+                cudaGetErrorName(gdp));
+    CHECK(cudaFreeHost(small));
 
     int plain = 0;
     void *none = nullptr;
