@@ -10,6 +10,7 @@
 //   - H2D and D2H copies 4 KiB..256 MiB, pageable and pinned (cudaMallocHost)
 //   - a compute-bound kernel (tiled matrix multiply, 2048^3), time per product
 // Output: an aligned table on stdout and, with --json FILE, one JSON object per figure.
+// --quick: fewer repetitions; --latency: the launch, round-trip and allocation figures only.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,7 +30,7 @@
     } while (0)
 
 static FILE *g_json;
-static bool g_quick;
+static bool g_quick, g_latency;
 
 static double now_us()
 {
@@ -203,6 +204,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!std::strcmp(argv[i], "--quick")) {
             g_quick = true;
+        } else if (!std::strcmp(argv[i], "--latency")) {
+            g_latency = true;
         } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
             g_json = std::fopen(argv[++i], "w");
             if (!g_json) {
@@ -210,7 +213,7 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else {
-            std::printf("usage: %s [--quick] [--json FILE]\n", argv[0]);
+            std::printf("usage: %s [--quick] [--latency] [--json FILE]\n", argv[0]);
             return std::strcmp(argv[i], "--help") ? 2 : 0;
         }
     }
@@ -221,8 +224,10 @@ int main(int argc, char **argv)
     std::printf("sluice-bench-cuda on %s\n", prop.name);
     launches();
     alloc_free();
-    copies();
-    compute();
+    if (!g_latency) { // --latency: launches, round trips and allocation only
+        copies();
+        compute();
+    }
     if (g_json)
         std::fclose(g_json);
     return 0;

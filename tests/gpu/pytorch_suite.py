@@ -103,16 +103,33 @@ def main():
                          "so one run of each says little; the table shows medians and ranges")
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
     ap.add_argument("--backend-args", default="", help="more sluice-backend flags, e.g. '--measure none'")
+    ap.add_argument("--variant", metavar="'ENV=V ... | BACKEND FLAGS'",
+                    help="a second Sluice setting for --timing-pairs: each pair gets a third run "
+                         "through a backend of its own with these flags and these variables "
+                         "(e.g. 'SLUICE_SPIN_US=0 | --spin-us 0'); the table shows it as 'variant'")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="sluice-torch-")
     be, cfg = start_backend(a.bundle, work, a.driver, a.backend_args.split())
     native_env = dict(os.environ)
-    sl_env = dict(os.environ)
-    sl_env["LD_LIBRARY_PATH"] = a.frontend + ":" + os.environ.get("LD_LIBRARY_PATH", "")
-    sl_env["SLUICE_CONFIG_DIR"] = cfg
-    sl_env["SLUICE_LOG_LEVEL"] = a.log_level
-    sl_env["TRITON_LIBCUDA_PATH"] = a.frontend
+
+    def sluice_env(cfg_dir):
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = a.frontend + ":" + os.environ.get("LD_LIBRARY_PATH", "")
+        env["SLUICE_CONFIG_DIR"] = cfg_dir
+        env["SLUICE_LOG_LEVEL"] = a.log_level
+        env["TRITON_LIBCUDA_PATH"] = a.frontend
+        return env
+
+    sl_env = sluice_env(cfg)
+    vbe, var_env = None, None
+    if a.variant:
+        venv, _, vflags = a.variant.partition("|")
+        vwork = os.path.join(work, "variant")
+        os.makedirs(vwork)
+        vbe, vcfg = start_backend(a.bundle, vwork, a.driver, vflags.split())
+        var_env = sluice_env(vcfg)
+        var_env.update(kv.split("=", 1) for kv in venv.split())
     rows = []
     try:
         with open(os.path.join(a.out, "results.jsonl"), "a") as res:
@@ -122,6 +139,8 @@ def main():
                 plan += [("sluice%d" % (i + 1), sl_env) for i in range(a.sluice_runs)]
                 for i in range(0 if a.skip_native else a.timing_pairs):
                     plan += [("tnative%d" % (i + 1), native_env), ("tsluice%d" % (i + 1), sl_env)]
+                    if var_env:
+                        plan.append(("tvariant%d" % (i + 1), var_env))
                 for mode, env in plan:
                     r = run_step(step, env, os.path.join(work, "%s-%s.json" % (step, mode)),
                                  os.path.join(a.out, "%s-%s.log" % (step, mode)), a.timeout)
@@ -143,8 +162,10 @@ def main():
                 rows.append((step, n1, s1, verdict, runs))
                 print("%-10s %s" % (step, verdict), flush=True)
     finally:
-        be.terminate()
-        be.wait(timeout=10)
+        for b in (be, vbe):
+            if b:
+                b.terminate()
+                b.wait(timeout=10)
         os.system("cp %s/backend.log %s/ 2>/dev/null" % (work, a.out))
     print("\n%-10s %-24s %10s %10s %7s" % ("step", "result", "native s", "sluice s", "ratio"))
     for step, n1, s1, verdict, _ in rows:
@@ -170,22 +191,49 @@ def timing_table(rows):
         keys = sorted({k for r in runs.values() for k in r.get("times", {})
                        if k.endswith("_step_median")})
         for k in keys:
-            by = {"native": [], "sluice": []}
+            by = {"native": [], "sluice": [], "variant": []}
             for mode, r in runs.items():
                 v = r.get("times", {}).get(k) if r.get("rc") == 0 else None
-                kind = "native" if "native" in mode else "sluice"
+                kind = next(m for m in by if m in mode)
                 if v:
                     by[kind].append(v * 1000)
             if len(by["native"]) < 2 or not by["sluice"]:
                 continue
-            med = {m: statistics.median(v) for m, v in by.items()}
-            lines.append("  %-18s native %.3f ms [%.3f-%.3f] x%d  sluice %.3f ms [%.3f-%.3f] x%d"
-                         "  ratio of medians %.3f" % (
-                             k, med["native"], min(by["native"]), max(by["native"]),
-                             len(by["native"]), med["sluice"], min(by["sluice"]),
-                             max(by["sluice"]), len(by["sluice"]), med["sluice"] / med["native"]))
+            med = {m: statistics.median(v) for m, v in by.items() if v}
+            line = "  %-18s native %.3f ms [%.3f-%.3f] x%d" % (
+                k, med["native"], min(by["native"]), max(by["native"]), len(by["native"]))
+            for m in ("sluice", "variant"):
+                if m in med:
+                    line += "  %s %.3f ms [%.3f-%.3f] x%d ratio %.3f" % (
+                        m, med[m], min(by[m]), max(by[m]), len(by[m]), med[m] / med["native"])
+            lines.append(line)
     if lines:
         print("\nstep times over all runs (median [min-max] x runs):")
+        print("\n".join(lines))
+    startup_table(rows)
+
+
+def startup_table(rows):
+    """Interpreter start to the end of the first step: native, the step's first Sluice run and
+    its later ones (the backend keeps module images across sessions: later runs send none)."""
+    lines = []
+    for step, _, _, _, runs in rows:
+        keys = sorted({k for r in runs.values() for k in r.get("times", {})
+                       if k.endswith("_first_step_since_start")})
+        for k in keys:
+            def of(pred):
+                return [r["times"][k] for m, r in runs.items()
+                        if pred(m) and r.get("rc") == 0 and k in r.get("times", {})]
+            nat = of(lambda m: "native" in m)
+            first = of(lambda m: m == "sluice1")
+            later = of(lambda m: "sluice" in m and m != "sluice1")  # variants: own backend
+            if not nat or not first:
+                continue
+            lines.append("  %-32s native %.2f s x%d  sluice first run %.2f s  later runs %s" % (
+                k, statistics.median(nat), len(nat), first[0],
+                "%.2f s x%d" % (statistics.median(later), len(later)) if later else "-"))
+    if lines:
+        print("\nstartup, interpreter start to the end of the first step (medians):")
         print("\n".join(lines))
 
 

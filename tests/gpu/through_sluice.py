@@ -1,18 +1,34 @@
 #!/usr/bin/env python3
 """Runs one command through Sluice on the GPU machine: starts a sluice-backend on the real
 driver (as run_samples.py does), puts our libcuda.so.1 first on the library path and runs the
-command with the guest's configuration; its exit status is the command's.
+command with the guest's configuration; its exit status is the command's. At the end it prints
+the backend's CPU time (server and session workers) on stderr.
 
-usage: through_sluice.py --bundle DIR --frontend DIR [--log-level L] [--backend-log FILE] -- CMD..."""
+usage: through_sluice.py --bundle DIR --frontend DIR [--log-level L] [--backend-log FILE]
+                         [--backend-args 'FLAGS'] -- CMD..."""
 import argparse
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_samples import start_backend  # noqa: E402
+
+
+def cpu_of(pid):
+    """The backend's CPU time: its own (server thread) and its reaped session workers'."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return "unknown"
+    hz = os.sysconf("SC_CLK_TCK")
+    own = (int(v[11]) + int(v[12])) / hz   # utime, stime
+    workers = (int(v[13]) + int(v[14])) / hz  # cutime, cstime
+    return "%.2f s in the server, %.2f s in session workers" % (own, workers)
 
 
 def main():
@@ -23,13 +39,14 @@ def main():
     ap.add_argument("--log-level", default="info")
     ap.add_argument("--backend-log", help="copy the backend's log here at the end")
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
+    ap.add_argument("--backend-args", default="", help="more sluice-backend flags")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         ap.error("no command")
     work = tempfile.mkdtemp(prefix="sluice-run-")
-    be, cfg = start_backend(a.bundle, work, a.driver)
+    be, cfg = start_backend(a.bundle, work, a.driver, a.backend_args.split())
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = a.frontend + ":" + os.environ.get("LD_LIBRARY_PATH", "")
     env["SLUICE_CONFIG_DIR"] = cfg
@@ -37,6 +54,8 @@ def main():
     env["TRITON_LIBCUDA_PATH"] = a.frontend
     try:
         rc = subprocess.run(cmd, env=env).returncode
+        time.sleep(0.5)  # the last session's worker exits and is reaped
+        print("through_sluice: backend CPU %s" % cpu_of(be.pid), file=sys.stderr)
     finally:
         be.terminate()
         be.wait(timeout=10)
