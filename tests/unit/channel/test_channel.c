@@ -383,6 +383,35 @@ static void test_dead_server_detected(void **state)
     pthread_mutex_destroy(&e.mu);
 }
 
+/* A client that polls before it sleeps (spin_us) gets the same answers, and a recv's timeout is
+ * not stretched by the polling. */
+static void test_spinning_client(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    o.spin_us = 2000000; /* far longer than the timeout below */
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
+    uint8_t b[70000];
+    struct iovec iov = {b, sizeof b};
+    for (int i = 0; i < 3; i++)
+        roundtrip(c, 80, &iov, 1, 2);
+    const void *m;
+    size_t l;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(sl_client_recv(c, &m, &l, NULL, 20, &err), SL_ERR_TIMEOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    assert_true(ms >= 19 && ms < 1000);
+    sl_client_close(c);
+    echo_stop(&e);
+}
+
 static void test_connect_nowhere(void **state)
 {
     (void)state;
@@ -419,6 +448,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_garbage_frame),        cmocka_unit_test(test_oversized_frame),
         cmocka_unit_test(test_handshake_timeout),    cmocka_unit_test(test_dead_client_reaped),
         cmocka_unit_test(test_dead_server_detected), cmocka_unit_test(test_connect_nowhere),
+        cmocka_unit_test(test_spinning_client),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
