@@ -326,6 +326,7 @@ static int keeps_idle(const Sluice__Wire__Call *c, uint32_t flags)
     case SL_CALL_cuCtxSynchronize_v2:
     case SL_CALL_cuMemcpyDtoH_v2:
     case SL_CALL_cuMemcpyDtoHAsync_v2:
+    case SL_CALL_slMappedWrite: /* bytes into a host twin: no work for the device */
         return 1;
     default:
         return (flags & SL_CALL_MEMO) != 0;

@@ -77,6 +77,12 @@ static void answer(const Sluice__Wire__Call *c)
         r.out_case = SLUICE__WIRE__REPLY__OUT_CU_STREAM_IS_CAPTURING;
         r.cu_stream_is_capturing = &cap;
     }
+    Sluice__Cuda__SlMappedAllocReply map = SLUICE__CUDA__SL_MAPPED_ALLOC_REPLY__INIT;
+    if (c->call_id == SL_CALL_slMappedAlloc) { /* the twin at the guest's address */
+        map.dptr = c->sl_mapped_alloc->address;
+        r.out_case = SLUICE__WIRE__REPLY__OUT_SL_MAPPED_ALLOC;
+        r.sl_mapped_alloc = &map;
+    }
     F.next_result = 0;
     F.next_failed_seq = 0;
     F.next_stdout = NULL;
@@ -292,6 +298,28 @@ static void idle_context_answered_here(void **state)
     assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
     assert_int_equal(F.calls, after_sync + 3);
+}
+
+/* Bytes the guest wrote into mapped memory travel (slMappedWrite) but are no device work: the
+ * context stays known idle (cuDNN changes its mapped flag every other training step). */
+static void mapped_write_keeps_context_idle(void **state)
+{
+    (void)state;
+    void *p = NULL;
+    assert_int_equal(cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_DEVICEMAP), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* travels: the clean point */
+    int calls = F.calls;
+    ((volatile uint8_t *)p)[3] = 7;
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS); /* travels after the write */
+    assert_int_equal(F.calls, calls + 2);
+    assert_int_equal(F.call_ids[calls], SL_CALL_slMappedWrite);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* answered here */
+    assert_int_equal(F.calls, calls + 2);
+    ((volatile uint8_t *)p)[4] = 9;
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, (CUstream)0x77), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* stream 0x77 has work: travels */
+    assert_int_equal(F.calls, calls + 5);
+    assert_int_equal(cuMemFreeHost(p), CUDA_SUCCESS);
 }
 
 /* A stream that waited on an event recorded on another stream: once the waiter is known idle,
@@ -706,6 +734,7 @@ int main(void)
         cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
         cmocka_unit_test_setup(idle_stream_answered_here, setup),
         cmocka_unit_test_setup(idle_context_answered_here, setup),
+        cmocka_unit_test_setup(mapped_write_keeps_context_idle, setup),
         cmocka_unit_test_setup(per_thread_streams_are_distinct, setup),
         cmocka_unit_test_setup(capture_answer_kept_until_a_capture, setup),
         cmocka_unit_test_setup(image_upload_keeps_memo, setup),
