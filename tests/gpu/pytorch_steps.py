@@ -50,6 +50,9 @@ def step_discovery(v, _t):
     torch.cuda.empty_cache()
     v["after_free"] = torch.cuda.memory_allocated()
     v["capability"] = list(torch.cuda.get_device_capability(0))
+    with open("/proc/self/maps") as f:  # which driver libraries this process uses (the log)
+        libs = sorted({ln.split()[-1] for ln in f if "libcuda.so" in ln or "libnvidia-ml" in ln})
+    print("discovery: driver libraries loaded:", ", ".join(libs) or "none")
 
 
 def step_tensors(v, t):

@@ -3,8 +3,8 @@
 
 Each step of pytorch_steps.py runs in its own process: twice natively (the spread between two
 native runs is the tolerance for steps that are not bit-deterministic) and then through Sluice
-(our libcuda.so.1 first on the library path, a sluice-backend on the real driver on this
-machine). A value passes when it equals native exactly, or, where the two native runs differ,
+(our libcuda.so.1 first on the library path and the host's driver folders off it, as in a
+guest, so PyTorch finds no NVML; a sluice-backend on the real driver on this machine). A value passes when it equals native exactly, or, where the two native runs differ,
 when it is no further from the first native run than the native runs are from each other (x4).
 Writes results.jsonl and each run's log under --out and prints a table; recorded in
 docs/pytorch.md.
@@ -23,7 +23,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run_samples import start_backend  # noqa: E402
+from run_samples import guest_library_path, start_backend  # noqa: E402
 
 STEPS = ["discovery", "tensors", "matmul", "fft", "solve", "conv", "train_cnn", "train_gpt", "graphs",
          "compile"]
@@ -103,6 +103,9 @@ def main():
                          "so one run of each says little; the table shows medians and ranges")
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
     ap.add_argument("--backend-args", default="", help="more sluice-backend flags, e.g. '--measure none'")
+    ap.add_argument("--host-nvml", action="store_true",
+                    help="leave the host's driver folders on the Sluice runs' library path (before "
+                         "the sixth session they were: PyTorch then read the host's NVML)")
     ap.add_argument("--variant", metavar="'ENV=V ... | BACKEND FLAGS'",
                     help="a second Sluice setting for --timing-pairs: each pair gets a third run "
                          "through a backend of its own with these flags and these variables "
@@ -115,7 +118,7 @@ def main():
 
     def sluice_env(cfg_dir):
         env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = a.frontend + ":" + os.environ.get("LD_LIBRARY_PATH", "")
+        env["LD_LIBRARY_PATH"] = guest_library_path(a.frontend, not a.host_nvml)
         env["SLUICE_CONFIG_DIR"] = cfg_dir
         env["SLUICE_LOG_LEVEL"] = a.log_level
         env["TRITON_LIBCUDA_PATH"] = a.frontend

@@ -25,6 +25,18 @@ def free_port():
     return p
 
 
+DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
+
+
+def guest_library_path(frontend, hide_driver=True):
+    """LD_LIBRARY_PATH for a program run through Sluice: our libcuda.so.1 first and, with
+    hide_driver, without the folders holding the host's driver libraries (libcuda, NVML), as in
+    a guest, which has none: a library that loads NVML by name (PyTorch does) then finds none."""
+    keep = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d and not (
+        hide_driver and any(os.path.exists(os.path.join(d, n)) for n in DRIVER_LIBS))]
+    return ":".join([frontend] + keep)
+
+
 def start_backend(bundle, work, driver, extra=()):
     pki = os.path.join(work, "pki")
     subprocess.run(["bash", os.path.join(bundle, "make-demo-pki"), pki], check=True,

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_samples import start_backend  # noqa: E402
+from run_samples import guest_library_path, start_backend  # noqa: E402
 
 
 def cpu_of(pid):
@@ -40,6 +40,8 @@ def main():
     ap.add_argument("--backend-log", help="copy the backend's log here at the end")
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
     ap.add_argument("--backend-args", default="", help="more sluice-backend flags")
+    ap.add_argument("--host-nvml", action="store_true",
+                    help="leave the host's driver folders (NVML) on the library path")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
@@ -48,7 +50,7 @@ def main():
     work = tempfile.mkdtemp(prefix="sluice-run-")
     be, cfg = start_backend(a.bundle, work, a.driver, a.backend_args.split())
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = a.frontend + ":" + os.environ.get("LD_LIBRARY_PATH", "")
+    env["LD_LIBRARY_PATH"] = guest_library_path(a.frontend, not a.host_nvml)
     env["SLUICE_CONFIG_DIR"] = cfg
     env["SLUICE_LOG_LEVEL"] = a.log_level
     env["TRITON_LIBCUDA_PATH"] = a.frontend
