@@ -1048,7 +1048,7 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
     size_t cap = 0;
     zmq_pollitem_t *items = NULL;
     struct be_sess_node **owner = NULL;
-    uint64_t spin_ns = (uint64_t)cfg->spin_us * 1000u, active_at = 0;
+    uint64_t spin_ns = (uint64_t)cfg->spin_us * 1000u, active_at = 0, chores_at = 0;
     while (!*stop) {
         if (reload_requested)
             reload_tls(srv, cfg);
@@ -1104,9 +1104,15 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
             handle_event(srv, &ev);
             drain_outbox(srv);
         }
-        if (srv->ctl)
-            be_control_process(srv->ctl);
-        reap(srv, 0);
+        /* while spinning, the control socket's timers and the workers' reaping (a waitpid per
+         * session) run when something happened or every 10 ms, not on every empty poll */
+        uint64_t now = be_now_ns();
+        if (np != 0 || !spinning || now - chores_at >= 10000000u) {
+            chores_at = now;
+            if (srv->ctl)
+                be_control_process(srv->ctl);
+            reap(srv, 0);
+        }
     }
     free(items);
     free(owner);
