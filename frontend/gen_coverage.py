@@ -171,7 +171,7 @@ def render():
             "pointer when the address could be shared. cudart 13 passes flags 0 for "
             "`cudaMallocHost` and `cudaHostAlloc(cudaHostAllocDefault)`; under unified "
             "addressing that memory is device-reachable too (kernels may be handed it: MAGMA "
-            "does). Such allocations of at most 4 KiB get a twin as well (up to 256 KiB of "
+            "does). Such allocations of at most 4 KiB get a twin as well (up to 64 KiB of "
             "them per process); larger ones stay plain guest memory, which copies reach but "
             "kernels do not: `cudaHostGetDevicePointer` of them fails, where natively it "
             "answers the pointer.",

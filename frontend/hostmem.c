@@ -37,7 +37,7 @@ struct range {
  * compares mapped memory (mapped.c), so large page-locked buffers, which programs use for
  * copies, stay plain guest memory. */
 #define SL_FE_IMPLICIT_MAX   ((size_t)4096)
-#define SL_FE_IMPLICIT_TOTAL ((size_t)256 << 10)
+#define SL_FE_IMPLICIT_TOTAL ((size_t)64 << 10)
 static size_t g_implicit_bytes; /* g_lock */
 
 static struct range *g_ranges;

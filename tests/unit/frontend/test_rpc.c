@@ -322,6 +322,44 @@ static void mapped_write_keeps_context_idle(void **state)
     assert_int_equal(cuMemFreeHost(p), CUDA_SUCCESS);
 }
 
+/* Page-locked allocations of at most 4 KiB are mapped (kernels may be handed them, as under
+ * unified addressing) while they take at most 64 KiB of pages; the rest, and larger ones, stay
+ * plain guest memory. */
+static void small_pinned_memory_is_mapped(void **state)
+{
+    (void)state;
+    void *p[17] = {0}, *big = NULL;
+    unsigned mapped = 0;
+    for (int i = 0; i < 17; i++) {
+        assert_int_equal(cuMemAllocHost_v2(&p[i], i ? 4096 : 8), CUDA_SUCCESS);
+        assert_int_equal(cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED,
+                                               (CUdeviceptr)(uintptr_t)p[i]),
+                         CUDA_SUCCESS);
+        assert_int_equal(mapped, i < 16);
+    }
+    CUdeviceptr d = 0;
+    assert_int_equal(cuMemHostGetDevicePointer_v2(&d, p[0], 0), CUDA_SUCCESS);
+    assert_int_equal(d, (CUdeviceptr)(uintptr_t)p[0]); /* the fake puts twins at the address */
+    assert_int_equal(cuMemHostAlloc(&big, 8192, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, (CUdeviceptr)(uintptr_t)big),
+        CUDA_SUCCESS);
+    assert_int_equal(mapped, 0);
+    unsigned flags = 1;
+    assert_int_equal(cuMemHostGetFlags(&flags, p[1]), CUDA_SUCCESS);
+    assert_int_equal(flags, 0);                          /* the program's flags, not DEVICEMAP */
+    assert_int_equal(cuMemFreeHost(p[0]), CUDA_SUCCESS); /* gives its page back */
+    assert_int_equal(cuMemFreeHost(p[16]), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocHost_v2(&p[16], 100), CUDA_SUCCESS);
+    assert_int_equal(
+        cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, (CUdeviceptr)(uintptr_t)p[16]),
+        CUDA_SUCCESS);
+    assert_int_equal(mapped, 1);
+    for (int i = 1; i < 17; i++)
+        assert_int_equal(cuMemFreeHost(p[i]), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeHost(big), CUDA_SUCCESS);
+}
+
 /* A stream that waited on an event recorded on another stream: once the waiter is known idle,
  * so is the other stream, unless it got work after the record (cuDNN's fork and join). */
 static void idle_context_follows_events(void **state)
@@ -735,6 +773,7 @@ int main(void)
         cmocka_unit_test_setup(idle_stream_answered_here, setup),
         cmocka_unit_test_setup(idle_context_answered_here, setup),
         cmocka_unit_test_setup(mapped_write_keeps_context_idle, setup),
+        cmocka_unit_test_setup(small_pinned_memory_is_mapped, setup),
         cmocka_unit_test_setup(per_thread_streams_are_distinct, setup),
         cmocka_unit_test_setup(capture_answer_kept_until_a_capture, setup),
         cmocka_unit_test_setup(image_upload_keeps_memo, setup),
