@@ -186,6 +186,33 @@ static void nofree(void *data, void *hint)
     (void)hint;
 }
 
+/* One client of either transport with its server: the TLS channel (tls) or plain ZeroMQ. */
+typedef struct pair {
+    int tls;
+    tls_srv ts;
+    zmq_srv zs;
+    void *cctx, *d; /* plain ZeroMQ: context and DEALER */
+    sl_client *c;   /* TLS channel */
+} pair;
+
+static void pair_open(pair *p, int tls)
+{
+    memset(p, 0, sizeof *p);
+    p->tls = tls;
+    if (tls)
+        p->c = tls_pair(&p->ts);
+    else
+        p->d = zmq_pair(&p->zs, &p->cctx);
+}
+
+static void pair_close(pair *p)
+{
+    if (p->tls)
+        tls_unpair(&p->ts, p->c);
+    else
+        zmq_unpair(&p->zs, p->cctx, p->d);
+}
+
 /* one round: header (+bulk), wait for the answer */
 static void zmq_round(void *d, const uint8_t *msg, size_t len, const uint8_t *bulk, uint64_t blen)
 {
@@ -231,14 +258,10 @@ static void latency(void)
     printf("\n%-28s %10s %10s %10s\n", "round trip, 64 B message", "p50 us", "p99 us", "mean us");
     double p50[2] = {0};
     for (int tls = 0; tls < 2; tls++) {
-        tls_srv ts;
-        zmq_srv zs;
-        void *cctx = NULL, *d = NULL;
-        sl_client *c = NULL;
-        if (tls)
-            c = tls_pair(&ts);
-        else
-            d = zmq_pair(&zs, &cctx);
+        pair pr;
+        pair_open(&pr, tls);
+        sl_client *c = pr.c;
+        void *d = pr.d;
         for (int i = 0; i < n / 10; i++) /* warm up */
             tls ? tls_round(c, msg, sizeof msg, NULL, 0) : zmq_round(d, msg, sizeof msg, NULL, 0);
         double sum = 0;
@@ -257,10 +280,7 @@ static void latency(void)
                     "{\"bench\":\"latency\",\"transport\":\"%s\",\"size\":64,\"n\":%d,"
                     "\"p50_us\":%.2f,\"p99_us\":%.2f,\"mean_us\":%.2f}\n",
                     tls ? "tls" : "zmq", n, t[n / 2], t[n * 99 / 100], sum / n);
-        if (tls)
-            tls_unpair(&ts, c);
-        else
-            zmq_unpair(&zs, cctx, d);
+        pair_close(&pr);
     }
     printf("%-28s %9.1f%%\n", "TLS overhead on p50", (p50[1] / p50[0] - 1) * 100);
     free(t);
@@ -277,14 +297,10 @@ static void send_cost(void)
     memset(msg + 8, 0x5a, LEN);
     printf("\n%-28s %10s\n", "send 1 KiB, no wait", "mean us");
     for (int tls = 0; tls < 2; tls++) {
-        tls_srv ts;
-        zmq_srv zs;
-        void *cctx = NULL, *d = NULL;
-        sl_client *c = NULL;
-        if (tls)
-            c = tls_pair(&ts);
-        else
-            d = zmq_pair(&zs, &cctx);
+        pair pr;
+        pair_open(&pr, tls);
+        sl_client *c = pr.c;
+        void *d = pr.d;
         double sum = 0;
         sl_error err;
         for (int r = 0; r < rounds; r++) {
@@ -313,10 +329,7 @@ static void send_cost(void)
                     "{\"bench\":\"send_cost\",\"transport\":\"%s\",\"size\":%d,"
                     "\"mean_us\":%.3f}\n",
                     tls ? "tls" : "zmq", LEN, mean);
-        if (tls)
-            tls_unpair(&ts, c);
-        else
-            zmq_unpair(&zs, cctx, d);
+        pair_close(&pr);
     }
 }
 
