@@ -1048,7 +1048,7 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
     size_t cap = 0;
     zmq_pollitem_t *items = NULL;
     struct be_sess_node **owner = NULL;
-    uint64_t spin_ns = (uint64_t)cfg->spin_us * 1000u, active_at = 0, chores_at = 0;
+    uint64_t spin_ns = (uint64_t)cfg->spin_us * 1000u, now = 0, active_at = 0, chores_at = 0;
     while (!*stop) {
         if (reload_requested)
             reload_tls(srv, cfg);
@@ -1078,15 +1078,14 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
                     NULL, n->fd, (short)(ZMQ_POLLIN | (n->tx_head ? ZMQ_POLLOUT : 0)), 0};
             }
         /* spin.c: for spin_us after the last event the loop polls without sleeping */
-        int spinning = spin_ns && be_now_ns() - active_at < spin_ns;
+        int spinning = spin_ns && now - active_at < spin_ns;
         int np = zmq_poll(items, (int)ni, spinning ? 0 : 100);
         if (np < 0 && errno != EINTR) {
             sl_log(SL_LOG_ERR, BE_COMPONENT, "poll: %s", zmq_strerror(errno));
             break;
         }
-        if (np > 0)
-            active_at = be_now_ns();
-        else if (spinning)
+        int busy = np != 0;
+        if (!busy && spinning)
             be_cpu_relax();
         /* workers first (their replies), then the channel */
         for (size_t i = first; np > 0 && i < ni; i++) {
@@ -1100,14 +1099,16 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
             sl_server_event ev;
             if (sl_server_poll(srv->srv, 0, &ev, &e) != SL_OK || ev.kind == SL_EV_NONE)
                 break;
-            active_at = be_now_ns();
+            busy = 1;
             handle_event(srv, &ev);
             drain_outbox(srv);
         }
         /* while spinning, the control socket's timers and the workers' reaping (a waitpid per
          * session) run when something happened or every 10 ms, not on every empty poll */
-        uint64_t now = be_now_ns();
-        if (np != 0 || !spinning || now - chores_at >= 10000000u) {
+        now = be_now_ns();
+        if (busy)
+            active_at = now;
+        if (busy || !spinning || now - chores_at >= 10000000u) {
             chores_at = now;
             if (srv->ctl)
                 be_control_process(srv->ctl);
