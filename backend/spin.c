@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "sluice/relax.h"
 
 uint64_t be_now_ns(void)
 {
@@ -21,11 +22,7 @@ uint64_t be_now_ns(void)
 
 void be_cpu_relax(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
+    sl_cpu_relax();
 }
 
 unsigned be_default_spin_us(void)

@@ -180,7 +180,9 @@ static CUresult connect_now(void)
                                    4096,
                                    (uint64_t)256 << 20,
                                    sl_fe_rpc_flush_us_from_env(),
-                                   sl_fe_rpc_start_us_from_env()};
+                                   sl_fe_rpc_start_us_from_env(),
+                                   sl_fe_rpc_sender_from_env(),
+                                   (unsigned)opts.spin_us};
     sl_fe_rpc_set_limits(&lim);
     return CUDA_SUCCESS;
 }
@@ -245,12 +247,13 @@ static void log_stats(void)
     sl_fe_rpc_stats(&st);
     sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT,
            "session stats: %llu sync calls (%.1f ms waiting for replies), %llu async calls in "
-           "%llu frames, %llu fences, %llu answers from memo, %llu callbacks, %llu deferred "
-           "errors",
+           "%llu frames (%llu sent by the sender thread), %llu fences, %llu answers from memo, "
+           "%llu callbacks, %llu deferred errors",
            (unsigned long long)st.sync_calls, (double)st.wait_ns / 1e6,
            (unsigned long long)st.async_calls, (unsigned long long)st.frames_sent,
-           (unsigned long long)st.fences, (unsigned long long)st.memo_hits,
-           (unsigned long long)st.callbacks_run, (unsigned long long)st.deferred_errors);
+           (unsigned long long)st.frames_handed, (unsigned long long)st.fences,
+           (unsigned long long)st.memo_hits, (unsigned long long)st.callbacks_run,
+           (unsigned long long)st.deferred_errors);
     log_top("synchronous calls most made", sl_fe_rpc_top_sync);
     log_top("the memo was emptied by", sl_fe_rpc_top_forget);
     log_top("the idle context was forgotten by", sl_fe_rpc_top_unclean);

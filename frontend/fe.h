@@ -56,6 +56,29 @@ int sl_fe_session_driver_version(void);
 int sl_fe_session_device_count(void);
 const struct sl_fe_device *sl_fe_session_device(int ordinal);
 
+/* ------------------------------------------------------------------ frame.c */
+struct sl_fe_transport;
+/* Calls encoded as the CallFrame of a ClientMessage, with the copied bulk of async calls. */
+struct sl_fe_frame {
+    uint8_t *buf; /* room for the ClientMessage header, then the CallFrame elements */
+    size_t len;   /* bytes of CallFrame elements */
+    size_t cap;
+    size_t calls;
+    uint8_t *bulk; /* copied bulk of the async calls, in call order */
+    size_t bulk_len, bulk_cap;
+};
+/* Room for more bytes of bulk (0, or -1: out of memory). */
+int sl_fe_frame_reserve_bulk(struct sl_fe_frame *f, size_t more);
+/* Copies len bytes of bulk behind the frame's (room reserved before). */
+void sl_fe_frame_add_bulk(struct sl_fe_frame *f, const void *data, size_t len);
+/* Appends call, checked before (0, or -1: out of memory). */
+int sl_fe_frame_append(struct sl_fe_frame *f, const Sluice__Wire__Call *call);
+/* Sends the frame, its bulk and then extra (at most 7 segments in all), and empties it. */
+sl_code sl_fe_frame_send(struct sl_fe_frame *f, const struct sl_fe_transport *tr,
+                         const struct iovec *extra, size_t n_extra, sl_error *e);
+void sl_fe_frame_clear(struct sl_fe_frame *f);
+void sl_fe_frame_free(struct sl_fe_frame *f);
+
 /* ------------------------------------------------------------------ rpc.c */
 /* The transport the rpc layer talks through (tests replace it). */
 struct sl_fe_transport {
@@ -76,13 +99,15 @@ void sl_fe_rpc_detach(void);
 void sl_fe_rpc_reset(void);
 
 struct sl_fe_rpc_limits {
-    size_t frame_calls;     /* pending calls that force a flush (256) */
-    size_t frame_bulk;      /* pending bulk that forces a flush (4 MiB) */
-    size_t inflight_calls;  /* unanswered async calls before an slFence (4096) */
-    uint64_t inflight_bulk; /* unanswered async bulk before an slFence (256 MiB) */
-    unsigned flush_us;      /* longest wait of a queued async call before it is sent; 0: none */
-    unsigned start_us;      /* after a reply: the first async call goes at once, the next frames
-                               wait start_us, twice that, ... up to flush_us; 0: flush_us always */
+    size_t frame_calls;      /* pending calls that force a flush (256) */
+    size_t frame_bulk;       /* pending bulk that forces a flush (4 MiB) */
+    size_t inflight_calls;   /* unanswered async calls before an slFence (4096) */
+    uint64_t inflight_bulk;  /* unanswered async bulk before an slFence (256 MiB) */
+    unsigned flush_us;       /* longest wait of a queued async call before it is sent; 0: none */
+    unsigned start_us;       /* after a reply: the first async call goes at once, the next frames
+                                wait start_us, twice that, ... up to flush_us; 0: flush_us always */
+    int sender;              /* frames of async calls go out from a thread of their own */
+    unsigned sender_spin_us; /* that thread polls this long after a send before it sleeps */
 };
 #define SL_FE_FLUSH_US_DEFAULT 200u
 #define SL_FE_FLUSH_US_MAX     1000000u
@@ -92,6 +117,8 @@ struct sl_fe_rpc_limits {
 #define SL_FE_SPIN_US_DEFAULT 300u
 #define SL_FE_SPIN_US_MAX     100000u
 void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l);
+/* $SLUICE_SENDER (0 or 1; the default is 1 on a machine of 4 CPUs or more). */
+int sl_fe_rpc_sender_from_env(void);
 /* $SLUICE_FLUSH_US and $SLUICE_FLUSH_START_US checked (a bad value is logged and the default
  * used). */
 unsigned sl_fe_rpc_flush_us_from_env(void);
@@ -101,6 +128,7 @@ unsigned sl_fe_rpc_start_us_from_env(void);
 struct sl_fe_rpc_stats {
     uint64_t frames_sent, calls_sent, fences, callbacks_run, deferred_errors, memo_hits;
     uint64_t sync_calls, async_calls, wait_ns; /* wait_ns: time sync calls waited for replies */
+    uint64_t frames_handed;                    /* frames sent by the sender thread */
 };
 void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st);
 /* The max call ids made most often as synchronous calls, with their counts, most first;

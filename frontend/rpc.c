@@ -2,17 +2,18 @@
  * pending CallFrame, coalescing, flushes, back-pressure through slFence, deferred errors,
  * device printf output, host callbacks, and the stub runtime of sluice/stub_runtime.h.
  *
- * One mutex (g_io) covers the pending frame and the channel. A thread making a synchronous call
- * appends it to the pending frame, sends the frame and reads until its reply arrives, running
- * the host callbacks and writing the printf output it reads on the way. The pending frame is
- * kept encoded: each Call is packed as a CallFrame.calls element (tag 1, length, bytes) right
- * behind room for the ClientMessage.calls header, so sending needs no copy of the calls.
+ * One mutex (g_io) covers the pending frame (kept encoded: frame.c) and the channel. A thread
+ * making a synchronous call appends it to the pending frame, sends the frame and reads until
+ * its reply arrives, running the host callbacks and writing the printf output it reads on the
+ * way.
  *
  * Async calls wait in the pending frame at most flush_us (docs/remoting.md): the GPU must not
  * sit idle while work it could run waits here for a synchronizing call. An async call goes out
  * at once when nothing was sent for flush_us (the link was quiet), else with the frame when the
- * frame's oldest call has waited the current window; a flusher thread sends a frame that no
- * later call came to send (after at least 250 us). The window opens after each reply (every
+ * frame's oldest call has waited the current window; a thread of its own sends a frame that no
+ * later call came to send (after at least 250 us), and with limits.sender every frame of async
+ * calls, so that the program does not wait while frames are encrypted (see "the sender thread"
+ * below). The window opens after each reply (every
  * call sent has run, the GPU may be idle): the first async call goes at once, the next frame
  * waits start_us, then twice as long, up to flush_us. Under a steady stream of calls this
  * makes one frame per flush_us; after a synchronization the GPU gets the next work at once. */
@@ -28,10 +29,10 @@
 
 #include "fe.h"
 #include "sluice/log.h"
+#include "sluice/relax.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
-#define HDR_ROOM   16 /* ClientMessage tag + varint length, written right-aligned at send */
 #define SMALL_BULK ((size_t)64 << 10) /* async bulk up to this is copied and coalesced */
 
 static pthread_mutex_t g_io = PTHREAD_MUTEX_INITIALIZER;
@@ -39,12 +40,15 @@ static struct sl_fe_transport g_tr;
 static int g_attached, g_dead;
 static uint64_t g_seq;
 
-static uint8_t *g_pend;   /* HDR_ROOM + encoded CallFrame elements */
-static size_t g_pend_len; /* bytes after HDR_ROOM */
-static size_t g_pend_cap;
-static size_t g_pend_calls;
-static uint8_t *g_pbulk; /* copied bulk of the pending async calls, in call order */
-static size_t g_pbulk_len, g_pbulk_cap;
+static struct sl_fe_frame g_pf; /* the pending frame */
+
+/* The outbox: a frame older than the pending one, handed to the sender thread. */
+enum outbox_state { OB_EMPTY, OB_READY, OB_SENDING };
+static struct sl_fe_frame g_ob;
+static enum outbox_state g_ob_state;
+static atomic_int g_ob_ready; /* OB_READY, for the sender thread while it polls without g_io */
+static int g_pf_due;          /* the pending frame is due: it goes when the outbox's send ends */
+static pthread_cond_t g_sent_cv = PTHREAD_COND_INITIALIZER; /* the outbox became empty */
 
 static size_t g_inflight_calls; /* async calls sent or pending since the last reply */
 static uint64_t g_inflight_bulk;
@@ -54,7 +58,9 @@ static struct sl_fe_rpc_limits g_lim = {256,
                                         4096,
                                         (uint64_t)256 << 20,
                                         SL_FE_FLUSH_US_DEFAULT,
-                                        SL_FE_START_US_DEFAULT};
+                                        SL_FE_START_US_DEFAULT,
+                                        0,
+                                        0};
 static struct sl_fe_rpc_stats g_stats;
 static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1];    /* synchronous calls made, per call id */
 static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1];  /* the memo emptied, per call id */
@@ -62,9 +68,9 @@ static uint32_t g_unclean_by_call[SL_CALL_ID_MAX + 1]; /* the idle context forgo
 static int g_capture_begun; /* a stream capture was begun in this process */
 static _Thread_local int t_in_callback;
 
-static pthread_cond_t g_flush_cv;
+static pthread_cond_t g_flush_cv; /* wakes the sender thread */
 static pthread_once_t g_flush_once = PTHREAD_ONCE_INIT;
-static int g_flusher_started, g_flusher_idle;
+static int g_flusher_started, g_flusher_ok, g_flusher_idle;
 static uint64_t g_pend_t0_ns, g_last_send_ns;
 static uint64_t g_win_ns; /* the current window (see the top of the file) */
 
@@ -359,6 +365,13 @@ unsigned sl_fe_rpc_start_us_from_env(void)
     return sl_fe_env_uint("SLUICE_FLUSH_START_US", SL_FE_START_US_DEFAULT, SL_FE_FLUSH_US_MAX);
 }
 
+int sl_fe_rpc_sender_from_env(void)
+{
+    /* a second busy thread only pays where it does not take the program's CPU */
+    unsigned dflt = sysconf(_SC_NPROCESSORS_ONLN) >= 4;
+    return (int)sl_fe_env_uint("SLUICE_SENDER", dflt, 1);
+}
+
 /* The window a pending frame waits now, and the next one once it went out by time. */
 static uint64_t window_ns(void)
 {
@@ -426,17 +439,31 @@ int sl_fe_in_callback(void)
     return t_in_callback;
 }
 
+/* Drops the frames not sent yet (the session is new or gone); a frame the sender thread is
+ * sending stays its own. */
 static void pending_clear(void)
 {
     g_last_send_ns = 0;
-    g_pend_len = 0;
-    g_pend_calls = 0;
-    g_pbulk_len = 0;
+    g_pf_due = 0;
+    sl_fe_frame_clear(&g_pf);
+    if (g_ob_state == OB_READY) {
+        sl_fe_frame_clear(&g_ob);
+        g_ob_state = OB_EMPTY;
+        atomic_store(&g_ob_ready, 0);
+    }
+}
+
+/* Waits until the sender thread is not using the transport (g_io held). */
+static void outbox_settle(void)
+{
+    while (g_ob_state == OB_SENDING)
+        pthread_cond_wait(&g_sent_cv, &g_io);
 }
 
 void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
 {
     pthread_mutex_lock(&g_io);
+    outbox_settle();
     g_tr = *tr;
     g_attached = 1;
     g_dead = 0;
@@ -453,6 +480,7 @@ void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
 void sl_fe_rpc_detach(void)
 {
     pthread_mutex_lock(&g_io);
+    outbox_settle(); /* the caller closes the transport next */
     g_dead = 1;
     pending_clear();
     pthread_mutex_unlock(&g_io);
@@ -461,6 +489,7 @@ void sl_fe_rpc_detach(void)
 void sl_fe_rpc_reset(void)
 {
     pthread_mutex_lock(&g_io);
+    outbox_settle();
     g_attached = 0;
     g_dead = 0;
     g_seq = 0;
@@ -476,38 +505,9 @@ void sl_fe_rpc_reset(void)
     g_clean = 0;
     sl_fe_memo_clear();
     pending_clear();
-    free(g_pend);
-    free(g_pbulk);
-    g_pend = g_pbulk = NULL;
-    g_pend_cap = g_pbulk_cap = 0;
+    sl_fe_frame_free(&g_pf);
+    sl_fe_frame_free(&g_ob);
     pthread_mutex_unlock(&g_io);
-}
-
-/* ------------------------------------------------------------------ encoding helpers */
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    do {
-        uint8_t b = v & 0x7f;
-        v >>= 7;
-        p[n++] = (uint8_t)(b | (v ? 0x80 : 0));
-    } while (v);
-    return n;
-}
-
-static int reserve(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 4096;
-    while (c < need)
-        c *= 2;
-    uint8_t *b = realloc(*buf, c);
-    if (!b)
-        return -1;
-    *buf = b;
-    *cap = c;
-    return 0;
 }
 
 /* Appends call (already given seq/context/bulk_length) to the pending frame. */
@@ -518,21 +518,13 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
         sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "refusing to send call %u: %s", call->call_id, e.msg);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    size_t sz = sl_wire_call_packed_size(call);
-    if (reserve(&g_pend, &g_pend_cap, HDR_ROOM + g_pend_len + 11 + sz))
+    uint64_t t0 = g_pf.calls ? g_pend_t0_ns : now_ns();
+    if (sl_fe_frame_append(&g_pf, call))
         return CUDA_ERROR_OUT_OF_MEMORY;
+    g_pend_t0_ns = t0;
     const struct sl_call_info *ci = sl_call_lookup(call->call_id);
     if (!keeps_idle(call, ci ? ci->flags : 0))
         note_work(call);
-    if (g_pend_calls == 0)
-        g_pend_t0_ns = now_ns();
-    uint8_t *p = g_pend + HDR_ROOM + g_pend_len;
-    size_t n = 0;
-    p[n++] = 0x0a; /* CallFrame.calls = 1, length-delimited */
-    n += put_varint(p + n, sz);
-    n += sl_wire_call_pack(call, p + n);
-    g_pend_len += n;
-    g_pend_calls++;
     return CUDA_SUCCESS;
 }
 
@@ -549,7 +541,7 @@ static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, si
     call.seq = ++g_seq;
     call.context = sl_fe_current_ctx_id();
     call.bulk_length = len;
-    if (reserve(&g_pbulk, &g_pbulk_cap, g_pbulk_len + len)) {
+    if (sl_fe_frame_reserve_bulk(&g_pf, len)) {
         g_seq--;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -558,8 +550,7 @@ static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, si
         g_seq--;
         return rc;
     }
-    memcpy(g_pbulk + g_pbulk_len, data, len);
-    g_pbulk_len += len;
+    sl_fe_frame_add_bulk(&g_pf, data, len);
     g_inflight_calls++;
     g_inflight_bulk += len;
     return CUDA_SUCCESS;
@@ -579,36 +570,59 @@ static CUresult lost(const char *what, const sl_error *e)
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
-/* Sends the pending frame followed by its copied bulk and the extra segments. */
-static CUresult pending_send(const struct iovec *extra, size_t n_extra)
+/* ------------------------------------------------------------------ sending */
+/* Sends f with extra segments (g_io held, the transport this thread's). */
+static CUresult frame_out(struct sl_fe_frame *f, const struct iovec *extra, size_t n_extra)
 {
-    if (g_pend_calls == 0)
-        return CUDA_SUCCESS;
-    uint8_t hdr[HDR_ROOM];
-    size_t h = 0;
-    hdr[h++] = 0x12; /* ClientMessage.calls = 2 */
-    h += put_varint(hdr + h, g_pend_len);
-    uint8_t *msg = g_pend + HDR_ROOM - h;
-    memcpy(msg, hdr, h);
-    struct iovec iov[8];
-    size_t ni = 0;
-    if (g_pbulk_len)
-        iov[ni++] = (struct iovec){g_pbulk, g_pbulk_len};
-    for (size_t i = 0; i < n_extra && ni < 8; i++)
-        if (extra[i].iov_len)
-            iov[ni++] = extra[i];
+    size_t calls = f->calls;
     sl_error e;
-    sl_code rc = g_tr.send(g_tr.t, msg, h + g_pend_len, iov, ni, &e);
+    sl_code rc = sl_fe_frame_send(f, &g_tr, extra, n_extra, &e);
     g_stats.frames_sent++;
-    g_stats.calls_sent += g_pend_calls;
-    pending_clear();
+    g_stats.calls_sent += calls;
     g_last_send_ns = now_ns();
-    if (rc)
-        return lost("send", &e);
-    return CUDA_SUCCESS;
+    return rc ? lost("send", &e) : CUDA_SUCCESS;
 }
 
-/* ------------------------------------------------------------------ the flusher */
+/* Empties the outbox before a send of this thread, the older frame first: waits while the
+ * sender thread sends it, sends it here when the thread has not taken it yet. */
+static CUresult outbox_drain(void)
+{
+    outbox_settle();
+    if (g_ob_state == OB_READY) {
+        g_ob_state = OB_EMPTY;
+        atomic_store(&g_ob_ready, 0);
+        return frame_out(&g_ob, NULL, 0);
+    }
+    return g_dead ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
+}
+
+/* Sends the outbox, then the pending frame followed by its copied bulk and the extra
+ * segments. */
+static CUresult pending_send(const struct iovec *extra, size_t n_extra)
+{
+    CUresult rc = outbox_drain();
+    if (rc != CUDA_SUCCESS || g_pf.calls == 0)
+        return rc;
+    g_pf_due = 0;
+    return frame_out(&g_pf, extra, n_extra);
+}
+
+/* ------------------------------------------------------------------ the sender thread */
+/* One thread, started the first time an async call waits, sends
+ * - with limits.sender, each frame of async calls that is due (its window passed or it is
+ *   full): the program hands it over as the outbox and goes on while the frame is encrypted
+ *   and sent (3 us and more a frame: docs/performance.md). A frame that becomes due while the
+ *   outbox is being sent goes when that send ends, with every call that joined it meanwhile;
+ * - always, a pending frame whose oldest call has waited flush_us (at least FLUSHER_MIN_US:
+ *   while calls keep coming, the calls send the frames and this thread wakes at most that
+ *   often) and that no later call sent.
+ * Every other send (a synchronous call, a large bulk, a fence) first empties the outbox
+ * (outbox_drain): frames leave in seq order, and the transport, whose socket is not
+ * thread-safe, is used by one thread at a time, handed over under g_io. After a send the
+ * thread polls sender_spin_us for the next frame before it sleeps: a hand-over then costs the
+ * program no system call. */
+#define FLUSHER_MIN_US 250u
+
 static void flush_cv_init(void)
 {
     pthread_condattr_t a;
@@ -620,40 +634,102 @@ static void flush_cv_init(void)
 
 static void flusher_forked(void)
 {
-    g_flusher_started = 0; /* the child has no flusher thread */
+    g_flusher_started = 0; /* the child has no sender thread */
+    g_flusher_ok = 0;
     g_flusher_idle = 0;
+    if (g_ob_state == OB_SENDING) { /* it was the parent's thread's, half sent */
+        sl_fe_frame_clear(&g_ob);
+        g_ob_state = OB_EMPTY;
+    }
 }
 
-/* Sends a pending frame whose oldest call has waited flush_us (at least FLUSHER_MIN_US: while
- * calls keep coming, the calls send the frames and this thread wakes at most that often) and
- * that no later call sent. */
-#define FLUSHER_MIN_US 250u
+/* Moves the pending frame into the empty outbox, for the sender thread. */
+static void outbox_fill(void)
+{
+    struct sl_fe_frame empty = g_ob;
+    g_ob = g_pf;
+    g_pf = empty;
+    g_ob_state = OB_READY;
+    g_pf_due = 0;
+    g_last_send_ns = now_ns();
+    atomic_store_explicit(&g_ob_ready, 1, memory_order_release);
+    if (g_flusher_idle)
+        pthread_cond_signal(&g_flush_cv);
+}
+
+/* The sender thread sends the outbox, without g_io while it encrypts. */
+static void outbox_send(void)
+{
+    struct sl_fe_transport tr = g_tr;
+    size_t calls = g_ob.calls;
+    g_ob_state = OB_SENDING;
+    atomic_store(&g_ob_ready, 0);
+    pthread_mutex_unlock(&g_io);
+    sl_error e;
+    sl_code rc = sl_fe_frame_send(&g_ob, &tr, NULL, 0, &e);
+    pthread_mutex_lock(&g_io);
+    g_ob_state = OB_EMPTY;
+    g_stats.frames_sent++;
+    g_stats.frames_handed++;
+    g_stats.calls_sent += calls;
+    if (rc)
+        lost("send", &e); /* the next call reports it */
+    pthread_cond_broadcast(&g_sent_cv);
+}
+
+/* When the pending frame is due for the flusher (0: never). */
+static uint64_t flush_due_ns(void)
+{
+    if (!g_pf.calls || !g_lim.flush_us)
+        return 0;
+    unsigned us = g_lim.flush_us > FLUSHER_MIN_US ? g_lim.flush_us : FLUSHER_MIN_US;
+    return g_pend_t0_ns + (uint64_t)us * 1000u;
+}
+
 static void *flusher_main(void *arg)
 {
     (void)arg;
-    pthread_setname_np(pthread_self(), "sluice-flush");
+    pthread_setname_np(pthread_self(), "sluice-send");
+    uint64_t last = 0; /* when this thread's last send ended */
     pthread_mutex_lock(&g_io);
     for (;;) {
-        if (!g_pend_calls || !g_attached || g_dead || !g_lim.flush_us) {
-            g_flusher_idle = 1;
+        int live = g_attached && !g_dead;
+        uint64_t due = live ? flush_due_ns() : 0;
+        if (live && g_ob_state == OB_EMPTY && g_pf.calls && (g_pf_due || (due && now_ns() >= due)))
+            outbox_fill();
+        if (live && g_ob_state == OB_READY) {
+            outbox_send();
+            last = now_ns();
+            continue;
+        }
+        uint64_t spin = live && g_lim.sender ? (uint64_t)g_lim.sender_spin_us * 1000u : 0;
+        uint64_t until = last + spin;
+        if (due && due < until)
+            until = due;
+        if (spin && now_ns() < until) {
+            pthread_mutex_unlock(&g_io);
+            while (!atomic_load_explicit(&g_ob_ready, memory_order_acquire) && now_ns() < until)
+                sl_cpu_relax();
+            pthread_mutex_lock(&g_io);
+            if (now_ns() >= last + spin)
+                last = 0; /* polled long enough: sleep next */
+            continue;
+        }
+        g_flusher_idle = 1;
+        if (due) {
+            struct timespec ts = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
+            pthread_cond_timedwait(&g_flush_cv, &g_io, &ts);
+        } else {
             pthread_cond_wait(&g_flush_cv, &g_io);
-            g_flusher_idle = 0;
-            continue;
         }
-        unsigned us = g_lim.flush_us > FLUSHER_MIN_US ? g_lim.flush_us : FLUSHER_MIN_US;
-        uint64_t due = g_pend_t0_ns + (uint64_t)us * 1000u;
-        if (now_ns() >= due) {
-            pending_send(NULL, 0); /* a failure marks the session lost for the next call */
-            continue;
-        }
-        struct timespec ts = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
-        pthread_cond_timedwait(&g_flush_cv, &g_io, &ts);
+        g_flusher_idle = 0;
     }
     return NULL;
 }
 
-/* Starts the flusher (g_io held) the first time an async call waits; without it (no thread
- * could be made) frames still go out when full and at synchronizing calls. */
+/* Starts the sender thread (g_io held) the first time an async call waits; without it (no
+ * thread could be made) frames still go out from the program's threads, when full and at
+ * synchronizing calls. */
 static void flusher_start(void)
 {
     pthread_once(&g_flush_once, flush_cv_init);
@@ -671,10 +747,31 @@ static void flusher_start(void)
     pthread_attr_destroy(&at);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     g_flusher_started = 1; /* also after a failure: tried once */
+    g_flusher_ok = err == 0;
     if (err)
         sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
-               "no flusher thread (%s): async calls wait for the next synchronizing call",
+               "no sender thread (%s): async calls wait for the next synchronizing call",
                strerror(err));
+}
+
+/* The pending frame is due (its window passed, or it is full): handed to the sender thread,
+ * or sent here without one. */
+static CUresult frame_due(int full)
+{
+    if (!g_lim.sender)
+        return pending_send(NULL, 0);
+    if (!g_flusher_started)
+        flusher_start();
+    if (!g_flusher_ok)
+        return pending_send(NULL, 0);
+    if (g_ob_state == OB_EMPTY) {
+        outbox_fill();
+        return CUDA_SUCCESS;
+    }
+    if (full)
+        return pending_send(NULL, 0); /* waits for the outbox */
+    g_pf_due = 1;
+    return CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ receiving */
@@ -1177,7 +1274,7 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     call->bulk_length = blen;
     int direct = blen > SMALL_BULK;
     if (!direct && blen) {
-        if (reserve(&g_pbulk, &g_pbulk_cap, g_pbulk_len + blen)) {
+        if (sl_fe_frame_reserve_bulk(&g_pf, blen)) {
             g_seq--;
             pthread_mutex_unlock(&g_io);
             return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1190,11 +1287,8 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
         return rc;
     }
     if (!direct) {
-        for (size_t i = 0; i < n; i++) {
-            if (in[i].iov_len)
-                memcpy(g_pbulk + g_pbulk_len, in[i].iov_base, in[i].iov_len);
-            g_pbulk_len += in[i].iov_len;
-        }
+        for (size_t i = 0; i < n; i++)
+            sl_fe_frame_add_bulk(&g_pf, in[i].iov_base, in[i].iov_len);
     }
     g_inflight_calls++;
     g_inflight_bulk += blen;
@@ -1210,14 +1304,15 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     uint64_t wait_ns = (uint64_t)g_lim.flush_us * 1000u, now = wait_ns ? now_ns() : 0;
     if (direct)
         rc = pending_send(in, n); /* the guest's buffer is encrypted before send returns */
-    else if (g_pend_calls >= g_lim.frame_calls || g_pbulk_len >= g_lim.frame_bulk)
-        rc = pending_send(NULL, 0);
-    else if (wait_ns && (now - g_last_send_ns >= wait_ns || now - g_pend_t0_ns >= window_ns())) {
-        rc = pending_send(NULL, 0);
+    else if (g_pf.calls >= g_lim.frame_calls || g_pf.bulk_len >= g_lim.frame_bulk)
+        rc = frame_due(1);
+    else if (wait_ns && !g_pf_due && /* else it goes when the sender thread's send ends */
+             (now - g_last_send_ns >= wait_ns || now - g_pend_t0_ns >= window_ns())) {
+        rc = frame_due(0);
         window_grow();
     } else if (wait_ns && !g_flusher_started)
         flusher_start();
-    else if (wait_ns && g_pend_calls == 1 && g_flusher_idle)
+    else if (wait_ns && g_pf.calls == 1 && g_flusher_idle)
         pthread_cond_signal(&g_flush_cv);
     if (rc == CUDA_SUCCESS &&
         (g_inflight_calls >= g_lim.inflight_calls || g_inflight_bulk >= g_lim.inflight_bulk))

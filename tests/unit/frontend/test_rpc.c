@@ -38,6 +38,12 @@ static struct {
     const char *next_stdout;
     int callback_first; /* send HostCallback{id 99, fn = last cuLaunchHostFunc id} first */
     uint64_t host_fn_id;
+    /* frames of async calls only: the thread that sent the last one, and a delay for them */
+    pthread_t async_sender;
+    unsigned async_send_us;
+    uint64_t last_seq;
+    int seq_out_of_order;
+    int frame_calls[64]; /* calls per frame */
 } F;
 
 static void queue_server(Sluice__Wire__ServerMessage *m)
@@ -109,9 +115,23 @@ static sl_code fake_send(void *t, const void *msg, size_t len, const struct iove
         F.callback_done++;
         F.last_callback_done = m->callback_done->id;
     } else if (m->kind_case == SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS) {
+        int async_only = 1;
+        for (size_t i = 0; i < m->calls->n_calls; i++)
+            if (!(sl_call_lookup(m->calls->calls[i]->call_id)->flags & SL_CALL_ASYNC))
+                async_only = 0;
+        if (async_only) {
+            F.async_sender = pthread_self();
+            if (F.async_send_us)
+                usleep(F.async_send_us);
+        }
+        if (F.frames < 64)
+            F.frame_calls[F.frames] = (int)m->calls->n_calls;
         F.frames++;
         for (size_t i = 0; i < m->calls->n_calls; i++) {
             const Sluice__Wire__Call *c = m->calls->calls[i];
+            if (c->seq <= F.last_seq)
+                F.seq_out_of_order = 1;
+            F.last_seq = c->seq;
             if (F.calls < 8192)
                 F.call_ids[F.calls] = c->call_id;
             F.calls++;
@@ -160,7 +180,7 @@ static int setup(void **state)
     sl_fe_rpc_reset();
     struct sl_fe_transport tr = {fake_send, fake_recv, fake_recv_bulk, NULL};
     sl_fe_rpc_attach(&tr);
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     return 0;
 }
@@ -184,7 +204,7 @@ static void coalescing(void **state)
 static void frame_limit_flushes(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {4, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0};
+    struct sl_fe_rpc_limits l = {4, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     for (int i = 0; i < 8; i++)
         assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
@@ -205,7 +225,7 @@ static uint64_t frames_sent(void)
 static void queued_calls_go_out_without_a_sync(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 100000, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 100000, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
     assert_int_equal(frames_sent(), 1);
@@ -220,6 +240,65 @@ static void queued_calls_go_out_without_a_sync(void **state)
     assert_int_equal(st.sync_calls, 0);
     l.flush_us = 0;
     sl_fe_rpc_set_limits(&l);
+}
+
+/* With limits.sender, a due frame is handed to the sender thread: the program's thread does not
+ * send it, and calls made while it is being sent wait in the next frame (not the program), which
+ * goes when that send ends; a synchronous call first waits for the frame in flight. Calls reach
+ * the backend in seq order. */
+static void sender_thread_sends_async_frames(void **state)
+{
+    (void)state;
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 1000, 0, 1, 0};
+    sl_fe_rpc_set_limits(&l);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS); /* quiet link: due */
+    for (int i = 0; i < 500 && frames_sent() < 1; i++)
+        usleep(1000);
+    assert_int_equal(frames_sent(), 1);
+    assert_false(pthread_equal(F.async_sender, pthread_self()));
+    struct sl_fe_rpc_stats st;
+    sl_fe_rpc_stats(&st);
+    assert_int_equal(st.frames_handed, 1);
+
+    F.async_send_us = 300000; /* the next frame's send takes 0.3 s */
+    usleep(2000);
+    assert_int_equal(cuMemsetD8Async(0x1000, 2, 16, NULL), CUDA_SUCCESS); /* quiet again: due */
+    assert_int_equal(cuMemsetD8Async(0x1000, 3, 16, NULL), CUDA_SUCCESS);
+    usleep(2000);
+    assert_int_equal(cuMemsetD8Async(0x1000, 4, 16, NULL), CUDA_SUCCESS); /* due, in flight */
+    assert_int_equal(cuMemsetD8Async(0x1000, 5, 16, NULL), CUDA_SUCCESS);
+    for (int i = 0; i < 2000 && frames_sent() < 3; i++)
+        usleep(1000);
+    assert_int_equal(frames_sent(), 3); /* [2] then [3, 4, 5], both by the thread */
+    assert_int_equal(F.frame_calls[1], 1);
+    assert_int_equal(F.frame_calls[2], 3);
+
+    F.async_send_us = 100000;
+    assert_int_equal(cuMemsetD8Async(0x1000, 6, 16, NULL), CUDA_SUCCESS); /* handed over */
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);                   /* after it */
+    assert_int_equal(frames_sent(), 5);
+    assert_int_equal(F.frame_calls[4], 1);
+    assert_int_equal(F.calls, 7);
+    assert_false(F.seq_out_of_order);
+    sl_fe_rpc_stats(&st);
+    assert_in_range(st.frames_handed, 3, 4); /* [6]: by the thread or, not taken yet, here */
+    F.async_send_us = 0;
+    l.flush_us = 0;
+    sl_fe_rpc_set_limits(&l);
+}
+
+static void sender_from_env(void **state)
+{
+    (void)state;
+    setenv("SLUICE_SENDER", "0", 1);
+    assert_int_equal(sl_fe_rpc_sender_from_env(), 0);
+    setenv("SLUICE_SENDER", "1", 1);
+    assert_int_equal(sl_fe_rpc_sender_from_env(), 1);
+    setenv("SLUICE_SENDER", "2", 1); /* logged, the default */
+    int dflt = sysconf(_SC_NPROCESSORS_ONLN) >= 4;
+    assert_int_equal(sl_fe_rpc_sender_from_env(), dflt);
+    unsetenv("SLUICE_SENDER");
+    assert_int_equal(sl_fe_rpc_sender_from_env(), dflt);
 }
 
 static void stats_name_the_synchronous_calls(void **state)
@@ -522,7 +601,8 @@ static void per_thread_streams_are_distinct(void **state)
 static void window_opens_after_a_reply(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 1000000, 50000};
+    struct sl_fe_rpc_limits l = {256,     (size_t)4 << 20, 4096, (uint64_t)256 << 20,
+                                 1000000, 50000,           0,    0};
     sl_fe_rpc_set_limits(&l);
     assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS); /* quiet link */
     assert_int_equal(F.frames, 1);
@@ -631,7 +711,7 @@ static void host_callback_before_reply(void **state)
 static void backpressure_fence(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 8, (uint64_t)256 << 20, 0, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 8, (uint64_t)256 << 20, 0, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     for (int i = 0; i < 7; i++)
         assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
@@ -653,7 +733,7 @@ static void backpressure_fence(void **state)
 static void fence_reports_deferred_error(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 2, (uint64_t)256 << 20, 0, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 2, (uint64_t)256 << 20, 0, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
     F.next_result = CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -769,6 +849,8 @@ int main(void)
         cmocka_unit_test_setup(queued_calls_go_out_without_a_sync, setup),
         cmocka_unit_test_setup(window_opens_after_a_reply, setup),
         cmocka_unit_test_setup(flush_delay_from_env, setup),
+        cmocka_unit_test_setup(sender_thread_sends_async_frames, setup),
+        cmocka_unit_test_setup(sender_from_env, setup),
         cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
         cmocka_unit_test_setup(idle_stream_answered_here, setup),
         cmocka_unit_test_setup(idle_context_answered_here, setup),
