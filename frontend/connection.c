@@ -175,13 +175,14 @@ static CUresult connect_now(void)
     g_client = c;
     struct sl_fe_transport tr = {tr_send, tr_recv, tr_recv_bulk, c};
     sl_fe_rpc_attach(&tr);
+    int sender = sl_fe_rpc_sender_from_env();
     struct sl_fe_rpc_limits lim = {256,
                                    (size_t)4 << 20,
                                    4096,
                                    (uint64_t)256 << 20,
-                                   sl_fe_rpc_flush_us_from_env(),
-                                   sl_fe_rpc_start_us_from_env(),
-                                   sl_fe_rpc_sender_from_env(),
+                                   sl_fe_rpc_flush_us_from_env(sender),
+                                   sl_fe_rpc_start_us_from_env(sender),
+                                   sender,
                                    (unsigned)opts.spin_us};
     sl_fe_rpc_set_limits(&lim);
     return CUDA_SUCCESS;

@@ -112,6 +112,10 @@ struct sl_fe_rpc_limits {
 #define SL_FE_FLUSH_US_DEFAULT 200u
 #define SL_FE_FLUSH_US_MAX     1000000u
 #define SL_FE_START_US_DEFAULT 100u
+/* With the sender thread a frame costs the program only its hand-over: a constant 50 us window
+ * (measured on an H200, docs/pytorch.md seventh session). */
+#define SL_FE_FLUSH_US_SENDER 50u
+#define SL_FE_START_US_SENDER 0u
 /* A thread waiting for a reply polls without sleeping this long first ($SLUICE_SPIN_US; the
  * default is 0 on a machine of fewer than 4 CPUs). */
 #define SL_FE_SPIN_US_DEFAULT 300u
@@ -120,9 +124,9 @@ void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l);
 /* $SLUICE_SENDER (0 or 1; the default is 1 on a machine of 4 CPUs or more). */
 int sl_fe_rpc_sender_from_env(void);
 /* $SLUICE_FLUSH_US and $SLUICE_FLUSH_START_US checked (a bad value is logged and the default
- * used). */
-unsigned sl_fe_rpc_flush_us_from_env(void);
-unsigned sl_fe_rpc_start_us_from_env(void);
+ * used); the defaults depend on whether frames go out from the sender thread. */
+unsigned sl_fe_rpc_flush_us_from_env(int sender);
+unsigned sl_fe_rpc_start_us_from_env(int sender);
 
 /* Statistics for tests. */
 struct sl_fe_rpc_stats {
@@ -163,6 +167,22 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
 CUresult sl_fe_fence(void);
 /* Non-zero while the calling thread runs a host callback. */
 int sl_fe_in_callback(void);
+
+/* ------------------------------------------------------------------ idle.c */
+/* With the rpc lock held. A call appended to the pending frame (its sl_call_info flags). */
+void sl_fe_idle_note(const Sluice__Wire__Call *c, uint32_t flags);
+/* 1 if c (a synchronization or a stream query) can be answered with success here. */
+int sl_fe_idle_can_answer(const Sluice__Wire__Call *c);
+/* c was answered with success (here or by the backend): what it synchronized is idle. */
+void sl_fe_idle_answered(const Sluice__Wire__Call *c);
+/* An answer with an error: nothing is known idle any more. */
+void sl_fe_idle_after_error(uint32_t call_id);
+/* The session is new or gone: nothing is known idle. */
+void sl_fe_idle_forget(void);
+/* Back to the initial state, counts included (tests). */
+void sl_fe_idle_reset(void);
+/* Per call id, how often a call made the frontend forget that the context was idle. */
+const uint32_t *sl_fe_idle_unclean_counts(void);
 
 /* ------------------------------------------------------------------ memo.c */
 /* With the rpc lock held: 1 and a copy of the answer if a memo call was answered before;

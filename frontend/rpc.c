@@ -62,9 +62,8 @@ static struct sl_fe_rpc_limits g_lim = {256,
                                         0,
                                         0};
 static struct sl_fe_rpc_stats g_stats;
-static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1];    /* synchronous calls made, per call id */
-static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1];  /* the memo emptied, per call id */
-static uint32_t g_unclean_by_call[SL_CALL_ID_MAX + 1]; /* the idle context forgotten */
+static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1];   /* synchronous calls made, per call id */
+static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1]; /* the memo emptied, per call id */
 static int g_capture_begun; /* a stream capture was begun in this process */
 static _Thread_local int t_in_callback;
 
@@ -73,271 +72,6 @@ static pthread_once_t g_flush_once = PTHREAD_ONCE_INIT;
 static int g_flusher_started, g_flusher_ok, g_flusher_idle;
 static uint64_t g_pend_t0_ns, g_last_send_ns;
 static uint64_t g_win_ns; /* the current window (see the top of the file) */
-
-/* Streams known to be idle: a call that synchronized them was answered with success, and every
- * call appended since leaves GPU work alone (queries, synchronizations, copies into guest
- * memory). cuStreamSynchronize and cuStreamQuery of such a stream are answered here, as the
- * driver would answer: there is nothing to wait for and no error left to report. */
-#define IDLE_MAX 8
-static struct idle_stream {
-    uint64_t ctx, stream;
-} g_idle[IDLE_MAX];
-static size_t g_nidle;
-
-/* A stream as these sets know it: its handle; the legacy stream is 1 (NULL without per-thread
- * semantics); each thread's per-thread default stream (NULL with them, or
- * CU_STREAM_PER_THREAD) is a key of that thread's own, never a handle the backend issues. */
-static uint64_t stream_key(uint64_t h, int per_thread)
-{
-    static atomic_uint_fast64_t next_thread = 1;
-    static _Thread_local uint64_t self;
-    if (h == 0 && !per_thread)
-        return 1u;
-    if (h != 0 && h != 2u)
-        return h;
-    if (!self)
-        self = atomic_fetch_add(&next_thread, 1);
-    return (1ull << 63) | self;
-}
-
-static int idle_known(uint64_t ctx, uint64_t stream)
-{
-    for (size_t i = 0; i < g_nidle; i++)
-        if (g_idle[i].ctx == ctx && g_idle[i].stream == stream)
-            return 1;
-    return 0;
-}
-
-static void idle_add(uint64_t ctx, uint64_t stream)
-{
-    if (idle_known(ctx, stream))
-        return;
-    if (g_nidle == IDLE_MAX)
-        g_nidle = 0; /* forget the older ones */
-    g_idle[g_nidle++] = (struct idle_stream){ctx, stream};
-}
-
-/* The context known idle (g_clean): a cuCtxSynchronize of it was answered with success, and
- * every stream that got work since (g_busy) is in the idle set; then cuCtxSynchronize is
- * answered here too (a training loop's float(loss) then torch.cuda.synchronize()). Any work
- * whose stream cannot be read, in another context, or on more than BUSY_MAX streams forgets
- * it. Streams joined by events count too: when stream Y, which waited on an event recorded on
- * stream X, is known idle, so is X if it got no work after that record (cuDNN forks work to a
- * second stream and joins it back every step). */
-#define BUSY_MAX 8
-static int g_clean; /* g_clean_ctx is known idle */
-static uint64_t g_clean_ctx;
-static struct busy {
-    uint64_t key;  /* stream */
-    uint64_t last; /* seq of its last work (stream waits excepted), 0: none */
-} g_busy[BUSY_MAX];
-static size_t g_nbusy;
-
-#define EVENTS_MAX     16
-#define UNKNOWN_STREAM UINT64_MAX /* a wait on an event recorded before the clean point */
-static struct recorded {
-    uint64_t event, stream, seq; /* the record call that gave event its work to wait for */
-} g_events[EVENTS_MAX];
-static size_t g_nevents;
-static struct joined {
-    uint64_t waiter, stream, seq; /* waiter waited for stream's work up to seq */
-} g_joins[EVENTS_MAX];
-static size_t g_njoins;
-
-/* A request's stream field (h_stream or stream, one uint64), NULL if it has none. Looked up by
- * name once per request type (g_io held): every queued call asks while the context is clean. */
-static const ProtobufCFieldDescriptor *stream_field(const ProtobufCMessageDescriptor *d)
-{
-    static struct {
-        const ProtobufCMessageDescriptor *d;
-        const ProtobufCFieldDescriptor *h;
-    } cache[64];
-    size_t slot = ((uintptr_t)d >> 4) % 64;
-    if (cache[slot].d == d)
-        return cache[slot].h;
-    const ProtobufCFieldDescriptor *h =
-        protobuf_c_message_descriptor_get_field_by_name(d, "h_stream");
-    if (!h)
-        h = protobuf_c_message_descriptor_get_field_by_name(d, "stream");
-    if (h && (h->type != PROTOBUF_C_TYPE_UINT64 || h->label == PROTOBUF_C_LABEL_REPEATED))
-        h = NULL;
-    cache[slot].d = d;
-    cache[slot].h = h;
-    return h;
-}
-
-/* The stream parameter of a call's request (hStream or stream), by reflection; a
- * cuLaunchKernelEx's is in its CUlaunchConfig (cuBLASLt launches its Hopper kernels so). */
-static int request_stream(const Sluice__Wire__Call *c, uint64_t *key)
-{
-    if (c->call_id == SL_CALL_cuLaunchKernelEx) {
-        CUlaunchConfig cfg;
-        if (!c->cu_launch_kernel_ex || c->cu_launch_kernel_ex->config.len != sizeof cfg)
-            return -1;
-        memcpy(&cfg, c->cu_launch_kernel_ex->config.data, sizeof cfg);
-        *key = stream_key((uint64_t)(uintptr_t)cfg.hStream, c->per_thread_stream);
-        return 0;
-    }
-    const ProtobufCFieldDescriptor *f =
-        protobuf_c_message_descriptor_get_field(&sluice__wire__call__descriptor, c->args_case);
-    if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE)
-        return -1;
-    const ProtobufCMessage *rq = *(ProtobufCMessage *const *)((const char *)c + f->offset);
-    if (!rq)
-        return -1;
-    const ProtobufCFieldDescriptor *h = stream_field(rq->descriptor);
-    if (!h)
-        return -1;
-    *key = stream_key(*(const uint64_t *)((const char *)rq + h->offset), c->per_thread_stream);
-    return 0;
-}
-
-static void unclean(uint32_t call_id)
-{
-    g_clean = 0;
-    if (call_id <= SL_CALL_ID_MAX)
-        g_unclean_by_call[call_id]++;
-}
-
-/* Event records and stream waits of the clean context (note_work): which stream's work a
- * stream waited for. */
-static void note_join(const Sluice__Wire__Call *c, uint64_t stream)
-{
-    uint64_t event = 0;
-    if (c->call_id == SL_CALL_cuEventRecord && c->cu_event_record)
-        event = c->cu_event_record->h_event;
-    else if (c->call_id == SL_CALL_cuEventRecordWithFlags && c->cu_event_record_with_flags)
-        event = c->cu_event_record_with_flags->h_event;
-    if (event) {
-        size_t i = 0;
-        while (i < g_nevents && g_events[i].event != event)
-            i++;
-        if (i == g_nevents)
-            i = g_nevents < EVENTS_MAX ? g_nevents++ : (size_t)(c->seq % EVENTS_MAX);
-        g_events[i] = (struct recorded){event, stream, c->seq};
-        return;
-    }
-    if (c->call_id != SL_CALL_cuStreamWaitEvent || !c->cu_stream_wait_event)
-        return;
-    if (g_njoins == EVENTS_MAX) { /* a forgotten wait could make a stream look idle */
-        unclean(c->call_id);
-        return;
-    }
-    struct joined *j = &g_joins[g_njoins++];
-    *j = (struct joined){stream, UNKNOWN_STREAM, 0}; /* an event recorded before: never idle */
-    for (size_t i = 0; i < g_nevents; i++)
-        if (g_events[i].event == c->cu_stream_wait_event->h_event) {
-            j->stream = g_events[i].stream;
-            j->seq = g_events[i].seq;
-        }
-}
-
-/* Every wait of stream since the clean point is on a stream known idle. */
-static int waits_done(uint64_t ctx, uint64_t stream)
-{
-    for (size_t i = 0; i < g_njoins; i++)
-        if (g_joins[i].waiter == stream && !idle_known(ctx, g_joins[i].stream))
-            return 0;
-    return 1;
-}
-
-/* stream is known idle: so is each stream it waited for that has had no work since (waits
- * are not work, but each of that stream's own waits must be on a stream known idle). */
-static void idle_joined(uint64_t ctx, uint64_t stream, int depth)
-{
-    if (!g_clean || ctx != g_clean_ctx || depth > 2)
-        return;
-    for (size_t i = 0; i < g_njoins; i++) {
-        if (g_joins[i].waiter != stream || g_joins[i].stream == stream)
-            continue;
-        for (size_t k = 0; k < g_nbusy; k++)
-            if (g_busy[k].key == g_joins[i].stream && g_busy[k].last <= g_joins[i].seq &&
-                !idle_known(ctx, g_busy[k].key) && waits_done(ctx, g_busy[k].key)) {
-                idle_add(ctx, g_busy[k].key);
-                idle_joined(ctx, g_busy[k].key, depth + 1);
-            }
-    }
-}
-
-static void note_work(const Sluice__Wire__Call *c)
-{
-    g_nidle = 0;
-    if (!g_clean)
-        return;
-    uint64_t k;
-    if (c->context != g_clean_ctx || request_stream(c, &k) != 0) {
-        unclean(c->call_id);
-        return;
-    }
-    struct busy *b = NULL;
-    for (size_t i = 0; i < g_nbusy && !b; i++)
-        if (g_busy[i].key == k)
-            b = &g_busy[i];
-    if (!b && g_nbusy == BUSY_MAX) {
-        unclean(c->call_id);
-        return;
-    }
-    if (!b) {
-        b = &g_busy[g_nbusy++];
-        *b = (struct busy){k, 0};
-    }
-    if (c->call_id != SL_CALL_cuStreamWaitEvent)
-        b->last = c->seq; /* a wait is a dependency (g_joins), not work of its own */
-    note_join(c, k);
-}
-
-/* ctx answered a synchronization with success (there or here): the new clean point. */
-static void clean_point(uint64_t ctx)
-{
-    g_clean = 1;
-    g_clean_ctx = ctx;
-    g_nbusy = 0;
-    g_nevents = g_njoins = 0;
-}
-
-static int ctx_sync_call(const Sluice__Wire__Call *c)
-{
-    if (c->call_id == SL_CALL_cuCtxSynchronize)
-        return 1;
-    return c->call_id == SL_CALL_cuCtxSynchronize_v2 && c->cu_ctx_synchronize_v2 &&
-           (!c->cu_ctx_synchronize_v2->ctx || c->cu_ctx_synchronize_v2->ctx == c->context);
-}
-
-static int ctx_known_idle(uint64_t ctx)
-{
-    if (!g_clean || ctx != g_clean_ctx)
-        return 0;
-    for (size_t i = 0; i < g_nbusy; i++)
-        if (!idle_known(ctx, g_busy[i].key))
-            return 0;
-    return 1;
-}
-
-/* The stream a call synchronizes (0: none), and whether an appended call keeps streams idle. */
-static uint64_t synced_stream(const Sluice__Wire__Call *c)
-{
-    if (c->call_id == SL_CALL_cuStreamSynchronize && c->cu_stream_synchronize)
-        return stream_key(c->cu_stream_synchronize->h_stream, c->per_thread_stream);
-    if (c->call_id == SL_CALL_cuMemcpyDtoHAsync_v2 && c->cu_memcpy_dto_hasync_v2)
-        return stream_key(c->cu_memcpy_dto_hasync_v2->h_stream, c->per_thread_stream);
-    return 0;
-}
-
-static int keeps_idle(const Sluice__Wire__Call *c, uint32_t flags)
-{
-    switch (c->call_id) {
-    case SL_CALL_cuStreamSynchronize:
-    case SL_CALL_cuStreamQuery:
-    case SL_CALL_cuCtxSynchronize:
-    case SL_CALL_cuCtxSynchronize_v2:
-    case SL_CALL_cuMemcpyDtoH_v2:
-    case SL_CALL_cuMemcpyDtoHAsync_v2:
-    case SL_CALL_slMappedWrite: /* bytes into a host twin: no work for the device */
-        return 1;
-    default:
-        return (flags & SL_CALL_MEMO) != 0;
-    }
-}
 
 static uint64_t now_ns(void)
 {
@@ -355,14 +89,18 @@ void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l)
     pthread_mutex_unlock(&g_io);
 }
 
-unsigned sl_fe_rpc_flush_us_from_env(void)
+unsigned sl_fe_rpc_flush_us_from_env(int sender)
 {
-    return sl_fe_env_uint("SLUICE_FLUSH_US", SL_FE_FLUSH_US_DEFAULT, SL_FE_FLUSH_US_MAX);
+    return sl_fe_env_uint("SLUICE_FLUSH_US",
+                          sender ? SL_FE_FLUSH_US_SENDER : SL_FE_FLUSH_US_DEFAULT,
+                          SL_FE_FLUSH_US_MAX);
 }
 
-unsigned sl_fe_rpc_start_us_from_env(void)
+unsigned sl_fe_rpc_start_us_from_env(int sender)
 {
-    return sl_fe_env_uint("SLUICE_FLUSH_START_US", SL_FE_START_US_DEFAULT, SL_FE_FLUSH_US_MAX);
+    return sl_fe_env_uint("SLUICE_FLUSH_START_US",
+                          sender ? SL_FE_START_US_SENDER : SL_FE_START_US_DEFAULT,
+                          SL_FE_FLUSH_US_MAX);
 }
 
 int sl_fe_rpc_sender_from_env(void)
@@ -431,7 +169,7 @@ size_t sl_fe_rpc_top_forget(uint32_t *ids, uint64_t *counts, size_t max)
 
 size_t sl_fe_rpc_top_unclean(uint32_t *ids, uint64_t *counts, size_t max)
 {
-    return top_of(g_unclean_by_call, ids, counts, max);
+    return top_of(sl_fe_idle_unclean_counts(), ids, counts, max);
 }
 
 int sl_fe_in_callback(void)
@@ -471,8 +209,7 @@ void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
     g_inflight_calls = 0;
     g_inflight_bulk = 0;
     g_win_ns = 0;
-    g_nidle = 0;
-    g_clean = 0;
+    sl_fe_idle_forget();
     pending_clear();
     pthread_mutex_unlock(&g_io);
 }
@@ -499,10 +236,8 @@ void sl_fe_rpc_reset(void)
     memset(&g_stats, 0, sizeof g_stats);
     memset(g_sync_by_call, 0, sizeof g_sync_by_call);
     memset(g_forget_by_call, 0, sizeof g_forget_by_call);
-    memset(g_unclean_by_call, 0, sizeof g_unclean_by_call);
     g_capture_begun = 0;
-    g_nidle = 0;
-    g_clean = 0;
+    sl_fe_idle_reset();
     sl_fe_memo_clear();
     pending_clear();
     sl_fe_frame_free(&g_pf);
@@ -523,8 +258,7 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
         return CUDA_ERROR_OUT_OF_MEMORY;
     g_pend_t0_ns = t0;
     const struct sl_call_info *ci = sl_call_lookup(call->call_id);
-    if (!keeps_idle(call, ci ? ci->flags : 0))
-        note_work(call);
+    sl_fe_idle_note(call, ci ? ci->flags : 0);
     return CUDA_SUCCESS;
 }
 
@@ -564,8 +298,7 @@ static CUresult lost(const char *what, const sl_error *e)
                "CUDA_ERROR_DEVICE_UNAVAILABLE",
                what, e ? e->msg : "closed");
     g_dead = 1;
-    g_nidle = 0;
-    g_clean = 0;
+    sl_fe_idle_forget();
     pending_clear();
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
@@ -1010,9 +743,7 @@ static int changes_state(const Sluice__Wire__Call *c, const Sluice__Wire__Reply 
 static void forget_after_error(uint32_t call_id)
 {
     forget_counted(call_id);
-    g_nidle = 0;
-    if (g_clean)
-        unclean(call_id);
+    sl_fe_idle_after_error(call_id);
 }
 
 /* ------------------------------------------------------------------ entry points */
@@ -1064,22 +795,14 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         g_stats.memo_hits++;
         return CUDA_SUCCESS;
     }
-    int ctx_idle = ctx_sync_call(call) && ctx_known_idle(call->context);
-    if (ctx_idle ||
-        (call->call_id == SL_CALL_cuStreamSynchronize && call->cu_stream_synchronize &&
-         idle_known(call->context,
-                    stream_key(call->cu_stream_synchronize->h_stream, call->per_thread_stream))) ||
-        (call->call_id == SL_CALL_cuStreamQuery && call->cu_stream_query &&
-         idle_known(call->context,
-                    stream_key(call->cu_stream_query->h_stream, call->per_thread_stream)))) {
+    if (sl_fe_idle_can_answer(call)) {
         Sluice__Wire__Reply *r = malloc(sizeof *r);
         if (r) {
             sluice__wire__reply__init(r);
             r->call_id = call->call_id;
             g_stats.memo_hits++;
             *reply = r;
-            if (ctx_idle) /* as a synchronization that travelled */
-                clean_point(call->context);
+            sl_fe_idle_answered(call); /* as a synchronization that travelled */
             return CUDA_SUCCESS;
         }
     }
@@ -1129,13 +852,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     } else {
         if (memo)
             sl_fe_memo_put(call, w.reply);
-        uint64_t st = synced_stream(call);
-        if (st) {
-            idle_add(call->context, st);
-            idle_joined(call->context, st, 0);
-        }
-        if (ctx_sync_call(call))
-            clean_point(call->context);
+        sl_fe_idle_answered(call);
     }
     return CUDA_SUCCESS;
 }

@@ -631,24 +631,30 @@ static void flush_delay_from_env(void **state)
 {
     (void)state;
     unsetenv("SLUICE_FLUSH_US");
-    assert_int_equal(sl_fe_rpc_flush_us_from_env(), SL_FE_FLUSH_US_DEFAULT);
+    assert_int_equal(sl_fe_rpc_flush_us_from_env(0), SL_FE_FLUSH_US_DEFAULT);
     setenv("SLUICE_FLUSH_US", "0", 1);
-    assert_int_equal(sl_fe_rpc_flush_us_from_env(), 0);
+    assert_int_equal(sl_fe_rpc_flush_us_from_env(0), 0);
     setenv("SLUICE_FLUSH_US", "200", 1);
-    assert_int_equal(sl_fe_rpc_flush_us_from_env(), 200);
+    assert_int_equal(sl_fe_rpc_flush_us_from_env(0), 200);
     const char *bad[] = {"-5", "12us", "99999999999", " "};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         setenv("SLUICE_FLUSH_US", bad[i], 1);
-        assert_int_equal(sl_fe_rpc_flush_us_from_env(), SL_FE_FLUSH_US_DEFAULT);
+        assert_int_equal(sl_fe_rpc_flush_us_from_env(0), SL_FE_FLUSH_US_DEFAULT);
     }
     unsetenv("SLUICE_FLUSH_US");
     unsetenv("SLUICE_FLUSH_START_US");
-    assert_int_equal(sl_fe_rpc_start_us_from_env(), SL_FE_START_US_DEFAULT);
+    assert_int_equal(sl_fe_rpc_start_us_from_env(0), SL_FE_START_US_DEFAULT);
     setenv("SLUICE_FLUSH_START_US", "0", 1);
-    assert_int_equal(sl_fe_rpc_start_us_from_env(), 0);
+    assert_int_equal(sl_fe_rpc_start_us_from_env(0), 0);
     setenv("SLUICE_FLUSH_START_US", "x", 1);
-    assert_int_equal(sl_fe_rpc_start_us_from_env(), SL_FE_START_US_DEFAULT);
+    assert_int_equal(sl_fe_rpc_start_us_from_env(0), SL_FE_START_US_DEFAULT);
     unsetenv("SLUICE_FLUSH_START_US");
+    /* with the sender thread, a short constant window */
+    assert_int_equal(sl_fe_rpc_flush_us_from_env(1), SL_FE_FLUSH_US_SENDER);
+    assert_int_equal(sl_fe_rpc_start_us_from_env(1), SL_FE_START_US_SENDER);
+    setenv("SLUICE_FLUSH_US", "300", 1);
+    assert_int_equal(sl_fe_rpc_flush_us_from_env(1), 300);
+    unsetenv("SLUICE_FLUSH_US");
 }
 
 static void deferred_error_at_next_sync(void **state)
