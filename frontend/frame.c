@@ -1,7 +1,7 @@
-/* A frame of calls kept encoded (docs/frontend-internals.md "Frames"): each Call is packed as a
- * CallFrame.calls element (tag 1, length, bytes) right behind room for the ClientMessage.calls
- * header, so sending needs no copy of the calls; the bulk of async calls is copied behind, in
- * call order. The caller serializes all use of one frame. */
+/* A frame of calls kept encoded (docs/remoting.md "Synchronous and asynchronous calls"): each
+ * Call is packed as a CallFrame.calls element (tag 1, length, bytes) right behind room for the
+ * ClientMessage.calls header, so sending needs no copy of the calls; the bulk of async calls is
+ * copied behind, in call order. The caller serializes all use of one frame. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* What the guest knows to be idle (docs/frontend-internals.md "Answers without a round trip"):
+/* What the guest knows to be idle (docs/frontend-internals.md "Answers kept in the guest"):
  * streams and the context whose last synchronization was answered with success and that got
  * no work since, so that cuStreamSynchronize, cuStreamQuery and cuCtxSynchronize of them are
  * answered here, as the driver would answer. All of it runs with the rpc lock held (rpc.c). */
