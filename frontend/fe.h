@@ -223,6 +223,8 @@ int sl_fe_is_host_pointer(const void *p);
  * device address. movable: the frontend owns the range (an anonymous mapping of len bytes) and
  * may move it to the twin's address, updating *pp. */
 CUresult sl_fe_mapped_add(void **pp, size_t len, int movable, uint64_t *dptr);
+/* 1 while len more bytes fit the process's mapped memory bound. */
+int sl_fe_mapped_room(size_t len);
 void sl_fe_mapped_remove(void *p);
 /* 1 and the device address of p if p lies in mapped memory. */
 int sl_fe_mapped_dptr(const void *p, uint64_t *dptr);

@@ -177,7 +177,9 @@ static CUresult host_alloc(const char *name, void **pp, size_t n, unsigned flags
         return CUDA_ERROR_INVALID_VALUE;
     if (flags & CU_MEMHOSTALLOC_DEVICEMAP)
         return host_alloc_mapped(pp, n, flags);
-    if (n <= SL_FE_IMPLICIT_MAX && implicit_take(n)) {
+    /* a twin only where the mapped bound has room: else plain memory, without the
+     * "not supported" line an explicit mapping beyond the bound gets */
+    if (n <= SL_FE_IMPLICIT_MAX && sl_fe_mapped_room(n) && implicit_take(n)) {
         CUresult rc = host_alloc_mapped(pp, n, flags);
         if (rc == CUDA_SUCCESS)
             return rc;

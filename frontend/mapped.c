@@ -73,6 +73,14 @@ static void rpc_free(uint64_t dptr)
     sl_fe_enqueue_async(&call);
 }
 
+int sl_fe_mapped_room(size_t len)
+{
+    pthread_mutex_lock(&g_map_lock);
+    int room = g_map_bytes + len <= SL_FE_MAPPED_MAX;
+    pthread_mutex_unlock(&g_map_lock);
+    return room;
+}
+
 CUresult sl_fe_mapped_add(void **pp, size_t len, int movable, uint64_t *dptr)
 {
     pthread_mutex_lock(&g_map_lock);

@@ -806,9 +806,13 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
             return CUDA_SUCCESS;
         }
     }
-    forget_before(call, flags);
-    CUresult rc = sl_fe_mapped_sync_out(mapped_emit);
+    /* the frame in flight first: waiting for it lets other threads append to the pending frame,
+     * which must not then hold a call whose bulk follows the frame (pending_send) */
+    CUresult rc = outbox_drain();
     if (rc != CUDA_SUCCESS)
+        return rc;
+    forget_before(call, flags);
+    if ((rc = sl_fe_mapped_sync_out(mapped_emit)) != CUDA_SUCCESS)
         return rc;
     call->seq = ++g_seq;
     call->bulk_length = bulk_total(in, n);
@@ -883,6 +887,10 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
         return rc;
     struct waiter ws[SL_FE_BATCH_MAX];
     size_t k = 0;
+    if ((rc = outbox_drain()) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&g_io);
+        return rc;
+    }
     if ((rc = sl_fe_mapped_sync_out(mapped_emit)) == CUDA_SUCCESS) {
         for (; k < n; k++) {
             const struct sl_call_info *ci = sl_call_lookup(calls[k]->call_id);
@@ -978,18 +986,22 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     CUresult rc = begin();
     if (rc != CUDA_SUCCESS)
         return rc;
+    uint64_t blen = bulk_total(in, n);
+    int direct = blen > SMALL_BULK; /* its bulk follows the frame: the frame in flight first */
+    if (direct && (rc = outbox_drain()) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&g_io);
+        return rc;
+    }
     const struct sl_call_info *info = sl_call_lookup(call->call_id);
     forget_before(call, info ? info->flags : 0);
     if ((rc = sl_fe_mapped_sync_out(mapped_emit)) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&g_io);
         return rc;
     }
-    uint64_t blen = bulk_total(in, n);
     call->seq = ++g_seq;
     if (!call->context)
         call->context = sl_fe_current_ctx_id();
     call->bulk_length = blen;
-    int direct = blen > SMALL_BULK;
     if (!direct && blen) {
         if (sl_fe_frame_reserve_bulk(&g_pf, blen)) {
             g_seq--;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,7 +44,10 @@ static struct {
     unsigned async_send_us;
     uint64_t last_seq;
     int seq_out_of_order;
-    int frame_calls[64]; /* calls per frame */
+    int bulk_mismatch;        /* a frame whose calls announced other bulk than followed it */
+    atomic_int in_async_send; /* a frame of async calls is being sent */
+    int first_bulk_byte[2];   /* of the last cuMemcpyHtoD_v2 and cuMemcpyHtoDAsync_v2 */
+    int frame_calls[64];      /* calls per frame */
 } F;
 
 static void queue_server(Sluice__Wire__ServerMessage *m)
@@ -102,6 +106,15 @@ static void answer(const Sluice__Wire__Call *c)
     queue_server(&m);
 }
 
+/* The byte at off of the bulk that followed a frame, -1 past its end. */
+static int bulk_byte(const struct iovec *bulk, size_t n, uint64_t off)
+{
+    for (size_t i = 0; i < n; off -= bulk[i].iov_len, i++)
+        if (off < bulk[i].iov_len)
+            return ((const uint8_t *)bulk[i].iov_base)[off];
+    return -1;
+}
+
 static sl_code fake_send(void *t, const void *msg, size_t len, const struct iovec *bulk, size_t n,
                          sl_error *e)
 {
@@ -116,13 +129,27 @@ static sl_code fake_send(void *t, const void *msg, size_t len, const struct iove
         F.last_callback_done = m->callback_done->id;
     } else if (m->kind_case == SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS) {
         int async_only = 1;
-        for (size_t i = 0; i < m->calls->n_calls; i++)
-            if (!(sl_call_lookup(m->calls->calls[i]->call_id)->flags & SL_CALL_ASYNC))
+        uint64_t announced = 0, followed = 0;
+        for (size_t i = 0; i < m->calls->n_calls; i++) {
+            const Sluice__Wire__Call *c = m->calls->calls[i];
+            if (!(sl_call_lookup(c->call_id)->flags & SL_CALL_ASYNC))
                 async_only = 0;
+            if (c->bulk_length && c->call_id == SL_CALL_cuMemcpyHtoD_v2)
+                F.first_bulk_byte[0] = bulk_byte(bulk, n, announced);
+            if (c->bulk_length && c->call_id == SL_CALL_cuMemcpyHtoDAsync_v2)
+                F.first_bulk_byte[1] = bulk_byte(bulk, n, announced);
+            announced += c->bulk_length;
+        }
+        for (size_t i = 0; i < n; i++)
+            followed += bulk[i].iov_len;
+        if (announced != followed)
+            F.bulk_mismatch = 1;
         if (async_only) {
             F.async_sender = pthread_self();
+            atomic_store(&F.in_async_send, 1);
             if (F.async_send_us)
                 usleep(F.async_send_us);
+            atomic_store(&F.in_async_send, 0);
         }
         if (F.frames < 64)
             F.frame_calls[F.frames] = (int)m->calls->n_calls;
@@ -242,6 +269,16 @@ static void queued_calls_go_out_without_a_sync(void **state)
     sl_fe_rpc_set_limits(&l);
 }
 
+static void *queue_small_copy(void *arg)
+{
+    (void)arg;
+    static uint8_t small[1024];
+    memset(small, 0xbb, sizeof small);
+    usleep(50000);
+    assert_int_equal(cuMemcpyHtoDAsync_v2(0x3000, small, sizeof small, NULL), CUDA_SUCCESS);
+    return NULL;
+}
+
 /* With limits.sender, a due frame is handed to the sender thread: the program's thread does not
  * send it, and calls made while it is being sent wait in the next frame (not the program), which
  * goes when that send ends; a synchronous call first waits for the frame in flight. Calls reach
@@ -273,15 +310,36 @@ static void sender_thread_sends_async_frames(void **state)
     assert_int_equal(F.frame_calls[1], 1);
     assert_int_equal(F.frame_calls[2], 3);
 
+    /* a synchronous copy whose bulk follows its frame waits for the frame in flight, and the
+     * sender thread does not take its frame meanwhile (it would go without the bulk) */
     F.async_send_us = 100000;
-    assert_int_equal(cuMemsetD8Async(0x1000, 6, 16, NULL), CUDA_SUCCESS); /* handed over */
+    static uint8_t host[128 << 10];
+    memset(host, 0xaa, sizeof host);
+    F.async_send_us = 300000;
+    assert_int_equal(cuMemsetD8Async(0x1000, 7, 16, NULL), CUDA_SUCCESS); /* handed over */
+    for (int i = 0; i < 5000 && !atomic_load(&F.in_async_send); i++)
+        usleep(100); /* the thread sends it */
+    assert_true(atomic_load(&F.in_async_send));
+    pthread_t other; /* queues a copy of its own while this thread waits for the frame */
+    assert_int_equal(pthread_create(&other, NULL, queue_small_copy, NULL), 0);
+    assert_int_equal(cuMemcpyHtoD_v2(0x2000, host, sizeof host), CUDA_SUCCESS);
+    assert_int_equal(pthread_join(other, NULL), 0);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_false(F.bulk_mismatch);
+    assert_int_equal(F.first_bulk_byte[0], 0xaa); /* each call's bulk, in call order */
+    assert_int_equal(F.first_bulk_byte[1], 0xbb);
+    usleep(2000);
+    int before = F.frames, calls = F.calls;
+    assert_int_equal(cuMemsetD8Async(0x1000, 6, 16, NULL), CUDA_SUCCESS); /* quiet: handed over */
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);                   /* after it */
-    assert_int_equal(frames_sent(), 5);
-    assert_int_equal(F.frame_calls[4], 1);
-    assert_int_equal(F.calls, 7);
+    assert_int_equal(F.frames, before + 2);
+    assert_int_equal(F.frame_calls[before], 1);
+    assert_int_equal(F.calls, calls + 2);
     assert_false(F.seq_out_of_order);
+    assert_false(F.bulk_mismatch);
     sl_fe_rpc_stats(&st);
-    assert_in_range(st.frames_handed, 3, 4); /* [6]: by the thread or, not taken yet, here */
+    /* [7], the other thread's copy and [6]: by the thread or, not taken yet, here */
+    assert_in_range(st.frames_handed, 3, 6);
     F.async_send_us = 0;
     l.flush_us = 0;
     sl_fe_rpc_set_limits(&l);
@@ -437,6 +495,39 @@ static void small_pinned_memory_is_mapped(void **state)
     for (int i = 1; i < 17; i++)
         assert_int_equal(cuMemFreeHost(p[i]), CUDA_SUCCESS);
     assert_int_equal(cuMemFreeHost(big), CUDA_SUCCESS);
+}
+
+/* With the mapped bound (16 MiB) spent by DEVICEMAP memory, a small page-locked allocation is
+ * plain memory, silently: no "not supported" line, which the program did not ask for. */
+static void small_pinned_memory_when_mapped_bound_spent(void **state)
+{
+    (void)state;
+    void *huge = NULL, *small = NULL;
+    assert_int_equal(cuMemHostAlloc(&huge, (size_t)16 << 20, CU_MEMHOSTALLOC_DEVICEMAP),
+                     CUDA_SUCCESS);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(p[1], 2);
+    CUresult rc = cuMemAllocHost_v2(&small, 64);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(p[1]);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    char buf[512] = {0};
+    ssize_t got = read(p[0], buf, sizeof buf - 1);
+    close(p[0]);
+    assert_int_equal(rc, CUDA_SUCCESS);
+    assert_true(got <= 0); /* nothing logged */
+    unsigned mapped = 1;
+    assert_int_equal(
+        cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, (CUdeviceptr)(uintptr_t)small),
+        CUDA_SUCCESS);
+    assert_int_equal(mapped, 0);
+    assert_int_equal(cuMemFreeHost(small), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeHost(huge), CUDA_SUCCESS);
 }
 
 /* A stream that waited on an event recorded on another stream: once the waiter is known idle,
@@ -862,6 +953,7 @@ int main(void)
         cmocka_unit_test_setup(idle_context_answered_here, setup),
         cmocka_unit_test_setup(mapped_write_keeps_context_idle, setup),
         cmocka_unit_test_setup(small_pinned_memory_is_mapped, setup),
+        cmocka_unit_test_setup(small_pinned_memory_when_mapped_bound_spent, setup),
         cmocka_unit_test_setup(per_thread_streams_are_distinct, setup),
         cmocka_unit_test_setup(capture_answer_kept_until_a_capture, setup),
         cmocka_unit_test_setup(image_upload_keeps_memo, setup),
