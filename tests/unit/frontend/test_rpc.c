@@ -312,7 +312,6 @@ static void sender_thread_sends_async_frames(void **state)
 
     /* a synchronous copy whose bulk follows its frame waits for the frame in flight, and the
      * sender thread does not take its frame meanwhile (it would go without the bulk) */
-    F.async_send_us = 100000;
     static uint8_t host[128 << 10];
     memset(host, 0xaa, sizeof host);
     F.async_send_us = 300000;
