@@ -371,7 +371,6 @@ void be_printf_unwatch(void);
 
 /* ---------------------------------------------------------------- spin.c */
 uint64_t be_now_ns(void); /* CLOCK_MONOTONIC */
-void be_cpu_relax(void);  /* one pause of a spin loop */
 /* BE_DEFAULT_SPIN_US, or 0 on a machine of fewer than 4 CPUs (spinning threads would take the
  * CPU from the thread they wait for). */
 unsigned be_default_spin_us(void);

@@ -35,6 +35,7 @@
 #include <zmq.h>
 
 #include "backend.h"
+#include "sluice/relax.h"
 #include "sluice/log.h"
 
 struct be_out {
@@ -1086,7 +1087,7 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
         }
         int busy = np != 0;
         if (!busy && spinning)
-            be_cpu_relax();
+            sl_cpu_relax();
         /* workers first (their replies), then the channel */
         for (size_t i = first; np > 0 && i < ni; i++) {
             if (items[i].revents & ZMQ_POLLOUT)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "sluice/relax.h"
 #include "sluice/log.h"
 
 struct sl_be_dispatch_entry be_table[SL_CALL_ID_MAX + 1];
@@ -665,7 +666,7 @@ static void *worker(void *arg)
         if (ran && s->spin_ns) { /* spin.c: the next frame usually follows soon */
             uint64_t end = be_now_ns() + s->spin_ns;
             while (!atomic_load_explicit(&s->q_jobs, memory_order_acquire) && be_now_ns() < end)
-                be_cpu_relax();
+                sl_cpu_relax();
         }
         ran = 0;
         pthread_mutex_lock(&s->mu);

@@ -11,18 +11,12 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "sluice/relax.h"
 
 uint64_t be_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void be_cpu_relax(void)
-{
-    sl_cpu_relax();
 }
 
 unsigned be_default_spin_us(void)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "sluice/relax.h"
 #include "sluice/log.h"
 
 /* ---------------------------------------------------------------- framing */
@@ -221,7 +222,7 @@ static int read_spinning(int fd, struct be_ipc_rx *rx, uint64_t spin_ns)
             int r = be_ipc_read(fd, rx, 1);
             if (r != 2)
                 return r;
-            be_cpu_relax();
+            sl_cpu_relax();
         } while (be_now_ns() < end);
     }
     return be_ipc_read(fd, rx, 0);

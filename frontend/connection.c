@@ -150,9 +150,11 @@ static CUresult connect_now(void)
     sl_channel_opts_default(&opts);
     opts.handshake_timeout_ms = (int)sl_fe_env_uint("SLUICE_CONNECT_TIMEOUT_MS", 5000, 600000);
     opts.connect_attempts = 2;
-    /* a spinning thread only pays where it does not take the CPU of the threads it waits for */
-    unsigned spin = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? SL_FE_SPIN_US_DEFAULT : 0;
-    opts.spin_us = (int)sl_fe_env_uint("SLUICE_SPIN_US", spin, SL_FE_SPIN_US_MAX);
+    /* a spinning thread, or a second busy one (the sender), only pays where it does not take
+     * the CPU of the threads it waits for */
+    int many_cpus = sysconf(_SC_NPROCESSORS_ONLN) >= 4;
+    opts.spin_us = (int)sl_fe_env_uint("SLUICE_SPIN_US", many_cpus ? SL_FE_SPIN_US_DEFAULT : 0,
+                                       SL_FE_SPIN_US_MAX);
     sl_client *c = NULL;
     if (sl_client_connect(cfg.endpoint, &tls, &opts, &c, &err)) {
         sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot connect to the Sluice backend %s: %s",
@@ -175,7 +177,7 @@ static CUresult connect_now(void)
     g_client = c;
     struct sl_fe_transport tr = {tr_send, tr_recv, tr_recv_bulk, c};
     sl_fe_rpc_attach(&tr);
-    int sender = sl_fe_rpc_sender_from_env();
+    int sender = sl_fe_rpc_sender_from_env(many_cpus);
     struct sl_fe_rpc_limits lim = {256,
                                    (size_t)4 << 20,
                                    4096,

@@ -121,8 +121,8 @@ struct sl_fe_rpc_limits {
 #define SL_FE_SPIN_US_DEFAULT 300u
 #define SL_FE_SPIN_US_MAX     100000u
 void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l);
-/* $SLUICE_SENDER (0 or 1; the default is 1 on a machine of 4 CPUs or more). */
-int sl_fe_rpc_sender_from_env(void);
+/* $SLUICE_SENDER (0 or 1; dflt when unset or bad). */
+int sl_fe_rpc_sender_from_env(int dflt);
 /* $SLUICE_FLUSH_US and $SLUICE_FLUSH_START_US checked (a bad value is logged and the default
  * used); the defaults depend on whether frames go out from the sender thread. */
 unsigned sl_fe_rpc_flush_us_from_env(int sender);

@@ -183,7 +183,7 @@ static CUresult host_alloc(const char *name, void **pp, size_t n, unsigned flags
         CUresult rc = host_alloc_mapped(pp, n, flags);
         if (rc == CUDA_SUCCESS)
             return rc;
-        implicit_give(n); /* no twin (mapped budget spent): plain memory, as a large one */
+        implicit_give(n); /* no twin after all: plain memory, as a large one */
     }
     void *p = NULL;
     if (posix_memalign(&p, 4096, n))

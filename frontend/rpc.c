@@ -67,9 +67,9 @@ static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1]; /* the memo emptied, per c
 static int g_capture_begun; /* a stream capture was begun in this process */
 static _Thread_local int t_in_callback;
 
-static pthread_cond_t g_flush_cv; /* wakes the sender thread */
-static pthread_once_t g_flush_once = PTHREAD_ONCE_INIT;
-static int g_flusher_started, g_flusher_ok, g_flusher_idle;
+static pthread_cond_t g_sender_cv; /* wakes the sender thread */
+static pthread_once_t g_sender_once = PTHREAD_ONCE_INIT;
+static int g_sender_started, g_sender_ok, g_sender_idle;
 static uint64_t g_pend_t0_ns, g_last_send_ns;
 static uint64_t g_win_ns; /* the current window (see the top of the file) */
 
@@ -84,8 +84,8 @@ void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l)
 {
     pthread_mutex_lock(&g_io);
     g_lim = *l;
-    if (g_flusher_started)
-        pthread_cond_signal(&g_flush_cv);
+    if (g_sender_started)
+        pthread_cond_signal(&g_sender_cv);
     pthread_mutex_unlock(&g_io);
 }
 
@@ -103,11 +103,9 @@ unsigned sl_fe_rpc_start_us_from_env(int sender)
                           SL_FE_FLUSH_US_MAX);
 }
 
-int sl_fe_rpc_sender_from_env(void)
+int sl_fe_rpc_sender_from_env(int dflt)
 {
-    /* a second busy thread only pays where it does not take the program's CPU */
-    unsigned dflt = sysconf(_SC_NPROCESSORS_ONLN) >= 4;
-    return (int)sl_fe_env_uint("SLUICE_SENDER", dflt, 1);
+    return (int)sl_fe_env_uint("SLUICE_SENDER", dflt != 0, 1);
 }
 
 /* The window a pending frame waits now, and the next one once it went out by time. */
@@ -356,20 +354,20 @@ static CUresult pending_send(const struct iovec *extra, size_t n_extra)
  * program no system call. */
 #define FLUSHER_MIN_US 250u
 
-static void flush_cv_init(void)
+static void sender_cv_init(void)
 {
     pthread_condattr_t a;
     pthread_condattr_init(&a);
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&g_flush_cv, &a);
+    pthread_cond_init(&g_sender_cv, &a);
     pthread_condattr_destroy(&a);
 }
 
-static void flusher_forked(void)
+static void sender_forked(void)
 {
-    g_flusher_started = 0; /* the child has no sender thread */
-    g_flusher_ok = 0;
-    g_flusher_idle = 0;
+    g_sender_started = 0; /* the child has no sender thread */
+    g_sender_ok = 0;
+    g_sender_idle = 0;
     if (g_ob_state == OB_SENDING) { /* it was the parent's thread's, half sent */
         sl_fe_frame_clear(&g_ob);
         g_ob_state = OB_EMPTY;
@@ -386,8 +384,8 @@ static void outbox_fill(void)
     g_pf_due = 0;
     g_last_send_ns = now_ns();
     atomic_store_explicit(&g_ob_ready, 1, memory_order_release);
-    if (g_flusher_idle)
-        pthread_cond_signal(&g_flush_cv);
+    if (g_sender_idle)
+        pthread_cond_signal(&g_sender_cv);
 }
 
 /* The sender thread sends the outbox, without g_io while it encrypts. */
@@ -410,7 +408,7 @@ static void outbox_send(void)
     pthread_cond_broadcast(&g_sent_cv);
 }
 
-/* When the pending frame is due for the flusher (0: never). */
+/* When the sender thread sends a pending frame that no later call sent (0: never). */
 static uint64_t flush_due_ns(void)
 {
     if (!g_pf.calls || !g_lim.flush_us)
@@ -419,7 +417,7 @@ static uint64_t flush_due_ns(void)
     return g_pend_t0_ns + (uint64_t)us * 1000u;
 }
 
-static void *flusher_main(void *arg)
+static void *sender_main(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "sluice-send");
@@ -448,14 +446,14 @@ static void *flusher_main(void *arg)
                 last = 0; /* polled long enough: sleep next */
             continue;
         }
-        g_flusher_idle = 1;
+        g_sender_idle = 1;
         if (due) {
             struct timespec ts = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
-            pthread_cond_timedwait(&g_flush_cv, &g_io, &ts);
+            pthread_cond_timedwait(&g_sender_cv, &g_io, &ts);
         } else {
-            pthread_cond_wait(&g_flush_cv, &g_io);
+            pthread_cond_wait(&g_sender_cv, &g_io);
         }
-        g_flusher_idle = 0;
+        g_sender_idle = 0;
     }
     return NULL;
 }
@@ -463,11 +461,11 @@ static void *flusher_main(void *arg)
 /* Starts the sender thread (g_io held) the first time an async call waits; without it (no
  * thread could be made) frames still go out from the program's threads, when full and at
  * synchronizing calls. */
-static void flusher_start(void)
+static void sender_start(void)
 {
-    pthread_once(&g_flush_once, flush_cv_init);
+    pthread_once(&g_sender_once, sender_cv_init);
     static int atfork_done;
-    if (!atfork_done && pthread_atfork(NULL, NULL, flusher_forked) == 0)
+    if (!atfork_done && pthread_atfork(NULL, NULL, sender_forked) == 0)
         atfork_done = 1;
     sigset_t all, old;
     sigfillset(&all);
@@ -476,11 +474,11 @@ static void flusher_start(void)
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
     pthread_t t;
-    int err = pthread_create(&t, &at, flusher_main, NULL);
+    int err = pthread_create(&t, &at, sender_main, NULL);
     pthread_attr_destroy(&at);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    g_flusher_started = 1; /* also after a failure: tried once */
-    g_flusher_ok = err == 0;
+    g_sender_started = 1; /* also after a failure: tried once */
+    g_sender_ok = err == 0;
     if (err)
         sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
                "no sender thread (%s): async calls wait for the next synchronizing call",
@@ -493,9 +491,9 @@ static CUresult frame_due(int full)
 {
     if (!g_lim.sender)
         return pending_send(NULL, 0);
-    if (!g_flusher_started)
-        flusher_start();
-    if (!g_flusher_ok)
+    if (!g_sender_started)
+        sender_start();
+    if (!g_sender_ok)
         return pending_send(NULL, 0);
     if (g_ob_state == OB_EMPTY) {
         outbox_fill();
@@ -1039,10 +1037,10 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
              (now - g_last_send_ns >= wait_ns || now - g_pend_t0_ns >= window_ns())) {
         rc = frame_due(0);
         window_grow();
-    } else if (wait_ns && !g_flusher_started)
-        flusher_start();
-    else if (wait_ns && g_pf.calls == 1 && g_flusher_idle)
-        pthread_cond_signal(&g_flush_cv);
+    } else if (wait_ns && !g_sender_started)
+        sender_start();
+    else if (wait_ns && g_pf.calls == 1 && g_sender_idle)
+        pthread_cond_signal(&g_sender_cv);
     if (rc == CUDA_SUCCESS &&
         (g_inflight_calls >= g_lim.inflight_calls || g_inflight_bulk >= g_lim.inflight_bulk))
         rc = fence_locked();
