@@ -8,7 +8,9 @@
  *              kept by a heartbeat from the instance table;
  *   totals:    running sums per (project, instance, domain, gpu_uuid), updated in the same
  *              transaction as the records: the metrics' starting point.
- * Schema version in PRAGMA user_version. Thread-safe: every call takes the store's mutex.
+ * Schema version in PRAGMA user_version (sluice/db_schema.h). Every change is one transaction
+ * (sluice/db.h); thread-safe: every call takes the store's mutex. The functions are in
+ * usage_store.c (records, totals, forwarding) and usage_lives.c (lifetimes, retention).
  * Reference: docs/usage.md. */
 #ifndef AG_USAGE_STORE_H
 #define AG_USAGE_STORE_H
@@ -91,5 +93,16 @@ typedef struct ag_usage_info {
 } ag_usage_info;
 sl_code ag_usage_store_info(ag_usage_store *s, const char *instance, ag_usage_info *out, int *found,
                             sl_error *e);
+
+/* ---- retention (usage_retention_days, docs/usage.md) */
+typedef struct ag_usage_pruned {
+    uint64_t records, lifetimes;
+} ag_usage_pruned;
+/* One transaction: deletes the records whose interval ended before before_ns and the closed
+ * lifetimes that ended before it. keep_unforwarded: records the registry has not acknowledged
+ * yet stay whatever their age (they are still owed to it). The running totals stay: the
+ * metrics' counters never go down. */
+sl_code ag_usage_store_prune(ag_usage_store *s, int64_t before_ns, int keep_unforwarded,
+                             ag_usage_pruned *out, sl_error *e);
 
 #endif
