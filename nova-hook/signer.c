@@ -20,7 +20,8 @@ struct nh_signer {
     uint64_t stamp; /* the repository's state when it was loaded */
 };
 
-/* A digest of what a rotation changes: every entry's name, size and modification time. */
+/* A digest of what a rotation (or a copy, or a chmod) changes: every entry's name, inode,
+ * size, mode and change times. */
 static uint64_t repo_stamp(const char *dir)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -37,7 +38,8 @@ static uint64_t repo_stamp(const char *dir)
         if (stat(path, &st) != 0)
             continue;
         uint64_t v = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
-        v ^= (uint64_t)st.st_size << 40;
+        v = v * 31 + (uint64_t)st.st_ctim.tv_sec * 1000000000ULL + (uint64_t)st.st_ctim.tv_nsec;
+        v = v * 31 + ((uint64_t)st.st_size << 20) + (uint64_t)st.st_ino + st.st_mode;
         for (const char *p = de->d_name; *p; p++)
             v = v * 31 + (unsigned char)*p;
         h ^= v * 1099511628211ULL; /* order-independent: readdir's order is arbitrary */

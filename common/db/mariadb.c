@@ -2,7 +2,6 @@
  * server-side prepared statements only; ?N parameters are rewritten to the positional '?' the
  * server knows and bound by number. A connection that broke (server restarted, Galera node
  * gone, killed) is opened again at the next transaction; sl_db_transaction runs it again. */
-#include <errmsg.h>
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <pthread.h>
@@ -30,8 +29,17 @@ static void lib_init(void)
     mysql_library_init(0, NULL, NULL);
 }
 
+/* Client-side errors (2000..2999: the network, TLS, a lost or confused connection) leave the
+ * connection in an unknown state: it is opened again and the transaction run again. */
+static int client_side(unsigned err)
+{
+    return err >= 2000 && err < 3000;
+}
+
 static sl_db_failure kind_of(unsigned err)
 {
+    if (client_side(err))
+        return SL_DB_FAIL_RETRY;
     switch (err) {
     case ER_DUP_ENTRY:
     case ER_DUP_ENTRY_WITH_KEY_NAME:
@@ -46,11 +54,6 @@ static sl_db_failure kind_of(unsigned err)
     case ER_CONNECTION_KILLED:
     case ER_SERVER_SHUTDOWN:
     case ER_CON_COUNT_ERROR:
-    case CR_SERVER_GONE_ERROR:
-    case CR_SERVER_LOST:
-    case CR_SERVER_LOST_EXTENDED:
-    case CR_CONNECTION_ERROR:
-    case CR_CONN_HOST_ERROR:
         return SL_DB_FAIL_RETRY;
     default:
         return SL_DB_FAIL_OTHER;
@@ -59,9 +62,8 @@ static sl_db_failure kind_of(unsigned err)
 
 static int breaks_connection(unsigned err)
 {
-    return err == CR_SERVER_GONE_ERROR || err == CR_SERVER_LOST || err == CR_SERVER_LOST_EXTENDED ||
-           err == CR_CONNECTION_ERROR || err == CR_CONN_HOST_ERROR || err == ER_CONNECTION_KILLED ||
-           err == ER_SERVER_SHUTDOWN || err == ER_UNKNOWN_COM_ERROR;
+    return client_side(err) || err == ER_CONNECTION_KILLED || err == ER_SERVER_SHUTDOWN ||
+           err == ER_UNKNOWN_COM_ERROR;
 }
 
 static sl_code fail_err(sl_db *db, unsigned err, const char *msg, const char *what, sl_error *e)
@@ -123,8 +125,6 @@ static sl_code connect_server(sl_db *db, sl_error *e)
                             (unsigned)u->port, u->socket[0] ? u->socket : NULL,
                             CLIENT_FOUND_ROWS)) {
         sl_code rc = fail_err(db, mysql_errno(m), mysql_error(m), "connecting", e);
-        if (db->failure == SL_DB_FAIL_OTHER && mysql_errno(m) >= 2000)
-            db->failure = SL_DB_FAIL_RETRY; /* a client-side failure: the network, TLS */
         mysql_close(m);
         c->m = NULL;
         return rc;

@@ -336,10 +336,10 @@ sl_code sl_db_url_parse(const char *s, sl_db_url *u, sl_error *e)
     size_t sn = (size_t)(sep - s);
     if (sn == 6 && !strncmp(s, "sqlite", 6)) {
         /* SQLAlchemy: sqlite:///relative, sqlite:////absolute */
-        if (sep[3] != '/')
+        if (sep[3] != '/' || sep[4] != '/')
             return sl_fail(e, SL_ERR_CONFIG,
                            "database: sqlite URLs are sqlite:////ABSOLUTE/PATH (four slashes)");
-        return sqlite_path(sep + 3, u, e);
+        return sqlite_path(sep + 4, u, e);
     }
     for (size_t i = 0; mariadb_schemes[i]; i++)
         if (strlen(mariadb_schemes[i]) == sn && !strncmp(s, mariadb_schemes[i], sn))

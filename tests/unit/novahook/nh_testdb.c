@@ -50,7 +50,7 @@ static int read_template(char *out, size_t cap)
     return 1;
 }
 
-void nh_testdb_make(nh_testdb *t)
+static void make(nh_testdb *t, int sync)
 {
     static unsigned counter;
     memset(t, 0, sizeof *t);
@@ -62,6 +62,8 @@ void nh_testdb_make(nh_testdb *t)
         snprintf(sql, sizeof sql, "CREATE DATABASE %s", t->name);
         admin(template, sql);
         fill(template, t->name, t->url, sizeof t->url);
+        if (!sync)
+            return;
         nh_store *s; /* as an operator would: sluice-registry db-sync before the daemon */
         sl_error e;
         if (nh_store_open(t->url, NH_STORE_SYNC, &s, &e) != SL_OK)
@@ -73,6 +75,16 @@ void nh_testdb_make(nh_testdb *t)
     if (!mkdtemp(t->dir))
         die("mkdtemp", t->dir);
     snprintf(t->url, sizeof t->url, "%s/registry.db", t->dir);
+}
+
+void nh_testdb_make(nh_testdb *t)
+{
+    make(t, 1);
+}
+
+void nh_testdb_make_empty(nh_testdb *t)
+{
+    make(t, 0);
 }
 
 void nh_testdb_drop(nh_testdb *t)

@@ -16,6 +16,8 @@ typedef struct nh_testdb {
  * MariaDB database gets its schema (db-sync, as an operator does before starting nova-hook);
  * a SQLite file is left to be created by the first open. */
 void nh_testdb_make(nh_testdb *t);
+/* The same without any schema (tests of the database layer itself). */
+void nh_testdb_make_empty(nh_testdb *t);
 /* Removes it (the file and its directory, or DROP DATABASE). */
 void nh_testdb_drop(nh_testdb *t);
 /* "sqlite" or "mariadb", for messages. */
