@@ -153,6 +153,11 @@ static sl_code set_key(const where *w, const char *k, const char *v, nh_config *
         return path(w, v, c->agent_ca, e);
     if (!strcmp(k, "database"))
         return database(w, v, c->database, sizeof c->database, e);
+    if (!strcmp(k, "node_name")) {
+        if (!nh_valid_host(v) || strlen(v) >= sizeof c->node_name)
+            return sl_conf_bad(w, e, "expected a host-name-like name of at most 63 bytes");
+        return sl_conf_str(w, v, c->node_name, sizeof c->node_name, e);
+    }
     if (!strcmp(k, "usage_retention_days")) {
         if ((rc = sl_conf_int(w, v, 0, 36500, &n, e)) == SL_OK)
             c->usage_retention_days = (int)n;

@@ -26,6 +26,7 @@ typedef struct nh_config {
     char agent_ca[NH_PATH_MAX];
     char database[1024];      /* a SQLite path or a database URL (sluice/db_url.h) */
     int usage_retention_days; /* 0: keep usage and placement history forever */
+    char node_name[64];       /* recorded with each token issued; "": the host name */
     size_t max_body;
     int threads;
     /* the registry channel (agents); registry_port < 0: not bound */

@@ -89,7 +89,9 @@ static sl_code load(daemon_state *d, sl_error *e)
          (rc = read_text("registry_cert", d->cfg.registry_cert, &d->reg_cert, e)) != SL_OK ||
          (rc = read_text("registry_key", d->cfg.registry_key, &d->reg_key, e)) != SL_OK))
         return rc;
-    if (gethostname(d->node, sizeof d->node - 1) != 0)
+    if (d->cfg.node_name[0])
+        snprintf(d->node, sizeof d->node, "%s", d->cfg.node_name);
+    else if (gethostname(d->node, sizeof d->node - 1) != 0)
         snprintf(d->node, sizeof d->node, "unknown");
     return nh_signer_open(d->cfg.token_key, d->cfg.token_key_repository, &d->signer, e);
 }
