@@ -121,6 +121,23 @@ def main():
               "redelivered records stored once")
         rc, out, _ = run("--json", "instances")
         check(len(json.loads(out)) == 3, "placements intact after the kill")
+
+        # --- management: the schema version, retention now
+        rc, out, _ = run("db-version")
+        check(rc == 0 and "schema version 3" in out, f"db-version: {out.strip()}")
+        before = nhtest.query(db, "SELECT count(*) FROM usage_records")[0][0]
+        rc, out, _ = run("prune", "--days", "30")  # nh_seed's records ended in 1970
+        after = nhtest.query(db, "SELECT count(*) FROM usage_records")[0][0]
+        check(rc == 0 and out.startswith(f"removed {before} usage records") and after == 0,
+              f"prune --days 30 removes the old records: {out.strip()}")
+        rc, out, _ = run("prune", "--days", "30")
+        check(rc == 0 and out.startswith("removed 0 usage records"), "prune again: nothing")
+        rc, _, err = run("prune", "--days", "0")
+        check(rc == 2 and "--days" in err, "prune --days 0: exit 2 with a message")
+        rc, _, err = run("db-sync", "extra")
+        check(rc == 2, "db-sync takes no argument")
+        rc, _, err = run("token-keys", "spin", "--repository", f"{d}/keys")
+        check(rc == 2 and "setup, rotate or public" in err, "token-keys: unknown action refused")
     if FAILS:
         print(f"{len(FAILS)} check(s) failed")
         return 1
