@@ -129,6 +129,8 @@ sl_code sl_db_prepare(sl_db *db, const char *sql, sl_db_stmt **out, sl_error *e)
     st->nparams = n;
     sl_code rc = db->drv->prepare(st, sql, e);
     if (rc != SL_OK) {
+        if (st->impl) /* the engine's half-made statement */
+            db->drv->finalize(st);
         free(params);
         free(st);
         return rc;

@@ -327,7 +327,7 @@ def failover(d, p, nhs, confs, ports, db, keys, bundle, procs, novahook, registr
         # --- vendordata: every POST answered, after the load balancer's retries
         answers = poster.answers
         bad = [a for a in answers if a[0] != 200 or '"token"' not in a[1]]
-        check(len(answers) > 100 and not bad,
+        check(len(answers) >= 20 and not bad,  # ~300 in a normal build, fewer under ASan
               f"{len(answers)} vendordata POSTs, every one answered 200 with a token "
               f"({len(bad)} not: {bad[:3]})")
         retried = 0
