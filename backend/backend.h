@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "sluice/backend_dispatch.h"
+#include "sluice/backend_handlers.h"
 #include "sluice/backend_hooks.h"
 #include "sluice/channel.h"
 #include "sluice/driver_api.h"
@@ -204,13 +205,8 @@ struct sl_be_session {
     size_t n_ctxs;
     uint64_t cur_ctx; /* id of the context current on the worker, UINT64_MAX = unknown */
     struct be_deferred def;
-    uint64_t last_parent;   /* module/library looked up by the running call */
-    uint64_t *primary_ids;  /* per device ordinal */
-    const uint8_t *in_bulk; /* the running call's bulk */
-    uint64_t in_bulk_len;
-    uint8_t *out_bulk; /* bulk for the running call's reply (malloc'd) */
-    uint64_t out_bulk_len;
-    uint8_t *stdout_buf; /* printf output not yet delivered */
+    uint64_t *primary_ids; /* per device ordinal */
+    uint8_t *stdout_buf;   /* printf output not yet delivered */
     size_t stdout_len;
     uint64_t calls, errors;
     struct { /* the session thread's own figures, logged at the end (session.c) */
@@ -261,24 +257,11 @@ CUresult be_ctx_ensure(sl_be_session *s, struct be_ctx *c);
 CUresult be_ctx_add(sl_be_session *s, CUcontext ctx, int ordinal, int primary, uint64_t *id);
 void be_ctx_forget(sl_be_session *s, uint64_t id); /* drops its handles and ranges too */
 
-/* Runs one call on the worker. reply is filled (seq, call_id, result, out, detail). */
-CUresult be_run_call(sl_be_session *s, const Sluice__Wire__Call *call, const uint8_t *bulk,
-                     Sluice__Wire__Reply *reply);
-
-/* The dispatch table with the hand handlers registered. */
-extern struct sl_be_dispatch_entry be_table[SL_CALL_ID_MAX + 1];
-void be_dispatch_setup(void);
-void be_register_copy(struct sl_be_dispatch_entry *t);
-void be_register_module(struct sl_be_dispatch_entry *t);
-void be_register_launch(struct sl_be_dispatch_entry *t);
-void be_register_callback(struct sl_be_dispatch_entry *t);
-void be_register_session(struct sl_be_dispatch_entry *t);
-/* occupancy.c; registered from be_register_launch (launch.c) so that session.c's setup needs
- * no change. */
-void be_register_occupancy(struct sl_be_dispatch_entry *t);
-void be_register_pool(struct sl_be_dispatch_entry *t);    /* pool.c */
-void be_register_pointer(struct sl_be_dispatch_entry *t); /* pointer.c */
-void be_register_mapped(struct sl_be_dispatch_entry *t);  /* mapped.c */
+/* Runs one call on the worker: context, sticky errors, printf, then be_layers_run. The caller
+ * builds c (session, call, reply, bulk in) and owns the reply bulk the handler leaves in it. */
+CUresult be_run_call(struct sl_be_call *c);
+/* layers.c: accounting and the quota around the dispatch table's handler. */
+CUresult be_layers_run(struct sl_be_call *c, const struct sl_call_info *ci);
 
 /* ---------------------------------------------------------------- mapped.c */
 /* Attaches to a synchronous reply the bytes device work changed in mapped host memory;
@@ -286,14 +269,6 @@ void be_register_mapped(struct sl_be_dispatch_entry *t);  /* mapped.c */
 void be_mapped_collect(sl_be_session *s, Sluice__Wire__Reply *reply);
 void be_mapped_collect_done(Sluice__Wire__Reply *reply);
 void be_mapped_release_all(sl_be_session *s);
-void be_register_graph(struct sl_be_dispatch_entry *t);   /* graph.c */
-void be_register_texture(struct sl_be_dispatch_entry *t); /* texture.c */
-/* Registered by be_register_graph: stream attributes, virtual memory management, JIT linker. */
-void be_register_stream_attr(struct sl_be_dispatch_entry *t); /* stream_attr.c */
-/* Bytes of one channel element of an array format; 0 for formats it does not know (texture.c). */
-size_t be_format_bytes(CUarray_format f);
-void be_register_vmm(struct sl_be_dispatch_entry *t);  /* vmm.c */
-void be_register_link(struct sl_be_dispatch_entry *t); /* link.c */
 /* Session end, after its contexts are gone: frees the graph state (graph_life.c), which also
  * frees the VMM bookkeeping (be_vmm_release) and the link states (be_link_release). */
 void be_graph_release(sl_be_session *s);
@@ -311,9 +286,6 @@ void be_link_release(sl_be_session *s);
         }                                                                                          \
         rp_;                                                                                       \
     })
-/* Sets reply->detail (a Sluice-side refusal reason). */
-void be_detail(Sluice__Wire__Reply *reply, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 /* Stream id -> native (0, legacy, per-thread pass through). */
 CUresult be_stream(sl_be_session *s, uint64_t id, CUstream *out);
 /* 1 when st (the _ptsz variant's when per_thread) is capturing into a graph. */

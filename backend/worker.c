@@ -319,7 +319,6 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
         w_close(SL_ERR_CONFIG, why);
         return 1;
     }
-    be_dispatch_setup();
     sl_be_session *s = be_session_new(sid, &api, &devs);
     if (!s) {
         be_devices_free(&devs);

@@ -15,6 +15,7 @@
 #include "fe.h"
 #include "graph.h"
 #include "hooks.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
@@ -532,4 +533,50 @@ CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNod
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     return sl_fe_g_result(rc, rep);
+}
+
+/* ---------------------------------------------------------------- instantiation with params */
+
+/* The CUDA_GRAPH_INSTANTIATE_PARAMS travel both ways as a pod: the backend translates the
+ * upload stream and answers result_out; hErrNode_out is not reported (NULL). */
+static CUresult instantiate_params(bool per_thread, CUgraphExec *phGraphExec, CUgraph hGraph,
+                                   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    if (!phGraphExec || !instantiateParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Cuda__CuGraphInstantiateWithParamsRequest rq =
+        SLUICE__CUDA__CU_GRAPH_INSTANTIATE_WITH_PARAMS_REQUEST__INIT;
+    rq.h_graph = (uint64_t)(uintptr_t)hGraph;
+    rq.instantiate_params =
+        (ProtobufCBinaryData){sizeof *instantiateParams, (uint8_t *)instantiateParams};
+    Sluice__Wire__Call call = SL_FE_CALL(cuGraphInstantiateWithParams, &rq);
+    call.per_thread_stream = per_thread;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (!rep)
+        return rc;
+    const Sluice__Cuda__CuGraphInstantiateWithParamsReply *o =
+        SL_FE_REPLY(cuGraphInstantiateWithParams, rep);
+    rc = (CUresult)rep->result;
+    if (o &&
+        o->instantiate_params.len == sizeof *instantiateParams) /* result_out, also on failure */
+        memcpy(instantiateParams, o->instantiate_params.data, sizeof *instantiateParams);
+    else if (rc == CUDA_SUCCESS)
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        *phGraphExec = (CUgraphExec)(uintptr_t)o->ph_graph_exec;
+    sl_fe_reply_free(rep);
+    return rc;
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return instantiate_params(false, phGraphExec, hGraph, instantiateParams);
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return instantiate_params(true, phGraphExec, hGraph, instantiateParams);
 }

@@ -1,4 +1,4 @@
-/* Memory pools (hand-written half: the calls the table marks handwritten). cuMemPoolCreate sends
+/* Memory pools (hand-written half: the calls the table marks hand=both). cuMemPoolCreate sends
  * the CUmemPoolProps pod with win32SecurityAttributes cleared (a guest pointer, meaningless on
  * the backend). cuMemPoolSetAttribute / GetAttribute: the value's size follows from the
  * attribute (int for the REUSE_* flags, cuuint64_t for the others); it travels as the call's

@@ -1061,7 +1061,8 @@ struct seen {
 static struct seen *g_seen;
 static pthread_mutex_t g_seen_lock = PTHREAD_MUTEX_INITIALIZER;
 
-CUresult sl_fe_unsupported(const char *name)
+/* Logs once per name; reason NULL: "not supported by Sluice". */
+static CUresult refuse_once(const char *name, const char *reason)
 {
     pthread_mutex_lock(&g_seen_lock);
     struct seen *s = g_seen;
@@ -1074,9 +1075,24 @@ CUresult sl_fe_unsupported(const char *name)
             s->next = g_seen;
             g_seen = s;
         }
-        sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
-               "%s is not supported by Sluice: returning CUDA_ERROR_NOT_SUPPORTED", name);
+        if (reason)
+            sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
+                   "%s is not offered by Sluice (%s): returning CUDA_ERROR_NOT_SUPPORTED", name,
+                   reason);
+        else
+            sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
+                   "%s is not supported by Sluice: returning CUDA_ERROR_NOT_SUPPORTED", name);
     }
     pthread_mutex_unlock(&g_seen_lock);
     return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult sl_fe_unsupported(const char *name)
+{
+    return refuse_once(name, NULL);
+}
+
+CUresult sl_fe_refused(const char *name, const char *reason)
+{
+    return refuse_once(name, reason);
 }

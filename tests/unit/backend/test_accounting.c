@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "backend.h"
+#include "sluice/pod_facts.h"
 
 /* ---------------------------------------------------------------- intervals */
 
@@ -248,10 +249,10 @@ static void sink_emit(void *user, const uint8_t *rec, size_t len)
 static void test_array_bytes(void **state)
 {
     (void)state;
-    assert_int_equal(be_array_bytes(1024, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1), 1024);
-    assert_int_equal(be_array_bytes(1024, 512, 0, CU_AD_FORMAT_FLOAT, 4), 1024 * 512 * 16);
-    assert_int_equal(be_array_bytes(64, 64, 6, CU_AD_FORMAT_HALF, 2), 64 * 64 * 6 * 4);
-    assert_true(be_array_bytes(UINT64_MAX / 2, 4, 1, CU_AD_FORMAT_FLOAT, 1) == UINT64_MAX);
+    assert_int_equal(sl_array_bytes(1024, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1), 1024);
+    assert_int_equal(sl_array_bytes(1024, 512, 0, CU_AD_FORMAT_FLOAT, 4), 1024 * 512 * 16);
+    assert_int_equal(sl_array_bytes(64, 64, 6, CU_AD_FORMAT_HALF, 2), 64 * 64 * 6 * 4);
+    assert_true(sl_array_bytes(UINT64_MAX / 2, 4, 1, CU_AD_FORMAT_FLOAT, 1) == UINT64_MAX);
 }
 
 /* Two sessions of one instance share its quota; cuMemGetInfo's figures follow. */
