@@ -28,7 +28,7 @@ KEYS = {
     "idle": {"sync-ctx", "sync-stream", "query-stream", "completes-stream", "keep", "record",
              "wait"},
     "capture": {"begin"},
-    "answers": {"NOT_READY", "FILE_NOT_FOUND"},
+    "answers": {"FILE_NOT_FOUND"},
 }
 MODIFIERS = {"len", "span", "release", "repeated", "quota", "bytes", "stream"}
 INTERNAL_BASE = 10000   # internal (Sluice-only) calls have ids >= INTERNAL_BASE, all others below

@@ -200,7 +200,7 @@ def fe_calls_h(calls):
     call (no helper exists)."""
     out = [f"""/* {HEADER}
  * Typed envelope helpers for the frontend: hand-written code never builds a Call by hand.
- *   Sluice__Wire__Call call = SL_FE_CALL(cuMemAlloc_v2, &req);
+ *   Sluice__Wire__Call call = SL_FE_CALL(cuMemAlloc_v2, &req);   (or SL_FE_SET(name, &call, &req))
  *   const Sluice__Cuda__CuMemAllocV2Reply *o = SL_FE_REPLY(cuMemAlloc_v2, reply);
  * The request type is checked by the compiler; only calls that travel have helpers. */
 #ifndef SLUICE_FE_CALLS_H
@@ -210,18 +210,23 @@ def fe_calls_h(calls):
 
 #include "sluice_session.pb-c.h"
 
-#define SL_FE_CALL(name, rq)   sl_fe_call_of_##name(rq)
-#define SL_FE_REPLY(name, rep) sl_fe_reply_of_##name(rep)
+#define SL_FE_CALL(name, rq)       sl_fe_call_of_##name(rq)
+#define SL_FE_SET(name, call, rq)  sl_fe_set_##name(call, rq)
+#define SL_FE_REPLY(name, rep)     sl_fe_reply_of_##name(rep)
 """]
     for c in calls:
         if not c.sent:
             continue
-        out.append(f"""static inline Sluice__Wire__Call sl_fe_call_of_{c.name}({req_type(c)} *rq)
+        out.append(f"""static inline void sl_fe_set_{c.name}(Sluice__Wire__Call *c, {req_type(c)} *rq)
+{{
+    c->call_id = {c.id};
+    c->args_case = {case_const('call', c)};
+    c->{c.member} = rq;
+}}
+static inline Sluice__Wire__Call sl_fe_call_of_{c.name}({req_type(c)} *rq)
 {{
     Sluice__Wire__Call c = SLUICE__WIRE__CALL__INIT;
-    c.call_id = {c.id};
-    c.args_case = {case_const('call', c)};
-    c.{c.member} = rq;
+    sl_fe_set_{c.name}(&c, rq);
     return c;
 }}
 static inline {rep_type(c)} *sl_fe_reply_of_{c.name}(const Sluice__Wire__Reply *r)
