@@ -9,7 +9,8 @@
 //   cuMemAlloc + cuMemFree 1 MiB                      per pair
 //   256 MiB pageable / page-locked HtoD and DtoH      GB/s
 //   async empty launch                                us per launch over 20,000 launches
-//   first launch of a kernel                          GPU time between events around it
+//   first launch of a kernel                          GPU time between events around it (its
+//                                                     module loaded, and in a new module)
 //   20 x 4096^2 fp32 matmul                           cuBLAS sgemm, ms for the 20
 //   head-of-line: while one thread waits in cuStreamSynchronize on a 300 ms kernel, another
 //   thread times a sync of an idle stream, cuMemAlloc + cuMemFree, a copy on another stream,
@@ -81,6 +82,7 @@ __global__ void first_time(int *p)
     if (p)
         *p += 1;
 }
+void launch_in_other_module(cudaStream_t s, int *p); /* datapath_module.cu: a module of its own */
 __global__ void spin(long long cycles)
 {
     long long t0 = clock64();
@@ -202,6 +204,12 @@ static void first_launch(cudaStream_t s, int *dev)
     float ms = 0;
     RT(cudaEventElapsedTime(&ms, a, b));
     emit("first launch of a kernel, GPU time between events", "ms", ms);
+    RT(cudaEventRecord(a, s));
+    launch_in_other_module(s, dev); /* its module is loaded at this first launch */
+    RT(cudaEventRecord(b, s));
+    RT(cudaEventSynchronize(b));
+    RT(cudaEventElapsedTime(&ms, a, b));
+    emit("first launch of a kernel in a new module, GPU time", "ms", ms);
     RT(cudaEventDestroy(a));
     RT(cudaEventDestroy(b));
 }
@@ -273,13 +281,12 @@ static void head_of_line(int *dev)
         std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     double t = now_us();
+    CUresult q = cuStreamQuery((CUstream)busy);
+    emit("HOL: cuStreamQuery of the busy stream", "us", now_us() - t);
+    emit("HOL: that query answered NOT_READY", "bool", q == CUDA_ERROR_NOT_READY ? 1 : 0);
+    t = now_us();
     CU(cuStreamSynchronize((CUstream)idle));
     emit("HOL: sync of an idle stream", "us", now_us() - t);
-    t = now_us();
-    CUdeviceptr p;
-    CU(cuMemAlloc(&p, 1 << 20));
-    CU(cuMemFree(p));
-    emit("HOL: cuMemAlloc + cuMemFree 1 MiB", "us", now_us() - t);
     t = now_us();
     CU(cuMemcpyHtoDAsync((CUdeviceptr)dev, host, sizeof host, (CUstream)other));
     CU(cuStreamSynchronize((CUstream)other));
@@ -289,11 +296,12 @@ static void head_of_line(int *dev)
     CU(cuStreamSynchronize((CUstream)other));
     emit("HOL: launch + sync on another stream", "us", now_us() - t);
     t = now_us();
-    CUresult q = cuStreamQuery((CUstream)busy);
-    emit("HOL: cuStreamQuery of the busy stream", "us", now_us() - t);
-    emit("HOL: that query answered NOT_READY", "bool", q == CUDA_ERROR_NOT_READY ? 1 : 0);
+    CUdeviceptr p; /* freed after the wait: natively cuMemFree waits for the device */
+    CU(cuMemAlloc(&p, 1 << 20));
+    emit("HOL: cuMemAlloc 1 MiB", "us", now_us() - t);
     int still = waiting.load() == 1;
     a.join();
+    CU(cuMemFree(p));
     emit("HOL: the other thread was still waiting", "bool", still);
     emit("HOL: the waiting thread's cuStreamSynchronize", "ms", waited / 1e3);
     RT(cudaStreamDestroy(busy));
