@@ -78,7 +78,8 @@ def main():
     for name in ("sluice-enroll.service", "sluice-enroll.timer"):
         shipped = open(f"{a.source}/frontend/enroll/systemd/{name}").read()
         written = files.get(f"/etc/systemd/system/{name}", "")
-        check(body(shipped, "/usr/local/sbin/sluice-enroll") == body(written, "/usr/local/sbin/sluice-enroll") and written,
+        by_hand = "/usr/local/sbin/sluice-enroll"
+        check(written and body(shipped, by_hand) == body(written, by_hand),
               f"cloud-init.yaml writes the packaged {name} (sluice-enroll in /usr/local/sbin)")
     if FAILS:
         print(f"systemd.units: {len(FAILS)} failed", flush=True)
