@@ -344,7 +344,12 @@ static int drive(sl_server *s, peer *p, sl_server_event *ev)
                 return 0;
         if (r == SL_OK)
             return accepted(s, p, ev);
-        ch_srv_close_peer(p, &why, 0);
+        /* a certificate refused is the guest's problem to hear of; anything else before the
+         * handshake is noise anyone can make: counted in the summary line, not one each */
+        int quiet = why.code != SL_ERR_CERT_EXPIRED && why.code != SL_ERR_UNKNOWN_CA &&
+                    why.code != SL_ERR_NO_PEER_CERT && why.code != SL_ERR_REFUSED;
+        s->failed += quiet;
+        ch_srv_close_peer(p, &why, quiet);
         ev_closed(s, p, ev);
         return 1;
     }

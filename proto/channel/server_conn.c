@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define SUMMARY_MS 10000 /* the log sums up closed unauthenticated connections this often */
+#define SUMMARY_MS   10000 /* the log sums up closed unauthenticated connections this often */
 #define SHUT_KEEP_MS 10000
 
 static int peer_of(int fd, char *addr, size_t n, unsigned *port)
@@ -203,14 +203,15 @@ void ch_conn_timers(sl_server *s, int64_t now)
         shut(s, c); /* connected, but not one frame in time */
         s->expired++;
     }
-    if ((s->evicted || s->expired) && now >= s->next_summary_ms) {
+    unsigned long n = s->evicted + s->expired + s->failed;
+    if (n && now >= s->next_summary_ms) {
         sl_log(SL_LOG_WARNING, CH_LOG,
                "closed %lu unauthenticated connection%s since the last such line: %lu over the "
-               "limits (%d per address, %d in all), %lu without a handshake within %d ms",
-               s->evicted + s->expired, s->evicted + s->expired == 1 ? "" : "s", s->evicted,
-               s->opts.max_unauth_per_addr, s->opts.max_unauth, s->expired,
-               s->opts.handshake_timeout_ms);
-        s->evicted = s->expired = 0;
+               "limits (%d per address, %d in all), %lu without a handshake within %d ms, %lu "
+               "failed the handshake (not speaking TLS 1.3, or gone)",
+               n, n == 1 ? "" : "s", s->evicted, s->opts.max_unauth_per_addr, s->opts.max_unauth,
+               s->expired, s->opts.handshake_timeout_ms, s->failed);
+        s->evicted = s->expired = s->failed = 0;
         s->next_summary_ms = now + SUMMARY_MS;
     }
 }

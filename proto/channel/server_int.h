@@ -73,8 +73,9 @@ struct sl_server {
     char endpoint[256];
     sl_channel_stats closed_stats;
     ch_conn *conns;
-    /* unauthenticated connections closed since the last summary in the log */
-    unsigned long evicted, expired;
+    /* unauthenticated connections closed since the last summary in the log: over the limits,
+     * out of time, failed the handshake (not for their certificate) */
+    unsigned long evicted, expired, failed;
     int64_t next_summary_ms;
 };
 

@@ -132,8 +132,7 @@ void ch_out_free(peer *p)
 static int pump_peer(peer *p, int budget, int force)
 {
     int n = flush_frames(p);
-    while (budget-- > 0 && p->uhead && p->state == P_LIVE && p->have_sess &&
-           (force || !p->ohead)) {
+    while (budget-- > 0 && p->uhead && p->state == P_LIVE && p->have_sess && (force || !p->ohead)) {
         ch_unit *u = p->uhead;
         int done = 0;
         sl_error why;
@@ -267,8 +266,8 @@ sl_code sl_server_send_take(sl_server *s, sl_peer id, const void *msg, size_t le
     if (rc == SL_OK && (!msg || len == 0 || (bulk_len && !bulk)))
         rc = sl_fail(err, SL_ERR_INVALID, "a MESSAGE needs at least one byte, bulk a buffer");
     if (rc == SL_OK && len > s->opts.max_message)
-        rc = sl_fail(err, SL_ERR_TOO_LARGE, "message of %zu bytes is over the %zu-byte limit",
-                     len, s->opts.max_message);
+        rc = sl_fail(err, SL_ERR_TOO_LARGE, "message of %zu bytes is over the %zu-byte limit", len,
+                     s->opts.max_message);
     uint8_t *m = rc == SL_OK ? dup_msg(msg, len) : NULL;
     if (rc == SL_OK && !m)
         rc = sl_fail(err, SL_ERR_NOMEM, "no memory to queue a message");

@@ -42,25 +42,28 @@ typedef struct sl_channel_opts {
     size_t chunk_size;        /* plaintext bytes per ZeroMQ frame when streaming (256 KiB) */
     int hwm;                  /* ZeroMQ SNDHWM/RCVHWM in frames (64); full queues block */
     int handshake_timeout_ms; /* TLS handshake + acceptance, per attempt (10000) */
-    int io_timeout_ms;        /* a blocked send or a stalled bulk transfer (30000) */
+    int io_timeout_ms;        /* client: a blocked send or a stalled bulk transfer; server: a
+                               * peer that takes none of what waits for it (30000) */
     int heartbeat_ivl_ms;     /* ZMTP PING interval (1000) */
     int heartbeat_timeout_ms; /* no traffic for this long: connection dropped (5000) */
     int connect_attempts;     /* client: handshake attempts before giving up (3) */
     int connect_backoff_ms;   /* client: first retry delay, doubled each time (200) */
     int idle_timeout_ms;      /* server: reap sessions silent this long, 0 = never (0) */
-    int max_peers;            /* server: concurrent sessions (1024) */
+    int max_peers;            /* server: concurrent sessions with a certificate (1024); those
+                               * without one are bounded by max_unauth */
     int linger_ms;            /* close: time left to deliver the CLOSE record (500) */
     int spin_us;              /* client: a wait for the server polls without sleeping this long
                                * before it blocks (0); saves the wake-up of a sleeping thread */
     /* Limits that keep one peer from stalling or crowding out the others (docs/channel.md,
-     * "One peer never stalls the others"). */
+     * "One peer never stalls the others"); 0 turns each off. */
     uint64_t max_bulk;       /* largest bulk one MESSAGE may announce (1 GiB); more: the
                               * session ends at once with SL_ERR_TOO_LARGE, nothing is read */
     uint64_t bulk_min_rate;  /* server: bytes/s a bulk must arrive at, after bulk_grace_ms
-                              * (1 MiB/s); slower: SL_ERR_TIMEOUT. 0 = no floor */
+                              * (1 MiB/s); slower: SL_ERR_TIMEOUT */
     int bulk_grace_ms;       /* server: time before the floor applies to a bulk (2000) */
     size_t max_out_queue;    /* server: bytes held for a peer that ZeroMQ did not take yet
-                              * (256 MiB); more: that session ends with SL_ERR_TOO_LARGE */
+                              * (256 MiB); more: that session ends with SL_ERR_TOO_LARGE
+                              * (io_timeout_ms applies either way) */
     int max_unauth;          /* server: connections not (yet) authenticated (256): in the
                               * handshake, or every connection in server-only mode; more: the
                               * oldest is closed */
