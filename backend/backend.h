@@ -455,6 +455,7 @@ static inline int be_ring_alloc(uint64_t head, uint64_t tail, uint64_t cap, uint
 }
 #define BE_IPC_RECORD   ((size_t)65536)              /* largest SOCK_SEQPACKET record */
 #define BE_READ_TURN    ((size_t)1 << 20)            /* read from one worker per loop turn */
+#define BE_READ_TURN_NS 1000000u                     /* or for this long, whichever is less */
 #define BE_IPC_ALIGN(x) (((x) + 15) & ~(uint64_t)15) /* each call's bulk starts aligned */
 struct be_ipc_hdr {
     uint32_t type;
@@ -468,9 +469,10 @@ struct be_ipc_rx {
     uint8_t *msg, *bulk; /* the message being received (msg is NUL terminated) */
     uint8_t *spare;      /* the last record read */
     size_t spare_off, spare_len;
-    size_t budget; /* nonblocking reads: bytes this turn may still take from the socket, 0 = no
-                    * limit; spent: be_ipc_read answers 2 (the channel thread's other work
-                    * comes first, the rest at its next turn) */
+    size_t budget;     /* nonblocking reads: bytes this turn may still take from the socket, 0
+                        * = no limit; spent: be_ipc_read answers 2 (the channel thread's other
+                        * work comes first, the rest at its next turn) */
+    uint64_t until_ns; /* the same, in time (CLOCK_MONOTONIC); 0 = no limit */
     int spent;
 };
 /* 1: a message is in rx (then be_ipc_rx_next); 2: nothing more now (nonblock, or the budget is

@@ -646,6 +646,7 @@ static void worker_read(struct be_server *srv, struct be_sess_node *n, size_t bu
 {
     sl_error e;
     n->rx.budget = budget; /* a 64 MiB reply is not read in one go: other sessions first */
+    n->rx.until_ns = budget ? be_now_ns() + BE_READ_TURN_NS : 0;
     n->rx.spent = 0;
     while (n->fd >= 0) {
         int r = be_ipc_read(n->fd, &n->rx, 1);

@@ -103,6 +103,8 @@ int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock)
                 return r;
             continue;
         }
+        if (nonblock && rx->until_ns && be_now_ns() > rx->until_ns)
+            rx->spent = 1;
         if (nonblock && rx->spent) {
             rx->spent = 0;
             return 2; /* the budget of this turn is spent */
