@@ -32,8 +32,7 @@ static void test_short_images(void **state)
                           "EL",
                           3); /* three bytes of an ELF magic of four */
     assert_int_equal(be_image_validate(elf3, 3, 3), CUDA_ERROR_INVALID_IMAGE);
-    assert_int_equal(be_link_input_validate(elf3, 3, CU_JIT_INPUT_CUBIN),
-                     CUDA_ERROR_INVALID_IMAGE);
+    assert_int_equal(be_link_input_validate(elf3, 3, CU_JIT_INPUT_CUBIN), CUDA_ERROR_INVALID_IMAGE);
     free(elf3);
     uint8_t *one = exact("\x7f", 1);
     for (uint32_t f = 1; f <= 4; f++)
@@ -54,8 +53,8 @@ static size_t archive(uint8_t *out, const uint8_t *member, size_t n, const char 
 {
     memcpy(out, "!<arch>\n", 8);
     char hdr[61];
-    snprintf(hdr, sizeof hdr, "%-16s%-12s%-6s%-6s%-8s%-10s`\n", "kernel.o/", "0", "0", "0",
-             "644", size_text);
+    snprintf(hdr, sizeof hdr, "%-16s%-12s%-6s%-6s%-8s%-10s`\n", "kernel.o/", "0", "0", "0", "644",
+             size_text);
     memcpy(out + 8, hdr, 60);
     memcpy(out + 68, member, n);
     return 68 + n;
@@ -74,8 +73,7 @@ static void test_link_input_checks(void **state)
     memcpy(elf + 0x28, &shoff, 8);
     memcpy(elf + 0x3a, &shent, 2);
     memcpy(elf + 0x3c, &shnum, 2);
-    assert_int_equal(be_link_input_validate(elf, 64, CU_JIT_INPUT_CUBIN),
-                     CUDA_ERROR_INVALID_IMAGE);
+    assert_int_equal(be_link_input_validate(elf, 64, CU_JIT_INPUT_CUBIN), CUDA_ERROR_INVALID_IMAGE);
     assert_int_equal(be_link_input_validate(elf, 64, CU_JIT_INPUT_OBJECT),
                      CUDA_ERROR_INVALID_IMAGE);
     /* a fatbin whose files do not add up */
@@ -103,13 +101,10 @@ static void test_link_input_checks(void **state)
     size_t n = archive(ar, ok_elf, 64, "64");
     assert_int_equal(be_link_input_validate(ar, n, CU_JIT_INPUT_LIBRARY), CUDA_SUCCESS);
     n = archive(ar, ok_elf, 64, "6400"); /* a member that says it is longer than the archive */
-    assert_int_equal(be_link_input_validate(ar, n, CU_JIT_INPUT_LIBRARY),
-                     CUDA_ERROR_INVALID_IMAGE);
+    assert_int_equal(be_link_input_validate(ar, n, CU_JIT_INPUT_LIBRARY), CUDA_ERROR_INVALID_IMAGE);
     n = archive(ar, (const uint8_t *)"not an object, just text.........", 32, "32");
-    assert_int_equal(be_link_input_validate(ar, n, CU_JIT_INPUT_LIBRARY),
-                     CUDA_ERROR_INVALID_IMAGE);
-    assert_int_equal(be_link_input_validate(ar, 7, CU_JIT_INPUT_LIBRARY),
-                     CUDA_ERROR_INVALID_IMAGE);
+    assert_int_equal(be_link_input_validate(ar, n, CU_JIT_INPUT_LIBRARY), CUDA_ERROR_INVALID_IMAGE);
+    assert_int_equal(be_link_input_validate(ar, 7, CU_JIT_INPUT_LIBRARY), CUDA_ERROR_INVALID_IMAGE);
     /* NVVM IR cannot be checked: refused; an unknown type is a bad value */
     assert_int_equal(be_link_input_validate(elf, 64, CU_JIT_INPUT_NVVM), CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(be_link_input_validate(elf, 64, 77), CUDA_ERROR_INVALID_VALUE);
@@ -200,8 +195,9 @@ static void test_link_add_data_checked(void **state)
     assert_int_equal(add(s, &api, st, CU_JIT_INPUT_CUBIN, elf, sizeof elf), CUDA_SUCCESS);
     assert_int_equal(added, 1);
     /* refused before the driver sees them */
-    assert_int_equal(add(s, &api, st, CU_JIT_INPUT_CUBIN, "\x7f"
-                                                          "EL",
+    assert_int_equal(add(s, &api, st, CU_JIT_INPUT_CUBIN,
+                         "\x7f"
+                         "EL",
                          3),
                      CUDA_ERROR_INVALID_IMAGE);
     assert_int_equal(add(s, &api, st, CU_JIT_INPUT_FATBINARY, elf, sizeof elf),

@@ -52,8 +52,8 @@ static sl_code next_frame(rawpeer *r, int64_t deadline, sl_error *err)
     }
 }
 
-sl_code raw_connect(const char *endpoint, const char *src, const sl_tls_config *cfg,
-                    int timeout_ms, rawpeer **out, sl_error *err)
+sl_code raw_connect(const char *endpoint, const char *src, const sl_tls_config *cfg, int timeout_ms,
+                    rawpeer **out, sl_error *err)
 {
     *out = NULL;
     rawpeer *r = calloc(1, sizeof *r);
@@ -111,8 +111,8 @@ sl_code raw_recv(rawpeer *r, int timeout_ms, const void **msg, size_t *len, sl_e
         int kind = 0, u;
         if (r->sess.bulk_left) {
             size_t got = 0;
-            while ((u = ch_sess_read_bulk(&r->sess, NULL, (size_t)r->sess.bulk_left, &got,
-                                          err)) == CH_AGAIN) {
+            while ((u = ch_sess_read_bulk(&r->sess, NULL, (size_t)r->sess.bulk_left, &got, err)) ==
+                   CH_AGAIN) {
                 sl_code rc = next_frame(r, deadline, err);
                 if (rc != SL_OK)
                     return rc;
@@ -129,8 +129,7 @@ sl_code raw_recv(rawpeer *r, int timeout_ms, const void **msg, size_t *len, sl_e
             return SL_OK;
         }
         if (u != CH_AGAIN)
-            return u == SL_OK ? sl_fail(err, SL_ERR_PROTOCOL, "record kind %d", kind)
-                              : (sl_code)u;
+            return u == SL_OK ? sl_fail(err, SL_ERR_PROTOCOL, "record kind %d", kind) : (sl_code)u;
         sl_code rc = next_frame(r, deadline, err);
         if (rc != SL_OK)
             return rc;

@@ -15,8 +15,8 @@ enum { RAW_MESSAGE = 1, RAW_BULK = 2 }; /* record kinds (docs/channel.md) */
 
 /* Connects to endpoint (from the source address src, NULL: any), runs the handshake with cfg
  * and waits for READY. SL_OK or the error (its text in err). */
-sl_code raw_connect(const char *endpoint, const char *src, const sl_tls_config *cfg,
-                    int timeout_ms, rawpeer **out, sl_error *err);
+sl_code raw_connect(const char *endpoint, const char *src, const sl_tls_config *cfg, int timeout_ms,
+                    rawpeer **out, sl_error *err);
 /* One record (kind, aux, payload of at most 1 KiB) in a frame of its own. */
 sl_code raw_record(rawpeer *r, int kind, uint64_t aux, const void *payload, size_t len,
                    sl_error *err);
