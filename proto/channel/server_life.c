@@ -41,8 +41,11 @@ sl_code sl_server_bind(const char *endpoint, const sl_tls_config *cfg, const sl_
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://sluice-smon-%p", (void *)s);
     int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED;
+    int unbounded = 0; /* a flood's ACCEPTED and CLOSED events must not be dropped */
     if (rc == SL_OK && (zmq_socket_monitor(s->sock, mon, events) != 0 ||
-                        !(s->mon = zmq_socket(s->zctx, ZMQ_PAIR)) || zmq_connect(s->mon, mon) != 0))
+                        !(s->mon = zmq_socket(s->zctx, ZMQ_PAIR)) ||
+                        zmq_setsockopt(s->mon, ZMQ_RCVHWM, &unbounded, sizeof unbounded) != 0 ||
+                        zmq_connect(s->mon, mon) != 0))
         rc = sl_fail(err, SL_ERR_IO, "socket monitor: %s", zmq_strerror(errno));
     if (rc == SL_OK && zmq_bind(s->sock, endpoint) != 0)
         rc = sl_fail(err, SL_ERR_IO, "cannot bind %s: %s", endpoint, zmq_strerror(errno));

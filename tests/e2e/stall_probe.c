@@ -19,6 +19,9 @@
  * was cut off (code, message, after how long), when the victim's session ended and why. */
 #include <getopt.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <sys/resource.h>
 #include <zmq.h>
 #include <stdio.h>
@@ -308,7 +311,7 @@ static int noread_attack(const char *cert, const char *key, double window_ms, co
     sl_channel_opts o;
     sl_channel_opts_default(&o);
     o.heartbeat_timeout_ms = 60000; /* its own heartbeats must not give up first: it is the
-                                      * backend that must cut it off */
+                                     * backend that must cut it off */
     sl_client *c = NULL;
     sl_error e = {0};
     uint64_t ctx = 0, dptr = 0, n = (uint64_t)32 << 20;
@@ -407,8 +410,10 @@ static void fresh_session(const char *cert, const char *key, const char *src)
     sl_client_close(c);
 }
 
-static int flood_attack(const char *cert, const char *key, const char *src, int n,
-                        double window_ms)
+/* --flood-only: the flood itself, in a process of its own (so that its thousand sockets do not
+ * take the neighbour's CPU in this one): n connections from src, each with half a ClientHello,
+ * held for hold_ms. Exit status 0 when all n were opened. */
+static int flood_only(const char *src, int n, double hold_ms)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -436,19 +441,39 @@ static int flood_attack(const char *cert, const char *key, const char *src, int 
         zmq_send(d, "\x16\x03\x01\x02\x00", 5, 0); /* half a ClientHello, queued */
         socks[opened++] = d;
     }
-    usleep(1000000); /* the flood is in */
-    fresh_session(cert, key, "127.0.0.1");
-    fresh_session(cert, key, src);
-    while (mono_ms() - t0 < window_ms)
+    while (mono_ms() - t0 < hold_ms)
         usleep(10000);
     for (int i = 0; i < opened; i++)
         zmq_close(socks[i]);
     free(socks);
     zmq_ctx_term(z);
+    return opened == n ? 0 : 1;
+}
+
+static int flood_attack(const char *self, const char *cert, const char *key, const char *src, int n,
+                        double window_ms)
+{
+    char num[16], hold[32];
+    snprintf(num, sizeof num, "%d", n);
+    snprintf(hold, sizeof hold, "%.0f", window_ms);
+    char *argv[] = {(char *)self,     "--flood-only", "--endpoint", (char *)endpoint,
+                    "--flood-source", (char *)src,    "--flood",    num,
+                    "--window-ms",    hold,           NULL};
+    extern char **environ;
+    pid_t pid;
+    double t0 = mono_ms();
+    if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0)
+        return -1;
+    usleep(1500000); /* the flood is in */
+    fresh_session(cert, key, "127.0.0.1");
+    fresh_session(cert, key, src);
+    int st = 0;
+    waitpid(pid, &st, 0);
     cut.code = SL_OK;
-    snprintf(cut.why, sizeof cut.why, "%d connections opened", opened);
+    snprintf(cut.why, sizeof cut.why, "%d connections %s", n,
+             WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "opened" : "NOT all opened");
     cut.after_ms = mono_ms() - t0;
-    return opened == n ? 0 : -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- main */
@@ -476,33 +501,69 @@ int main(int argc, char **argv)
 {
     const char *attack = NULL, *acert = NULL, *akey = NULL, *flood_src = "127.0.0.2";
     const char *until = NULL;
+    int only_flood = 0;
     int flood_n = 1100;
     double window_ms = 4000;
-    static const struct option opts[] = {
-        {"endpoint", required_argument, 0, 'e'},     {"ca", required_argument, 0, 'a'},
-        {"cert", required_argument, 0, 'c'},         {"key", required_argument, 0, 'k'},
-        {"attacker-cert", required_argument, 0, 'C'}, {"attacker-key", required_argument, 0, 'K'},
-        {"victim-cert", required_argument, 0, 'v'},  {"victim-key", required_argument, 0, 'V'},
-        {"attack", required_argument, 0, 't'},       {"window-ms", required_argument, 0, 'w'},
-        {"flood-source", required_argument, 0, 's'}, {"flood", required_argument, 0, 'n'},
-        {"until-file", required_argument, 0, 'u'},
-        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"endpoint", required_argument, 0, 'e'},
+                                         {"ca", required_argument, 0, 'a'},
+                                         {"cert", required_argument, 0, 'c'},
+                                         {"key", required_argument, 0, 'k'},
+                                         {"attacker-cert", required_argument, 0, 'C'},
+                                         {"attacker-key", required_argument, 0, 'K'},
+                                         {"victim-cert", required_argument, 0, 'v'},
+                                         {"victim-key", required_argument, 0, 'V'},
+                                         {"attack", required_argument, 0, 't'},
+                                         {"window-ms", required_argument, 0, 'w'},
+                                         {"flood-source", required_argument, 0, 's'},
+                                         {"flood", required_argument, 0, 'n'},
+                                         {"until-file", required_argument, 0, 'u'},
+                                         {"flood-only", no_argument, 0, 'F'},
+                                         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
-        case 'e': endpoint = optarg; break;
-        case 'a': ca = optarg; break;
-        case 'c': nb.cert = optarg; break;
-        case 'k': nb.key = optarg; break;
-        case 'C': acert = optarg; break;
-        case 'K': akey = optarg; break;
-        case 'v': vi.cert = optarg; break;
-        case 'V': vi.key = optarg; break;
-        case 't': attack = optarg; break;
-        case 'w': window_ms = atof(optarg); break;
-        case 's': flood_src = optarg; break;
-        case 'n': flood_n = atoi(optarg); break;
-        case 'u': until = optarg; break;
+        case 'e':
+            endpoint = optarg;
+            break;
+        case 'a':
+            ca = optarg;
+            break;
+        case 'c':
+            nb.cert = optarg;
+            break;
+        case 'k':
+            nb.key = optarg;
+            break;
+        case 'C':
+            acert = optarg;
+            break;
+        case 'K':
+            akey = optarg;
+            break;
+        case 'v':
+            vi.cert = optarg;
+            break;
+        case 'V':
+            vi.key = optarg;
+            break;
+        case 't':
+            attack = optarg;
+            break;
+        case 'w':
+            window_ms = atof(optarg);
+            break;
+        case 's':
+            flood_src = optarg;
+            break;
+        case 'n':
+            flood_n = atoi(optarg);
+            break;
+        case 'u':
+            until = optarg;
+            break;
+        case 'F':
+            only_flood = 1;
+            break;
         default:
             fprintf(stderr, "usage: sluice-stall-probe --endpoint EP --ca CA --cert C --key K "
                             "--attacker-cert C --attacker-key K [--victim-cert C --victim-key K]"
@@ -511,6 +572,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (only_flood && endpoint)
+        return flood_only(flood_src, flood_n, window_ms);
     if (!endpoint || !ca || !nb.cert || !nb.key || !acert || !akey || !attack)
         return fprintf(stderr, "sluice-stall-probe: missing arguments (--help)\n"), 2;
     pthread_create(&nb.th, NULL, neighbour, NULL);
@@ -524,7 +587,7 @@ int main(int argc, char **argv)
     if (!strcmp(attack, "noread"))
         rc = noread_attack(acert, akey, window_ms, until);
     else if (!strcmp(attack, "flood"))
-        rc = flood_attack(acert, akey, flood_src, flood_n, window_ms);
+        rc = flood_attack("/proc/self/exe", acert, akey, flood_src, flood_n, window_ms);
     else
         rc = bulk_attack(acert, akey, !strcmp(attack, "trickle"), window_ms);
     double attack_end = mono_ms();
