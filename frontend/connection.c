@@ -157,8 +157,12 @@ static CUresult connect_now(void)
                                        SL_FE_SPIN_US_MAX);
     sl_client *c = NULL;
     if (sl_client_connect(cfg.endpoint, &tls, &opts, &c, &err)) {
-        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot connect to the Sluice backend %s: %s",
-               cfg.endpoint, err.msg);
+        /* what the guest can do about its certificate: get a new one */
+        int cert = err.code == SL_ERR_CERT_EXPIRED || err.code == SL_ERR_UNKNOWN_CA ||
+                   err.code == SL_ERR_NO_PEER_CERT || err.code == SL_ERR_REFUSED;
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot connect to the Sluice backend %s: %s%s",
+               cfg.endpoint, err.msg,
+               cert ? "; renew this instance's certificate: sudo sluice-enroll --renew" : "");
         return CUDA_ERROR_NO_DEVICE;
     }
     CUresult rc = CUDA_ERROR_NO_DEVICE;
