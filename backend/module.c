@@ -203,8 +203,9 @@ CUresult be_image_validate(const uint8_t *p, uint64_t len, uint32_t format)
         return CUDA_SUCCESS;
     }
     case 3:
-        return memcmp(p, ELFMAG, SELFMAG) == 0 && elf_ok(p, len) ? CUDA_SUCCESS
-                                                                 : CUDA_ERROR_INVALID_IMAGE;
+        return len >= SELFMAG && memcmp(p, ELFMAG, SELFMAG) == 0 && elf_ok(p, len)
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_IMAGE;
     case 4:
         return p[len - 1] == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
     default:
