@@ -245,8 +245,9 @@ void sv_send_grant_set(ag_supervisor *s, backend *b, const char *reason)
         }
     sv_send_ctl(s, b, &m, 1);
     if (!b->synced)
-        sl_log(SL_LOG_NOTICE, COMPONENT, "project %s: grant set sent to the backend (%zu grant%s, %s)",
-               b->project, n, n == 1 ? "" : "s", reason);
+        sl_log(SL_LOG_NOTICE, COMPONENT,
+               "project %s: grant set sent to the backend (%zu grant%s, %s)", b->project, n,
+               n == 1 ? "" : "s", reason);
     b->synced = 1;
     free(gm);
     free(list);

@@ -78,7 +78,7 @@ struct ag_supervisor {
     size_t n;
     ag_bstate *st; /* every project's port and running backend, as in the state file */
     size_t n_st;
-    int resynced;          /* the instance table reflects libvirt (a resync ended) */
+    int resynced;           /* the instance table reflects libvirt (a resync ended) */
     struct ag_usage *usage; /* NULL: usage records are dropped unacknowledged */
 };
 

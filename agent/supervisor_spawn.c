@@ -145,8 +145,8 @@ static int pick_port(ag_supervisor *s, backend *b)
         return -1;
     int p = lru->port;
     sl_log(SL_LOG_NOTICE, COMPONENT,
-           "project %s: port %d, kept for project %s (no backend since %lld), goes to it", b->project,
-           p, lru->project, (long long)lru->used);
+           "project %s: port %d, kept for project %s (no backend since %lld), goes to it",
+           b->project, p, lru->project, (long long)lru->used);
     *lru = s->st[--s->n_st];
     return p;
 }
@@ -418,7 +418,10 @@ void sv_kill(backend *b, int sig, const char *why)
         return; /* never a signal to a process that reused the pid */
     if (why)
         sl_log(SL_LOG_WARNING, COMPONENT, "project %s: backend pid %d: %s; sending %s", b->project,
-               (int)b->pid, why, sig == SIGKILL ? "SIGKILL" : sig == SIGTERM ? "SIGTERM" : "a signal");
+               (int)b->pid, why,
+               sig == SIGKILL   ? "SIGKILL"
+               : sig == SIGTERM ? "SIGTERM"
+                                : "a signal");
     kill(b->pid, sig);
 }
 

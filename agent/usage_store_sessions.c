@@ -11,15 +11,15 @@
 sl_code ag_us_session_record(ag_usage_store *s, const Sluice__Control__UsageRecord *r, sl_error *e)
 {
     sqlite3_stmt *st;
-    sl_code rc =
-        prep(s,
-             r->final ? "DELETE FROM open_sessions WHERE project = ?1 AND session_id = ?2"
-                      : "INSERT INTO open_sessions(project, session_id, instance, flavor, gpu_uuid, "
-                        "opened_ns, last_end_ns) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE NOT EXISTS "
-                        "(SELECT 1 FROM records WHERE project = ?1 AND session_id = ?2 AND final = 1 "
-                        "AND end_ns >= ?7) ON CONFLICT(project, session_id) DO UPDATE SET "
-                        "instance = ?3, flavor = ?4, gpu_uuid = ?5, last_end_ns = max(last_end_ns, ?7)",
-             &st, e);
+    sl_code rc = prep(
+        s,
+        r->final ? "DELETE FROM open_sessions WHERE project = ?1 AND session_id = ?2"
+                 : "INSERT INTO open_sessions(project, session_id, instance, flavor, gpu_uuid, "
+                   "opened_ns, last_end_ns) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE NOT EXISTS "
+                   "(SELECT 1 FROM records WHERE project = ?1 AND session_id = ?2 AND final = 1 "
+                   "AND end_ns >= ?7) ON CONFLICT(project, session_id) DO UPDATE SET "
+                   "instance = ?3, flavor = ?4, gpu_uuid = ?5, last_end_ns = max(last_end_ns, ?7)",
+        &st, e);
     if (rc != SL_OK)
         return rc;
     text(st, 1, r->project_id);

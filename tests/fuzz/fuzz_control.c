@@ -55,8 +55,9 @@ static void open_control(void)
     struct be_control_hooks h = {
         .revoke = on_revoke, .shutdown = on_shutdown, .grant = on_grant, .user = NULL};
     grants = be_grants_new();
-    if (!grants || be_control_open(endpoint, PROJECT, "tcp://127.0.0.1:47000", grants, &h, &ctl,
-                                   &e) != SL_OK ||
+    if (!grants ||
+        be_control_open(endpoint, PROJECT, "tcp://127.0.0.1:47000", grants, &h, &ctl, &e) !=
+            SL_OK ||
         be_control_require_key(ctl, keyfile, &e) != SL_OK)
         abort();
 }

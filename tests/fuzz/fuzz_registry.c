@@ -76,14 +76,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *out = NULL;
     size_t out_len = 0;
     sl_error store_err, e;
-    if (nh_regchan_process(store, HOST, NOW, data, size, &out, &out_len, &store_err, &e) !=
-        SL_OK) {
+    if (nh_regchan_process(store, HOST, NOW, data, size, &out, &out_len, &store_err, &e) != SL_OK) {
         if (out || e.code == SL_OK)
             abort(); /* a refusal names its reason and answers nothing */
         return 0;
     }
-    Sluice__Control__RegistryReply *r =
-        sluice__control__registry_reply__unpack(NULL, out_len, out);
+    Sluice__Control__RegistryReply *r = sluice__control__registry_reply__unpack(NULL, out_len, out);
     if (!r)
         abort(); /* what we answer must decode */
     if (!r->ok && (!r->detail || !*r->detail))

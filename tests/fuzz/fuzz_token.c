@@ -97,14 +97,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (!token)
         return 0;
-    sl_token_verify_opts vo = {.issuer = data[0] & 4 ? "sluice-nova-hook" : NULL,
-                               .now = NOW,
-                               .skew = 60};
+    sl_token_verify_opts vo = {
+        .issuer = data[0] & 4 ? "sluice-nova-hook" : NULL, .now = NOW, .skew = 60};
     sl_token_claims c, u;
     sl_error e;
     if (sl_token_verify(pub, token, &vo, &c, &e) == SL_OK) {
-        if (!c.sub[0] || !c.project_id[0] || !c.jti[0] || c.exp <= c.iat ||
-            c.exp + 60 < NOW || strlen(c.sub) > 64)
+        if (!c.sub[0] || !c.project_id[0] || !c.jti[0] || c.exp <= c.iat || c.exp + 60 < NOW ||
+            strlen(c.sub) > 64)
             abort(); /* verified claims that break the documented shape */
     }
     sl_token_decode_unverified(token, &u, &e);

@@ -167,10 +167,8 @@ static void test_keyed_control(void **state)
     T.zctx = zmq_ctx_new();
     router_open();
     struct be_grants *g = be_grants_new();
-    struct be_control_hooks h = {.revoke = on_revoke,
-                                 .shutdown = on_shutdown,
-                                 .reconnected = on_reconnected,
-                                 .user = NULL};
+    struct be_control_hooks h = {
+        .revoke = on_revoke, .shutdown = on_shutdown, .reconnected = on_reconnected, .user = NULL};
     struct be_control *c = NULL;
     sl_error e;
     assert_int_equal(be_control_open(T.ep, PROJ, "tcp://127.0.0.1:47001", g, &h, &c, &e), SL_OK);
