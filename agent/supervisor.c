@@ -309,7 +309,9 @@ void ag_supervisor_prune(ag_supervisor *s)
         size_t before = b->n_grants;
         for (size_t j = 0; j < b->n_grants;) {
             ag_instance in;
-            if (!ag_instances_get(s->inst, b->grants[j].uuid, &in) || !in.running)
+            /* an instance waiting out the reboot debounce keeps its grant until revoked */
+            if (!ag_instances_get(s->inst, b->grants[j].uuid, &in) ||
+                (!in.running && !in.revoke_at_ms))
                 b->grants[j] = b->grants[--b->n_grants];
             else
                 j++;
@@ -331,9 +333,11 @@ void ag_supervisor_resynced(ag_supervisor *s)
     s->resynced = 1;
     for (size_t i = 0; i < s->n; i++) {
         backend *b = s->b[i];
-        if (!ag_instances_running_gpu(s->inst, b->project)) {
-            if (b->pid > 0 && !b->stopping && (b->wanted || b->adopted))
-                release(s, b, "no running GPU instance of the project after the resync");
+        /* an adopted backend no running instance wants is stopped; the others follow their
+         * instances' events and the reboot debounce as always */
+        if (b->adopted && !b->wanted && b->pid > 0 && !b->stopping &&
+            !ag_instances_running_gpu(s->inst, b->project)) {
+            release(s, b, "no running GPU instance of the project after the resync");
             continue;
         }
         sv_send_grant_set(s, b, "resync with libvirt"); /* its grants are exactly these now */

@@ -48,11 +48,10 @@ void ag_supervisor_revoke(ag_supervisor *s, const char *project_id, const char *
 /* Stops the project's backend if the instance table holds no running GPU instance of it. */
 void ag_supervisor_release(ag_supervisor *s, const char *project_id);
 
-/* Drops grants of instances that are not running (after a resync). */
+/* Drops grants of instances that are not running nor waiting out the reboot debounce. */
 void ag_supervisor_prune(ag_supervisor *s);
 /* A resync with libvirt ended (the instance table is complete): prunes the grants, stops the
- * backends of projects without a running GPU instance (adopted ones included) and sends every
- * other backend its grant set. */
+ * adopted backends no running GPU instance wants and sends every other backend its grant set. */
 void ag_supervisor_resynced(ag_supervisor *s);
 
 /* Reaps, restarts, stops, retransmits, pings, reads the control socket. Returns the ms until
