@@ -356,6 +356,7 @@ unsigned be_default_spin_us(void);
 /* ---------------------------------------------------------------- server.c */
 struct be_config {
     const char *project, *listen, *cert, *key, *ca, *driver, *control, *allow, *state_dir;
+    const char *control_key; /* --control-key FILE: the agent's key (control.c) */
     /* Set by main: each session runs in `worker_exe --session-worker FD ...` (worker.c) and
      * the server never loads the driver. NULL (unit tests): sessions run on threads of this
      * process with the api/devs given to be_server_run. */
@@ -493,17 +494,29 @@ struct be_control_hooks {
     void *user;
     /* a Grant was applied (its SLA; defaults when it had none) */
     void (*grant)(void *user, const char *uuid, const struct be_sla *sla);
+    /* the socket connected to an agent again (after the hello): report the live sessions */
+    void (*reconnected)(void *user);
 };
+#define BE_CONTROL_KEY_LEN 32    /* bytes; the --control-key file holds them as hex */
+#define BE_ORPHAN_GRACE_MS 15000 /* keyed: longest time without a word from the agent */
 sl_code be_control_open(const char *endpoint, const char *project, const char *listen,
                         struct be_grants *grants, const struct be_control_hooks *hooks,
                         struct be_control **out, sl_error *e);
 void *be_control_socket(struct be_control *c);
+/* --control-key FILE: from now on only messages carrying this key count (see control.c). */
+sl_code be_control_require_key(struct be_control *c, const char *path, sl_error *e);
 /* Handles every waiting control message (non-blocking). */
 void be_control_process(struct be_control *c);
+/* One frame from the agent's socket: decoded, checked and applied (what be_control_process does
+ * with each; the fuzz target tests/fuzz/fuzz_control.c calls it directly). */
+void be_control_handle(struct be_control *c, const void *frame, size_t len);
 void be_control_close(struct be_control *c);
 /* Usage records: queued until the agent acknowledges them, sent again every ms (default
  * BE_USAGE_RESEND_S) and after a reconnection. rec: an encoded UsageRecord. */
 void be_control_set_resend(struct be_control *c, int64_t ms);
+/* Keyed: how long without a word from the agent before the backend ends (default
+ * BE_ORPHAN_GRACE_MS; tests shorten it). */
+void be_control_set_orphan_grace(struct be_control *c, int64_t ms);
 void be_control_usage(struct be_control *c, const uint8_t *rec, size_t len);
 size_t be_control_usage_waiting(const struct be_control *c);
 /* BackendReport{session: SessionEvent{kind (SLUICE__CONTROL__SESSION_EVENT__KIND__*), ...}}. */

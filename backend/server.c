@@ -1004,6 +1004,16 @@ static void on_grant(void *user, const char *uuid, const struct be_sla *sla)
                uuid);
 }
 
+/* Connected to an agent again (a restarted agent adopted us): it learns the live sessions. */
+static void on_reconnected(void *user)
+{
+    struct be_server *srv = user;
+    for (struct be_sess_node *n = srv->sessions; n; n = n->next)
+        if (!n->ended)
+            be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED, n->instance,
+                               n->project, n->id, "live when the agent connected");
+}
+
 static void on_shutdown(void *user, const char *reason)
 {
     struct be_server *srv = user;
@@ -1129,11 +1139,18 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
     sl_log(SL_LOG_NOTICE, BE_COMPONENT, "project %s: listening on %s", cfg->project,
            sl_server_endpoint(srv->srv));
     if (cfg->control) {
-        struct be_control_hooks ch = {
-            .revoke = on_revoke, .shutdown = on_shutdown, .grant = on_grant, .user = srv};
+        struct be_control_hooks ch = {.revoke = on_revoke,
+                                      .shutdown = on_shutdown,
+                                      .grant = on_grant,
+                                      .reconnected = on_reconnected,
+                                      .user = srv};
         if (be_control_open(cfg->control, cfg->project, sl_server_endpoint(srv->srv), srv->grants,
                             &ch, &srv->ctl, &e) != SL_OK) {
             sl_log(SL_LOG_ERR, BE_COMPONENT, "--control %s: %s", cfg->control, e.msg);
+            goto out;
+        }
+        if (cfg->control_key && be_control_require_key(srv->ctl, cfg->control_key, &e) != SL_OK) {
+            sl_log(SL_LOG_ERR, BE_COMPONENT, "%s", e.msg);
             goto out;
         }
         if (cfg->usage_resend_s)

@@ -1,7 +1,8 @@
 /* Enrollment end to end over the real channel: sluice-enroll's library against an in-process
  * enrollment server with a fake instance table; success, idempotence, renewal, every refusal,
- * rate limiting, a flood of connections without a request, and a mutual-TLS channel with the
- * issued certificate. */
+ * rate limiting, a flood of connections without a request, a mutual-TLS channel with the
+ * issued certificate, and locate requests (the backend moved; a certificate no longer granted is
+ * replaced). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -44,6 +45,8 @@ static struct {
     ag_instance inst; /* the one domain of the fake host */
     int issued;
     char issued_fp[65];
+    char backend[64]; /* the backend endpoint the fake agent answers ("": BACKEND) */
+    int revoked;      /* the issued certificate is no longer granted */
 } G = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---------------------------------------------------------------- fake agent environment */
@@ -64,8 +67,21 @@ static int backend_endpoint(void *user, const char *project, char *out, size_t n
     (void)user;
     if (strcmp(project, PROJ) != 0)
         return 0;
-    snprintf(out, n, BACKEND);
+    pthread_mutex_lock(&G.mu);
+    snprintf(out, n, "%s", G.backend[0] ? G.backend : BACKEND);
+    pthread_mutex_unlock(&G.mu);
     return 1;
+}
+
+static int granted(void *user, const char *fp, char *instance, size_t n)
+{
+    (void)user;
+    pthread_mutex_lock(&G.mu);
+    int ok = !G.revoked && G.issued_fp[0] && !strcmp(fp, G.issued_fp);
+    pthread_mutex_unlock(&G.mu);
+    if (ok)
+        snprintf(instance, n, INST);
+    return ok;
 }
 
 static void issued(void *user, const ag_instance *inst, const char *fp, int64_t not_after)
@@ -131,7 +147,7 @@ static void srv_start(srv *s, int burst)
                         .token_issuer = "sluice-nova-hook",
                         .replay_db = db,
                         .ratelimit = {.burst = burst, .per_minute = 1}};
-    ag_enroll_env env = {lookup, backend_endpoint, issued, NULL};
+    ag_enroll_env env = {lookup, backend_endpoint, issued, NULL, granted};
     sl_error e;
     assert_int_equal(ag_enroll_open(&o, G.ca, &env, &s->en, &e), SL_OK);
     assert_int_equal(pthread_create(&s->th, NULL, srv_loop, s), 0);
@@ -389,6 +405,91 @@ typedef struct refusal {
     int status;
     const char *detail;
 } refusal;
+
+static void read_conf(const char *gdir, char *conf, size_t n)
+{
+    char p[500];
+    snprintf(p, sizeof p, "%s/backend.conf", gdir);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    conf[fread(conf, 1, n - 1, f)] = '\0';
+    fclose(f);
+}
+
+/* The backend moved: a run of sluice-enroll with a good certificate asks the agent (locate)
+ * and rewrites backend.conf, without a new certificate; a certificate the agent no longer
+ * grants is replaced by a new enrollment; a locate from elsewhere is refused and changes
+ * nothing. */
+static void test_enroll_locate(void **state)
+{
+    (void)state;
+    set_instance(1, 1, PROJ, 1);
+    pthread_mutex_lock(&G.mu);
+    G.backend[0] = '\0';
+    G.revoked = 0;
+    pthread_mutex_unlock(&G.mu);
+    srv s;
+    srv_start(&s, 100);
+    char gdir[400], conf[1024];
+    guest_dir(gdir, sizeof gdir, "guest-locate");
+    char *tok = token(G.tkey, INST, PROJ, 0);
+    se_result r;
+    sl_error e;
+    assert_int_equal(enroll(&s, tok, gdir, 0, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 1);
+    read_conf(gdir, conf, sizeof conf);
+    char want[200];
+    snprintf(want, sizeof want, "\nenroll_endpoint = %s\n", ag_enroll_endpoint(s.en));
+    assert_non_null(strstr(conf, want));
+    int issued_before = G.issued;
+
+    /* still there: confirmed, nothing written */
+    se_opts o = {.source = "/nonexistent", .dir = gdir, .timeout_ms = 5000};
+    assert_int_equal(se_enroll(&o, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 0);
+    assert_int_equal(r.located, 1);
+    assert_int_equal(r.moved, 0);
+    assert_string_equal(r.endpoint, BACKEND);
+
+    /* moved: backend.conf follows, the certificate stays */
+    pthread_mutex_lock(&G.mu);
+    snprintf(G.backend, sizeof G.backend, "tcp://127.0.0.1:47002");
+    pthread_mutex_unlock(&G.mu);
+    assert_int_equal(se_enroll(&o, &r, &e), SL_OK);
+    assert_int_equal(r.located, 1);
+    assert_int_equal(r.moved, 1);
+    assert_string_equal(r.old_endpoint, BACKEND);
+    assert_string_equal(r.endpoint, "tcp://127.0.0.1:47002");
+    read_conf(gdir, conf, sizeof conf);
+    assert_non_null(strstr(conf, "\nendpoint = tcp://127.0.0.1:47002\n"));
+    assert_non_null(strstr(conf, want));
+    assert_int_equal(G.issued, issued_before);
+
+    /* from an address that is not the instance's: refused, the files are kept */
+    set_instance(1, 1, PROJ, 0);
+    assert_int_equal(se_enroll(&o, &r, &e), SL_OK);
+    assert_int_equal(r.located, 0);
+    assert_non_null(strstr(r.note, "WRONG_SOURCE"));
+    read_conf(gdir, conf, sizeof conf);
+    assert_non_null(strstr(conf, "\nendpoint = tcp://127.0.0.1:47002\n"));
+    set_instance(1, 1, PROJ, 1);
+
+    /* no longer granted (revoked, say): sluice-enroll enrolls anew with a fresh token */
+    pthread_mutex_lock(&G.mu);
+    G.revoked = 1;
+    pthread_mutex_unlock(&G.mu);
+    char *tok2 = token(G.tkey, INST, PROJ, 0);
+    assert_int_equal(enroll(&s, tok2, gdir, 0, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 1);
+    assert_int_equal(G.issued, issued_before + 1);
+    pthread_mutex_lock(&G.mu);
+    G.revoked = 0;
+    G.backend[0] = '\0';
+    pthread_mutex_unlock(&G.mu);
+    free(tok);
+    free(tok2);
+    srv_stop(&s);
+}
 
 static void test_enroll_refusals(void **state)
 {
@@ -670,8 +771,8 @@ int main(int argc, char **argv)
         cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_enroll_success),      cmocka_unit_test(test_enroll_refusals),
-        cmocka_unit_test(test_enroll_rate_limited), cmocka_unit_test(test_enroll_http_source),
-        cmocka_unit_test(test_enroll_flood),
+        cmocka_unit_test(test_enroll_locate),       cmocka_unit_test(test_enroll_rate_limited),
+        cmocka_unit_test(test_enroll_http_source),  cmocka_unit_test(test_enroll_flood),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -139,18 +139,14 @@ static CUresult run(sl_be_session *s, const struct sl_driver_api *api, Sluice__W
                     const void *bulk, size_t blen, uint64_t *state_out)
 {
     Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
-    s->in_bulk = bulk;
-    s->in_bulk_len = blen;
-    CUresult rc = sl_be_dispatch(s, api, be_table, call, &reply);
+    struct sl_be_call c = {.s = s, .api = api, .call = call, .reply = &reply, .in = bulk,
+                           .in_len = blen};
+    CUresult rc = sl_be_dispatch(sl_be_table, &c);
     if (state_out && rc == CUDA_SUCCESS)
         *state_out = reply.cu_link_create_v2->state_out;
     if (rc != CUDA_SUCCESS)
         print_message("detail: %s\n", reply.detail ? reply.detail : "");
-    s->in_bulk = NULL;
-    s->in_bulk_len = 0;
-    free(s->out_bulk);
-    s->out_bulk = NULL;
-    s->out_bulk_len = 0;
+    free(c.out);
     sl_be_reply_clear(&reply);
     return rc;
 }
@@ -176,7 +172,6 @@ static CUresult add(sl_be_session *s, const struct sl_driver_api *api, uint64_t 
 static void test_link_add_data_checked(void **state)
 {
     (void)state;
-    be_dispatch_setup();
     struct sl_driver_api api = {0};
     api.cuLinkCreate_v2 = f_link_create;
     api.cuLinkAddData_v2 = f_link_add;
