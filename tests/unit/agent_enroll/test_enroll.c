@@ -770,9 +770,9 @@ int main(int argc, char **argv)
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_enroll_success),      cmocka_unit_test(test_enroll_refusals),
-        cmocka_unit_test(test_enroll_locate),       cmocka_unit_test(test_enroll_rate_limited),
-        cmocka_unit_test(test_enroll_http_source),  cmocka_unit_test(test_enroll_flood),
+        cmocka_unit_test(test_enroll_success),     cmocka_unit_test(test_enroll_refusals),
+        cmocka_unit_test(test_enroll_locate),      cmocka_unit_test(test_enroll_rate_limited),
+        cmocka_unit_test(test_enroll_http_source), cmocka_unit_test(test_enroll_flood),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

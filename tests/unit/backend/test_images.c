@@ -139,8 +139,8 @@ static CUresult run(sl_be_session *s, const struct sl_driver_api *api, Sluice__W
                     const void *bulk, size_t blen, uint64_t *state_out)
 {
     Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
-    struct sl_be_call c = {.s = s, .api = api, .call = call, .reply = &reply, .in = bulk,
-                           .in_len = blen};
+    struct sl_be_call c = {
+        .s = s, .api = api, .call = call, .reply = &reply, .in = bulk, .in_len = blen};
     CUresult rc = sl_be_dispatch(sl_be_table, &c);
     if (state_out && rc == CUDA_SUCCESS)
         *state_out = reply.cu_link_create_v2->state_out;
