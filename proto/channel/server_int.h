@@ -73,7 +73,8 @@ struct sl_server {
     char endpoint[256];
     sl_channel_stats closed_stats;
     ch_conn *conns;
-    ch_unit *trash; /* units of closed peers, freed a few at a time (server_out.c) */
+    ch_unit *trash; /* units of closed peers, freed one at a time (server_out.c) */
+    int64_t trash_at_ms;
     /* unauthenticated connections closed since the last summary in the log: over the limits,
      * out of time, failed the handshake (not for their certificate) */
     unsigned long evicted, expired, failed;

@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STEP_FRAMES 1                 /* frames one peer encrypts per turn of the pump */
-#define GRACE_FLUSH ((size_t)4 << 20) /* a graceful close writes what waits up to this */
+#define STEP_FRAMES    1                 /* frames one peer encrypts per turn of the pump */
+#define GRACE_FLUSH    ((size_t)4 << 20) /* a graceful close writes what waits up to this */
+#define TRASH_EVERY_MS 5                 /* a dropped unit is freed this often at most */
 
 /* 0: ZeroMQ took the frame; else the errno (EAGAIN: the peer's queue is full). */
 static int try_send(peer *p, zmq_msg_t *m)
@@ -172,7 +173,11 @@ static int pump_peer(peer *p, int budget, int force)
 int ch_out_pump(sl_server *s, int budget, int budget_us)
 {
     int total = 0;
-    ch_out_trash(s, 1); /* one dropped unit per poll */
+    int64_t now = ch_now_ms();
+    if (s->trash && now >= s->trash_at_ms) { /* one dropped unit every few ms */
+        ch_out_trash(s, 1);
+        s->trash_at_ms = now + TRASH_EVERY_MS;
+    }
     int64_t until = ch_now_us() + budget_us;
     for (int progress = 1; progress && total < budget && ch_now_us() < until;) {
         progress = 0;

@@ -22,7 +22,10 @@ records kept coming on the control socket (every pong within 1 s); the backend s
 Round trips measure the machine as much as the backend: a baseline of 3 s without an attack
 comes first, and when its own worst round trip is over 50 ms (a machine busy with other work)
 the time limits (100 ms, 1 s) are reported but not held against the backend; everything else
-still is. Driver double only: plumbing, never a GPU result. Exit status: 0 passed, 1 failed,
+still is. The same in a sanitizer build (-DSLUICE_SANITIZE=ON), whose allocator and checks
+distort timings (on the development VM a neighbour's round trip around the noread cut took up
+to 1.3 s there, with little CPU used by the backend's loop): the normal build is the one whose
+times count. Driver double only: plumbing, never a GPU result. Exit status: 0 passed, 1 failed,
 77 skipped.
 """
 import argparse
@@ -242,9 +245,12 @@ def main():
         wait_for(lambda: sum(e["type"] == "ack" and e["ok"] for e in events(agent_out)) >= 3,
                  30, "grant acks")
         worst, median, rounds = baseline(ctx)
-        busy = worst > BASELINE_MAX_MS
+        sanitized = run.asan_runtime(ctx["backend"]) is not None
+        busy = worst > BASELINE_MAX_MS or sanitized
         print(f"---- baseline: {rounds} round trips without an attack, median {median:.2f} ms, "
-              f"worst {worst:.1f} ms" + (f": over {BASELINE_MAX_MS} ms, this machine is busy "
+              f"worst {worst:.1f} ms" + (": a sanitizer build; time limits are reported, not held"
+                                         if sanitized else
+                                         f": over {BASELINE_MAX_MS} ms, this machine is busy "
                                          f"with other work; time limits are reported, not held"
                                          if busy else ""), flush=True)
         for name in args.attack or list(ATTACKS):
@@ -253,7 +259,7 @@ def main():
             p = attack(ctx, name, agent, agent_out, backend, blog)
             if busy:
                 for x in [x for x in p if timing(x)]:
-                    print(f"NOT HELD (busy machine): {x}")
+                    print(f"NOT HELD ({'sanitizer build' if sanitized else 'busy machine'}): {x}")
                 p = [x for x in p if not timing(x)]
             for x in p:
                 print(f"FAIL: {x}")
