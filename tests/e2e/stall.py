@@ -189,6 +189,14 @@ def attack(ctx, name, agent, agent_out, backend, blog):
         problems.append(f"{name}: no usage record during the attack")
     if backend.poll() is not None:
         problems.append(f"{name}: the backend exited ({backend.returncode})")
+    if victim:  # the next attack's victim must find its instance granted again
+        done = len(events(agent_out))
+        try:
+            wait_for(lambda: sum(e["type"] == "ack" and e["ok"]
+                                 for e in events(agent_out)[done:]) >= 2, 10,
+                     "grant after the Revoke")
+        except TimeoutError as ex:
+            problems.append(f"{name}: {ex}")
     print(f"{name}: {len(pongs)} pongs (slowest {max([p['rtt_ms'] for p in pongs] or [0]):.1f} "
           f"ms), {len(acks)} grant acks, {len(usage)} usage records", flush=True)
     return problems
