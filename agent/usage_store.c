@@ -10,7 +10,19 @@
 #include "sluice/db_schema.h"
 #include "usage_store_internal.h"
 
-static const char *const create_v1[] = {
+#define OPEN_SESSIONS                                                                              \
+    "CREATE TABLE open_sessions ("                                                                 \
+    " project TEXT NOT NULL,"                                                                      \
+    " session_id INTEGER NOT NULL,"                                                                \
+    " instance TEXT NOT NULL,"                                                                     \
+    " flavor TEXT NOT NULL,"                                                                       \
+    " gpu_uuid TEXT NOT NULL,"                                                                     \
+    " opened_ns INTEGER NOT NULL,"                                                                 \
+    " last_end_ns INTEGER NOT NULL,"                                                               \
+    " PRIMARY KEY (project, session_id))"
+
+/* Version 2 from nothing (version 1 had neither closed_by_agent nor open_sessions). */
+static const char *const create_v2[] = {
     "CREATE TABLE records ("
     " record_id TEXT PRIMARY KEY NOT NULL,"
     " instance TEXT NOT NULL,"
@@ -37,7 +49,8 @@ static const char *const create_v1[] = {
     " sla_tier TEXT NOT NULL,"
     " gpu_share REAL NOT NULL,"
     " received INTEGER NOT NULL,"
-    " forwarded INTEGER NOT NULL DEFAULT 0)",
+    " forwarded INTEGER NOT NULL DEFAULT 0,"
+    " closed_by_agent INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX records_end ON records(end_ns)",
     "CREATE INDEX records_pending ON records(received) WHERE forwarded = 0",
     "CREATE TABLE lifetimes ("
@@ -70,15 +83,26 @@ static const char *const create_v1[] = {
     " quota_refusals INTEGER NOT NULL,"
     " records INTEGER NOT NULL,"
     " PRIMARY KEY (project, instance, domain, gpu_uuid))",
+    OPEN_SESSIONS,
     NULL,
 };
+
+/* Version 1 to 2: records the agent wrote to close a session whose backend ended without its
+ * final record, and the sessions open now (usage_store_sessions.c). */
+static const char *const upgrade_v1[] = {
+    "ALTER TABLE records ADD COLUMN closed_by_agent INTEGER NOT NULL DEFAULT 0",
+    OPEN_SESSIONS,
+    NULL,
+};
+
+static const char *const *const upgrades[] = {upgrade_v1};
 
 static const sl_db_schema schema = {
     "usage",
     AG_USAGE_STORE_SCHEMA,
-    create_v1,
-    NULL,
-    0,
+    create_v2,
+    upgrades,
+    1,
     0,
     "start sluice-agent once to create it (is this an agent usage database?)",
 };
@@ -130,7 +154,8 @@ void ag_usage_store_bind_text(sl_db_stmt *st, int i, const char *v)
 #define RECORD_COLS                                                                                \
     "record_id, instance, project, flavor, gpu_uuid, session_id, start_ns, end_ns, gpu_busy_ns, "  \
     "kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water, calls, errors, throttled_ns, " \
-    "quota_refusals, measurement, final, instance_name, domain, sla_tier, gpu_share"
+    "quota_refusals, measurement, final, instance_name, domain, sla_tier, gpu_share, "             \
+    "closed_by_agent"
 
 static void bind_record(sl_db_stmt *st, const Sluice__Control__UsageRecord *r, int64_t now_s)
 {
@@ -155,7 +180,8 @@ static void bind_record(sl_db_stmt *st, const Sluice__Control__UsageRecord *r, i
     ag_usage_store_bind_text(st, 22, r->domain_name);
     ag_usage_store_bind_text(st, 23, r->sla_tier);
     sl_db_bind_double(st, 24, r->gpu_share);
-    sl_db_bind_i64(st, 25, now_s);
+    sl_db_bind_i64(st, 25, r->closed_by_agent ? 1 : 0);
+    sl_db_bind_i64(st, 26, now_s);
 }
 
 /* Adds a new record to its series' running sums. */
@@ -188,7 +214,7 @@ static sl_code put_txn(sl_db *db, void *ud, sl_error *e)
     sl_code rc = sl_db_prepare(db,
                                "INSERT OR IGNORE INTO records(" RECORD_COLS ", received) VALUES "
                                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                               "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
+                               "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
                                &st, e);
     if (rc == SL_OK)
         rc = sl_db_prepare(
@@ -209,6 +235,8 @@ static sl_code put_txn(sl_db *db, void *ud, sl_error *e)
             sl_db_reset(tot);
             bind_total(tot, a->recs[i]);
             rc = sl_db_run(tot, "adding to the usage totals", e);
+            if (rc == SL_OK)
+                rc = ag_usage_store_session_record(db, a->recs[i], e);
         }
         if (a->is_new)
             a->is_new[i] = (unsigned char)added;
@@ -249,6 +277,7 @@ static void row_of(sl_db_stmt *st, sl_usage_rec *r)
     r->domain = sl_db_col_text(st, 21);
     r->tier = sl_db_col_text(st, 22);
     r->gpu_share = sl_db_col_double(st, 23);
+    r->closed_by_agent = sl_db_col_i64(st, 24) != 0;
 }
 
 typedef struct walk {
@@ -390,6 +419,7 @@ static Sluice__Control__UsageRecord *rec_of(sl_db_stmt *st)
     r->domain_name = sdup(sl_db_col_text(st, 21), &oom);
     r->sla_tier = sdup(sl_db_col_text(st, 22), &oom);
     r->gpu_share = sl_db_col_double(st, 23);
+    r->closed_by_agent = sl_db_col_i64(st, 24) != 0;
     if (oom) {
         free_rec(r);
         return NULL;

@@ -7,10 +7,13 @@
  *   lifetimes: spans during which an instance ran here (the SLA entitlement's wall time),
  *              kept by a heartbeat from the instance table;
  *   totals:    running sums per (project, instance, domain, gpu_uuid), updated in the same
- *              transaction as the records: the metrics' starting point.
+ *              transaction as the records: the metrics' starting point;
+ *   open_sessions: the sessions a backend reported opened (or sent records of) and whose final
+ *              record has not come: what the agent closes when that backend ends.
  * Schema version in PRAGMA user_version (sluice/db_schema.h). Every change is one transaction
  * (sluice/db.h); thread-safe: every call takes the store's mutex. The functions are in
- * usage_store.c (records, totals, forwarding) and usage_lives.c (lifetimes, retention).
+ * usage_store.c (records, totals, forwarding), usage_store_lifetimes.c (lifetimes, retention)
+ * and usage_store_sessions.c (open sessions).
  * Reference: docs/usage.md. */
 #ifndef AG_USAGE_STORE_H
 #define AG_USAGE_STORE_H
@@ -22,7 +25,7 @@
 #include "sluice/usage_report.h"
 #include "sluice_control.pb-c.h"
 
-#define AG_USAGE_STORE_SCHEMA 1
+#define AG_USAGE_STORE_SCHEMA 2
 /* A lifetime whose last heartbeat is older than this is not extended: a new one starts. */
 #define AG_USAGE_LIFE_GAP_S 300
 /* An open lifetime whose instance is no longer alive ends at the closing heartbeat when its
@@ -86,6 +89,21 @@ typedef struct ag_usage_alive {
 sl_code ag_usage_store_heartbeat(ag_usage_store *s, const ag_usage_alive *a, size_t n,
                                  int64_t now_ns, sl_error *e);
 
+/* ---- open sessions (the agent closes them when their backend ends: docs/usage.md) */
+typedef struct ag_usage_open {
+    const char *project, *instance, *flavor, *gpu_uuid;
+    uint64_t session_id;
+    int64_t opened_ns, last_end_ns; /* last_end_ns: the end of its latest record, 0 if none */
+} ag_usage_open;
+/* A backend reported the session opened (kept as it is when already known). */
+sl_code ag_usage_store_session_opened(ag_usage_store *s, const char *project, uint64_t session_id,
+                                      const char *instance, int64_t now_ns, sl_error *e);
+/* The open sessions (project NULL: all), ordered by project and session; rows are valid during
+ * the callback only. */
+typedef int (*ag_usage_open_cb)(const ag_usage_open *o, void *ud);
+sl_code ag_usage_store_open_sessions(ag_usage_store *s, const char *project, ag_usage_open_cb cb,
+                                     void *ud, sl_error *e);
+
 /* What the latest lifetime says about an instance (for records of instances that are gone). */
 typedef struct ag_usage_info {
     char name[256], domain[256], flavor[256], tier[33];
@@ -100,8 +118,8 @@ typedef struct ag_usage_pruned {
 } ag_usage_pruned;
 /* One transaction: deletes the records whose interval ended before before_ns and the closed
  * lifetimes that ended before it. keep_unforwarded: records the registry has not acknowledged
- * yet stay whatever their age (they are still owed to it). The running totals stay: the
- * metrics' counters never go down. */
+ * yet stay whatever their age (they are still owed to it). The running totals and the open
+ * sessions stay: the metrics' counters never go down. */
 sl_code ag_usage_store_prune(ag_usage_store *s, int64_t before_ns, int keep_unforwarded,
                              ag_usage_pruned *out, sl_error *e);
 

@@ -1,5 +1,7 @@
-/* Inside the usage store: what usage_store.c (records, totals, forwarding) and usage_lives.c
- * (lifetimes, retention) share. Not for other files: they use usage_store.h. */
+/* Inside the usage store: what its files share. Not for other files: they use usage_store.h.
+ *   usage_store.c           opening and the schema, records, totals, forwarding marks
+ *   usage_store_lifetimes.c instance lifetimes (the SLA entitlement's wall time), retention
+ *   usage_store_sessions.c  the sessions a backend reported open and has not ended yet */
 #ifndef AG_USAGE_STORE_INTERNAL_H
 #define AG_USAGE_STORE_INTERNAL_H
 
@@ -28,5 +30,10 @@ typedef struct ag_usage_period {
 /* Runs one SELECT, calling row for each row (a read transaction, never run twice). */
 sl_code ag_usage_store_walk(ag_usage_store *s, const char *sql, const char *what,
                             const ag_usage_period *p, sl_db_row_fn row, void *ud, sl_error *e);
+
+/* In a records transaction: a new record updates its session's open row (a final one ends
+ * it). usage_store_sessions.c. */
+sl_code ag_usage_store_session_record(sl_db *db, const Sluice__Control__UsageRecord *r,
+                                      sl_error *e);
 
 #endif

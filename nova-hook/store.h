@@ -17,7 +17,7 @@
 #include "sluice/usage_report.h"
 #include "sluice_control.pb-c.h"
 
-#define NH_STORE_SCHEMA_VERSION 3
+#define NH_STORE_SCHEMA_VERSION 4
 
 typedef struct nh_store nh_store;
 

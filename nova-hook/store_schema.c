@@ -1,12 +1,12 @@
-/* The registry's schema: one definition of version 3 for SQLite and MariaDB (portable types:
+/* The registry's schema: one definition of version 4 for SQLite and MariaDB (portable types:
  * VARCHAR(n) keys, BIGINT counters, DOUBLE, TEXT), and the upgrades SQLite files written by
- * earlier releases need (versions 1 and 2 existed only in SQLite; version 2 named the usage
- * table `usage`, a reserved word in MariaDB). Upgrades from version 3 on must be portable: they
- * run on both engines (sluice-registry db-sync). Unsigned 64-bit counters are stored as their
+ * earlier releases need (versions 1 to 3 existed only in SQLite; they named the usage table
+ * `usage`, a reserved word in MariaDB). Upgrades from version 4 on must be portable: they run
+ * on both engines (sluice-registry db-sync). Unsigned 64-bit counters are stored as their
  * two's-complement BIGINT. */
 #include "store_internal.h"
 
-static const char *const create_v3[] = {
+static const char *const create_v4[] = {
     "CREATE TABLE agents ("
     " host VARCHAR(255) NOT NULL PRIMARY KEY,"
     " endpoint VARCHAR(255) NOT NULL,"
@@ -52,7 +52,8 @@ static const char *const create_v3[] = {
     " instance_name VARCHAR(255) NOT NULL DEFAULT '',"
     " domain_name VARCHAR(255) NOT NULL DEFAULT '',"
     " sla_tier VARCHAR(32) NOT NULL DEFAULT '',"
-    " gpu_share DOUBLE NOT NULL DEFAULT 0)",
+    " gpu_share DOUBLE NOT NULL DEFAULT 0,"
+    " closed_by_agent BIGINT NOT NULL DEFAULT 0)",
     "CREATE INDEX usage_project ON usage_records (project, interval_start_ns)",
     "CREATE INDEX usage_end ON usage_records (interval_end_ns)",
     "CREATE TABLE placement_history ("
@@ -98,7 +99,14 @@ static const char *const upgrade_1_to_2[] = {
     NULL,
 };
 
+/* Records an agent wrote to close a session whose backend ended first. */
 static const char *const upgrade_2_to_3[] = {
+    "ALTER TABLE usage ADD COLUMN closed_by_agent INTEGER NOT NULL DEFAULT 0",
+    NULL,
+};
+
+/* The name MariaDB can take, and the issued tokens (once-only across nova-hooks). */
+static const char *const upgrade_3_to_4[] = {
     "ALTER TABLE usage RENAME TO usage_records",
     "CREATE TABLE tokens ("
     " jti VARCHAR(64) NOT NULL PRIMARY KEY,"
@@ -112,14 +120,14 @@ static const char *const upgrade_2_to_3[] = {
     NULL,
 };
 
-static const char *const *const upgrades[] = {upgrade_1_to_2, upgrade_2_to_3};
+static const char *const *const upgrades[] = {upgrade_1_to_2, upgrade_2_to_3, upgrade_3_to_4};
 
 const sl_db_schema nh_registry_schema = {
     "registry",
     NH_STORE_SCHEMA_VERSION,
-    create_v3,
+    create_v4,
     upgrades,
     1,
-    3,
+    4,
     "run sluice-registry --config NOVAHOOK_CONF db-sync (once, on one controller)",
 };

@@ -45,6 +45,7 @@ static void bind_record(sl_db_stmt *st, const char *host, const Sluice__Control_
     sl_db_bind_text(st, 24, r->domain_name ? r->domain_name : "");
     sl_db_bind_text(st, 25, r->sla_tier ? r->sla_tier : "");
     sl_db_bind_double(st, 26, r->gpu_share);
+    sl_db_bind_i64(st, 27, r->closed_by_agent ? 1 : 0);
 }
 
 static sl_code usage_txn(sl_db *db, void *ud, sl_error *e)
@@ -57,9 +58,9 @@ static sl_code usage_txn(sl_db *db, void *ud, sl_error *e)
         "INSERT INTO usage_records (record_id, host, instance, project, flavor, gpu_uuid, "
         "session_id, interval_start_ns, interval_end_ns, gpu_busy_ns, kernel_ns, kernels, "
         "bytes_htod, bytes_dtoh, memory_high_water, calls, errors, throttled_ns, quota_refusals, "
-        "measurement, final, received, instance_name, domain_name, sla_tier, gpu_share) VALUES "
-        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
-        "?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+        "measurement, final, received, instance_name, domain_name, sla_tier, gpu_share, "
+        "closed_by_agent) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+        "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
         &st, e);
     for (size_t i = 0; rc == SL_OK && i < a->n; i++) {
         sl_db_reset(st);
@@ -171,6 +172,7 @@ static int on_usage(sl_db_stmt *st, void *ud)
                      &u.throttled_ns, &u.quota_refusals};
     for (int i = 0; i < 10; i++)
         *v[i] = sl_db_col_u64(st, 11 + i);
+    u.closed_by_agent = sl_db_col_i64(st, 21) != 0;
     return a->cb(&u, a->ud);
 }
 
@@ -178,18 +180,20 @@ sl_code nh_store_usage_records(nh_store *s, int64_t from_ns, int64_t to_ns, cons
                                nh_usage_cb cb, void *ud, sl_error *e)
 {
     usage_cb_args a = {cb, ud};
-    walk_args w = {"SELECT record_id, instance, project, flavor, gpu_uuid, instance_name, "
-                   "domain_name, sla_tier, gpu_share, interval_start_ns, interval_end_ns, "
-                   "gpu_busy_ns, kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water, "
-                   "calls, errors, throttled_ns, quota_refusals FROM usage_records WHERE "
-                   "interval_end_ns >= ?1 AND interval_start_ns < ?2 AND (?3 IS NULL OR "
-                   "project = ?3) ORDER BY interval_end_ns, record_id",
-                   "reading usage records",
-                   from_ns,
-                   to_ns,
-                   project,
-                   on_usage,
-                   &a};
+    walk_args w = {
+        "SELECT record_id, instance, project, flavor, gpu_uuid, instance_name, "
+        "domain_name, sla_tier, gpu_share, interval_start_ns, interval_end_ns, "
+        "gpu_busy_ns, kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water, "
+        "calls, errors, throttled_ns, quota_refusals, closed_by_agent FROM usage_records "
+        "WHERE "
+        "interval_end_ns >= ?1 AND interval_start_ns < ?2 AND (?3 IS NULL OR "
+        "project = ?3) ORDER BY interval_end_ns, record_id",
+        "reading usage records",
+        from_ns,
+        to_ns,
+        project,
+        on_usage,
+        &a};
     return nh_store_txn(s, SL_DB_TXN_ONCE, walk_txn, &w, e);
 }
 

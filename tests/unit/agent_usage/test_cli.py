@@ -166,7 +166,7 @@ def main():
         assert "gpu-a" in run(registry, "--db", rdb, "hosts").stdout
 
         # a registry database of schema version 1 (before usage reports): the CLI says to
-        # run db-sync; the daemon's read-write open of a SQLite file upgrades it (to 3: the
+        # run db-sync; the daemon's read-write open of a SQLite file upgrades it (to 4: the
         # usage table renamed usage_records), keeping placements and usage
         old = f"{d}/registry-v1.db"
         make_v1(old)
@@ -178,8 +178,12 @@ def main():
         assert old_server["instance_id"] == "cccccccc-0000-4000-8000-000000000001"
         assert old_server["existence"] == "lifetime" and old_server["kernels"] == 5
         db = sqlite3.connect(old)
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
         db.close()
+        # the session closed by the agent, in both stores' reports (docs/usage.md)
+        for argv in ([usage, "--db", f"{d}/usage.db"], [registry, "--db", rdb, "usage"]):
+            rows = list(csv.DictReader(io.StringIO(run(*argv, *PERIOD, "--format", "csv").stdout)))
+            assert [r["closed_by_agent"] for r in rows] == ["1", "0", "1", "0", "0"], rows
     print("ok")
     return 0
 

@@ -124,7 +124,7 @@ def main():
 
         # --- management: the schema version, retention now
         rc, out, _ = run("db-version")
-        check(rc == 0 and "schema version 3" in out, f"db-version: {out.strip()}")
+        check(rc == 0 and "schema version 4" in out, f"db-version: {out.strip()}")
         before = nhtest.query(db, "SELECT count(*) FROM usage_records")[0][0]
         rc, out, _ = run("prune", "--days", "30")  # nh_seed's records ended in 1970
         after = nhtest.query(db, "SELECT count(*) FROM usage_records")[0][0]
