@@ -355,25 +355,27 @@ static void test_deferred(void **state)
     struct be_deferred d = {0};
     uint64_t fs = 0;
     int32_t r = CUDA_SUCCESS;
-    be_deferred_stamp(&d, &fs, &r);
+    be_deferred_stamp(&d, 10, &fs, &r);
     assert_int_equal(fs, 0);
     assert_int_equal(r, CUDA_SUCCESS);
     be_deferred_async(&d, 5, CUDA_SUCCESS);
     be_deferred_async(&d, 6, CUDA_ERROR_INVALID_VALUE);
     be_deferred_async(&d, 7, CUDA_ERROR_INVALID_HANDLE); /* the first failure wins */
-    be_deferred_stamp(&d, &fs, &r);
+    be_deferred_stamp(&d, 6, &fs, &r); /* a late reply of a wait made before it: not yet */
+    assert_int_equal(fs, 0);
+    be_deferred_stamp(&d, 8, &fs, &r);
     assert_int_equal(fs, 6);
     assert_int_equal(r, CUDA_ERROR_INVALID_VALUE);
     /* reported once */
     fs = 0;
     r = CUDA_SUCCESS;
-    be_deferred_stamp(&d, &fs, &r);
+    be_deferred_stamp(&d, 10, &fs, &r);
     assert_int_equal(fs, 0);
     assert_int_equal(r, CUDA_SUCCESS);
     /* a failing synchronous call keeps its own result, failed_seq still says which */
     be_deferred_async(&d, 9, CUDA_ERROR_LAUNCH_FAILED);
     r = CUDA_ERROR_OUT_OF_MEMORY;
-    be_deferred_stamp(&d, &fs, &r);
+    be_deferred_stamp(&d, 10, &fs, &r);
     assert_int_equal(fs, 9);
     assert_int_equal(r, CUDA_ERROR_OUT_OF_MEMORY);
     assert_true(be_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS));
