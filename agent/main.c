@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include "ca.h"
+#include "check.h"
 #include "config.h"
 #include "core.h"
 #include "enroll.h"
 #include "metrics.h"
 #include "report.h"
+#include "sluice/cli.h"
 #include "sluice/log.h"
 #include "usage_ingest.h"
 #include "usage_store.h"
@@ -34,33 +36,20 @@ static void usage(FILE *f)
                "                      see docs/agent.md)\n"
                "      --check-config  load and check the configuration and the files it names,\n"
                "                      then exit 0 (valid) or 1\n"
+               "  -V, --version       the release\n"
                "  -h, --help          this text\n"
                "\n"
                "Logs go to stderr in journald's <N> form; SLUICE_LOG_LEVEL=debug|info|...\n"
                "SIGTERM or SIGINT stops it cleanly (backends are shut down first).\n");
 }
 
-static int check_files(const ag_config *c)
+/* --check-config prints its findings for a person; the daemon logs them (once each). */
+static void report_check(void *user, int is_error, const char *line)
 {
-    int ok = 1;
-    if (access(c->backend_path, X_OK) != 0) {
-        fprintf(stderr, "backend_path %s: not executable: %s\n", c->backend_path, strerror(errno));
-        ok = 0;
-    }
-    if (access(c->token_public_key, R_OK) != 0) {
-        fprintf(stderr, "token_public_key %s: %s\n", c->token_public_key, strerror(errno));
-        ok = 0;
-    }
-    if (access(c->driver_path, R_OK) != 0)
-        fprintf(stderr, "driver_path %s: %s (warning: backends cannot reach a GPU)\n",
-                c->driver_path, strerror(errno));
-    const char *reg[] = {c->registry_ca, c->registry_cert, c->registry_key};
-    for (int i = 0; i < 3; i++)
-        if (reg[i][0] && access(reg[i], R_OK) != 0) {
-            fprintf(stderr, "%s: %s\n", reg[i], strerror(errno));
-            ok = 0;
-        }
-    return ok;
+    if (*(const int *)user)
+        fprintf(stderr, "sluice-agent: %s%s\n", is_error ? "" : "warning: ", line);
+    else
+        sl_log(is_error ? SL_LOG_ERR : SL_LOG_WARNING, COMPONENT, "%s", line);
 }
 
 /* Backend server certificates from the host CA. */
@@ -157,10 +146,12 @@ int main(int argc, char **argv)
     int check = 0;
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
                                          {"check-config", no_argument, NULL, 'k'},
+                                         {"version", no_argument, NULL, 'V'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":c:hV", opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             path = optarg;
@@ -168,35 +159,35 @@ int main(int argc, char **argv)
         case 'k':
             check = 1;
             break;
+        case 'V':
+            return sl_cli_version("sluice-agent");
         case 'h':
             usage(stdout);
             return 0;
         default:
-            usage(stderr);
-            return 2;
+            return sl_cli_bad_option("sluice-agent", ch, argv);
         }
     }
-    if (optind != argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind != argc)
+        return sl_cli_usage_error("sluice-agent", "unexpected argument '%s'", argv[optind]);
+    sl_log_set_identifier("sluice-agent");
     static ag_config cfg;
     sl_error e = {0};
     ag_config_defaults(&cfg);
     if (ag_config_load(path, &cfg, &e) != SL_OK) {
-        fprintf(stderr, "%s\n", e.msg);
-        sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
+        if (check)
+            fprintf(stderr, "sluice-agent: %s\n", e.msg);
+        else
+            sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
         return 1;
     }
+    if (ag_check_config(&cfg, report_check, &check) > 0)
+        return 1;
     if (check) {
-        if (!check_files(&cfg))
-            return 1;
         printf("%s: configuration OK (%zu flavors, %zu tiers)\n", path, cfg.policy.n_flavors,
                cfg.policy.n_tiers);
         return 0;
     }
-    if (!check_files(&cfg))
-        return 1;
 
     sigset_t set;
     sigemptyset(&set);
@@ -207,7 +198,7 @@ int main(int argc, char **argv)
     sigwatch sw = {signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC), 0};
 
     running run = {0};
-    ag_ca_opts cao = {cfg.client_cert_lifetime_s, cfg.server_cert_lifetime_s};
+    ag_ca_opts cao = {cfg.client_cert_lifetime_s, cfg.server_cert_lifetime_s, 0};
     if (ag_ca_open(cfg.ca_dir, &cao, &run.ca, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, COMPONENT, "host CA %s: %s", cfg.ca_dir, e.msg);
         return 1;

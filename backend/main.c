@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "sluice/cli.h"
 #include "sluice/log.h"
 
 static volatile int stop_flag;
@@ -34,7 +35,7 @@ static void usage(FILE *f)
         "                      --ca FILE --driver PATH/libcuda.so.1 [--control ipc://PATH]\n"
         "                      [--allow FILE] [--state-dir DIR] [--max-sessions N]\n"
         "                      [--usage-interval S] [--usage-resend S] [--measure events|none]\n"
-        "                      [--spin-us N] [--help]\n"
+        "                      [--spin-us N] [--version] [--help]\n"
         "\n"
         "Serves one tenant's remote CUDA sessions on the real driver (docs/backend.md).\n"
         "  --project ID      the tenant; only client certificates with OU=ID are accepted\n"
@@ -122,6 +123,11 @@ static int hidden_mode(int argc, char **argv)
     }
     if (!driver)
         return 2;
+    /* the journal names the backend, its project and the worker's session on every line */
+    char label[32];
+    sl_log_set_identifier("sluice-backend");
+    sl_log_set_process_fields(&(sl_log_fields){
+        project, instance, sid ? sl_log_session_label(project, sid, label, sizeof label) : NULL});
     if (!strcmp(argv[1], "--probe-driver"))
         return be_probe_main(driver, project);
     if (fd < 0)
@@ -174,9 +180,11 @@ int main(int argc, char **argv)
                                          {"measure", required_argument, 0, 'M'},
                                          {"spin-us", required_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
     int o;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         switch (o) {
         case 'p':
             cfg.project = optarg;
@@ -251,15 +259,14 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case 'V':
+            return sl_cli_version("sluice-backend");
         default:
-            usage(stderr);
-            return 2;
+            return sl_cli_bad_option("sluice-backend", o, argv);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "sluice-backend: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    if (optind < argc)
+        return sl_cli_usage_error("sluice-backend", "unexpected argument '%s'", argv[optind]);
     const char *missing = !cfg.project  ? "--project"
                           : !cfg.listen ? "--listen"
                           : !cfg.cert   ? "--cert"
@@ -275,6 +282,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-backend: --project must be 1..63 of [A-Za-z0-9._:-]\n");
         return 2;
     }
+    sl_log_set_identifier("sluice-backend");
+    sl_log_set_process_fields(&(sl_log_fields){.project = cfg.project});
     if (strncmp(cfg.listen, "tcp://", 6) != 0 || !strrchr(cfg.listen + 6, ':')) {
         fprintf(stderr, "sluice-backend: --listen must be tcp://ADDR:PORT\n");
         return 2;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "enroll_client.h"
+#include "sluice/cli.h"
 
 static void usage(FILE *f)
 {
@@ -25,6 +26,7 @@ static void usage(FILE *f)
             "  --renew            enroll even if the current certificate is still good\n"
             "  --timeout SECONDS  for the metadata fetch and for the agent, each (default 10)\n"
             "  --quiet            print nothing on success\n"
+            "  --version          the release\n"
             "  --help             this text\n"
             "\n"
             "Exit status: 0 enrolled or nothing to do, 1 failed, 2 usage error, 3 the agent\n"
@@ -34,14 +36,20 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     static const struct option longs[] = {
-        {"source", required_argument, NULL, 's'},  {"key", required_argument, NULL, 'k'},
-        {"dir", required_argument, NULL, 'd'},     {"renew", no_argument, NULL, 'r'},
-        {"timeout", required_argument, NULL, 't'}, {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"source", required_argument, NULL, 's'},
+        {"key", required_argument, NULL, 'k'},
+        {"dir", required_argument, NULL, 'd'},
+        {"renew", no_argument, NULL, 'r'},
+        {"timeout", required_argument, NULL, 't'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
     };
     se_opts o = {0};
     int quiet = 0, c;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hV", longs, NULL)) != -1) {
         switch (c) {
         case 's':
             o.source = optarg;
@@ -58,10 +66,8 @@ int main(int argc, char **argv)
         case 't': {
             char *end = NULL;
             long t = strtol(optarg, &end, 10);
-            if (!*optarg || *end || t < 1 || t > 600) {
-                fprintf(stderr, "sluice-enroll: --timeout: 1..600 seconds\n");
-                return 2;
-            }
+            if (!*optarg || *end || t < 1 || t > 600)
+                return sl_cli_usage_error("sluice-enroll", "--timeout: 1..600 seconds");
             o.timeout_ms = (int)t * 1000;
             break;
         }
@@ -71,15 +77,14 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case 'V':
+            return sl_cli_version("sluice-enroll");
         default:
-            usage(stderr);
-            return 2;
+            return sl_cli_bad_option("sluice-enroll", c, argv);
         }
     }
-    if (optind != argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind != argc)
+        return sl_cli_usage_error("sluice-enroll", "unexpected argument '%s'", argv[optind]);
     se_result r;
     sl_error e;
     if (se_enroll(&o, &r, &e) != SL_OK) {
