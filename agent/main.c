@@ -102,6 +102,16 @@ static int on_enroll(void *user)
     return ag_enroll_fd(user);
 }
 
+/* sluice_agent_enrollments_total from the enrollment server's counters. */
+static void enrollment_metrics(const ag_enroll *enr, ag_metrics *m)
+{
+    ag_enroll_stats st;
+    ag_enroll_get_stats(enr, &st);
+    ag_metrics_enrollments(m, ag_enroll_status_name(0), st.ok);
+    for (int i = 1; i < 16; i++)
+        ag_metrics_enrollments(m, ag_enroll_status_name(i), st.refused[i]);
+}
+
 static void on_placement(void *user, const ag_instance *in, int placed)
 {
     if (placed)
@@ -206,7 +216,7 @@ int main(int argc, char **argv)
     ag_ca *ca = run.ca;
     mkdir(cfg.state_dir, 0750);
     if (ag_usage_store_open(cfg.usage_db, 0, &run.store, &e) != SL_OK ||
-        !(run.metrics = ag_metrics_new())) {
+        !(run.metrics = ag_metrics_new(SLUICE_VERSION))) {
         sl_log(SL_LOG_ERR, COMPONENT, "usage_db: %s", run.store ? "out of memory" : e.msg);
         return shut(&run, 1);
     }
@@ -283,8 +293,10 @@ int main(int argc, char **argv)
            "sluice-agent started (libvirt %s, backends on %s, "
            "ports %d..%d)",
            cfg.libvirt_uri, cfg.advertise_address, cfg.port_min, cfg.port_max);
-    while (!sw.stop)
+    while (!sw.stop) {
         ag_core_run_once(core, 1000);
+        enrollment_metrics(enr, run.metrics);
+    }
     shut(&run, 0);
     close(sw.fd);
     sl_log(SL_LOG_NOTICE, COMPONENT, "sluice-agent stopped");

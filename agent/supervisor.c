@@ -832,6 +832,7 @@ static void tick_backend(ag_supervisor *s, backend *b, int64_t now)
                     b->backoff_ms = 1000;
                 b->next_start_ms = now + b->backoff_ms;
                 b->restarts++;
+                ag_usage_backend_restarted(s->usage, b->project);
                 sl_log(SL_LOG_ERR, COMPONENT,
                        "project %s: backend %s; restarting in %d ms (restart %d)", b->project, why,
                        b->backoff_ms, b->restarts);

@@ -51,9 +51,12 @@ void ag_usage_commit(ag_usage *u, ag_usage_ack_fn ack, void *user);
 void ag_usage_session(ag_usage *u, const char *project, const Sluice__Control__SessionEvent *ev);
 /* The project's backend exited or said hello again: it has no sessions. */
 void ag_usage_backend_reset(ag_usage *u, const char *project);
+/* The project's backend died unasked and is started again (a metric counts it). */
+void ag_usage_backend_restarted(ag_usage *u, const char *project);
 
 /* Lifetime heartbeat (when the set of running GPU instances changed, else every
- * AG_USAGE_BEAT_S) and health gauges; cheap to call often. */
+ * AG_USAGE_BEAT_S), the instances' SLA gauges (series of departed instances end) and health
+ * gauges; cheap to call often. */
 void ag_usage_tick(ag_usage *u, int libvirt_connected, unsigned backends_running);
 
 /* Counters for tests and logs. */

@@ -493,6 +493,23 @@ void be_control_session(struct be_control *c, int kind, const char *instance, co
     report(c, &r);
 }
 
+void be_control_refused(struct be_control *c, const char *reason, const char *instance,
+                        const char *project, const char *detail)
+{
+    if (!c)
+        return;
+    Sluice__Control__SessionEvent ev = SLUICE__CONTROL__SESSION_EVENT__INIT;
+    ev.kind = SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED;
+    ev.instance_uuid = (char *)(instance ? instance : "");
+    ev.project_id = (char *)project;
+    ev.detail = (char *)(detail ? detail : "");
+    ev.reason = (char *)reason;
+    Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
+    r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION;
+    r.session = &ev;
+    report(c, &r);
+}
+
 void be_control_process(struct be_control *c)
 {
     if (!c)

@@ -15,7 +15,8 @@ Parts (all by default; --part to pick):
   share      two tenants capped at 30% and 70% run saturating loops at the same time: each one's
              GPU time over the measured period is within 5 points of its cap, throttled > 0
   limits     sessions per instance (the SLA) and per tenant (--max-sessions) are refused at
-             open, with REFUSED session events
+             open, with REFUSED session events (reason limit); so are a certificate of another
+             project (reason grant) and one of another CA (reason certificate, no instance)
   reconnect  records not acknowledged are sent again at once when the agent comes back
   overhead   the async-launch figure of sluice-bench-cuda --quick with the backend's GPU timing
              (--measure events) against without it (--measure none), alternating; on a GPU
@@ -51,8 +52,9 @@ GPU_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 REFUSED, OPENED, CLOSED = 3, 1, 2
 
 
-def issue_cert(pki, name, project, uuid):
-    """A client certificate for another tenant, from make-demo-pki's CA (as the agent would)."""
+def issue_cert(pki, name, project, uuid, ca="ca"):
+    """A client certificate for another tenant, from make-demo-pki's CA (as the agent would), or
+    from another CA (ca: the name of a CA made by make_ca)."""
     key, csr, ext, pem = (os.path.join(pki, f"{name}.{x}") for x in ("key", "csr", "ext", "pem"))
     subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
                     "ec_paramgen_curve:P-256", "-out", key], check=True, capture_output=True)
@@ -60,9 +62,18 @@ def issue_cert(pki, name, project, uuid):
                     "-out", csr], check=True, capture_output=True)
     with open(ext, "w") as f:
         f.write("extendedKeyUsage=clientAuth\n")
-    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", os.path.join(pki, "ca.pem"),
-                    "-CAkey", os.path.join(pki, "ca.key"), "-CAcreateserial", "-days", "1",
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", os.path.join(pki, f"{ca}.pem"),
+                    "-CAkey", os.path.join(pki, f"{ca}.key"), "-CAcreateserial", "-days", "1",
                     "-sha256", "-extfile", ext, "-out", pem], check=True, capture_output=True)
+
+
+def make_ca(pki, name):
+    """Another CA than the backend trusts."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", os.path.join(pki, f"{name}.key"),
+                    "-out", os.path.join(pki, f"{name}.pem"), "-days", "1", "-subj", f"/CN={name}",
+                    "-addext", "basicConstraints=critical,CA:TRUE"],
+                   check=True, capture_output=True)
 
 
 class Agent:
@@ -410,6 +421,22 @@ def part_limits(ctx):
         if not any(e["instance"] == GUEST_B and "maximum of 2 sessions" in e["detail"]
                    for e in ev):
             problems.append(f"no REFUSED event for the tenant limit: {ev}")
+        if not all(e["reason"] == "limit" for e in ev):
+            problems.append(f"session limits not reported as reason limit: {ev}")
+        # refused before a session: another tenant's certificate (no grant here) and one of
+        # another CA (the TLS handshake fails): sluice_sessions_refused_total counts them
+        for p in holds:
+            run.kill_group(p, 1)
+        holds.clear()
+        refused("tenant-b", "a certificate of another project")
+        refused("rogue", "a certificate of another CA")
+        t.agent.wait_for(lambda evs: sum(e["type"] == "session" and e["kind"] == REFUSED
+                                         for e in evs) >= 4, 20, "four REFUSED events")
+        ev = [e for e in t.agent.events() if e["type"] == "session" and e["kind"] == REFUSED]
+        if not any(e["reason"] == "grant" and e["instance"] == GUEST_C for e in ev):
+            problems.append(f"no REFUSED event (grant) for the other project's certificate: {ev}")
+        if not any(e["reason"] == "certificate" and e["instance"] == "" for e in ev):
+            problems.append(f"no REFUSED event (certificate) for the foreign CA: {ev}")
     except (RuntimeError, TimeoutError) as ex:
         problems.append(str(ex))
     finally:
@@ -527,6 +554,8 @@ def main():
         subprocess.run([os.path.join(REPO, "scripts", "make-demo-pki"), ctx.pki], check=True,
                        stdout=subprocess.DEVNULL)
         issue_cert(ctx.pki, "tenant-b", PROJECT_B, GUEST_C)
+        make_ca(ctx.pki, "rogue-ca")
+        issue_cert(ctx.pki, "rogue", PROJECT_A, GUEST_A, ca="rogue-ca")
         for part in args.part or PARTS:
             print(f"---- {part} [{ctx.mode}]", flush=True)
             t0 = time.time()
