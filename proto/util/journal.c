@@ -56,11 +56,11 @@ int sl_journal_send(const char *const *fields, size_t n)
     }
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     memcpy(sa.sun_path, JOURNAL_SOCKET, sizeof JOURNAL_SOCKET);
-    struct msghdr mh = {.msg_name = &sa,
-                        .msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-                                                   sizeof JOURNAL_SOCKET),
-                        .msg_iov = iov,
-                        .msg_iovlen = 2 * n};
+    struct msghdr mh = {
+        .msg_name = &sa,
+        .msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof JOURNAL_SOCKET),
+        .msg_iov = iov,
+        .msg_iovlen = 2 * n};
     ssize_t r;
     do
         r = sendmsg(sock, &mh, MSG_NOSIGNAL);

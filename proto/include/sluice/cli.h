@@ -12,7 +12,8 @@ const char *sl_version(void);
 int sl_cli_version(const char *prog);
 
 /* Prints "PROG: WHAT; try 'PROG --help'" on stderr; returns 2 (the exit status). */
-int sl_cli_usage_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int sl_cli_usage_error(const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* For getopt_long's answer c ('?': unknown option, ':': missing value) after argv[optind - 1]:
  * prints the one line and returns 2. */
