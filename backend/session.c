@@ -420,7 +420,10 @@ CUresult be_run_call(sl_be_session *s, const Sluice__Wire__Call *call, const uin
     s->in_bulk = NULL;
     s->in_bulk_len = 0;
     s->calls++;
-    if (rc != CUDA_SUCCESS) {
+    /* slLoadImage by hash alone answers FILE_NOT_FOUND when the image is not cached yet: the
+     * guest then sends it (frontend/module.c); that is the protocol, not a failed call */
+    int miss = call->call_id == SL_CALL_slLoadImage && rc == CUDA_ERROR_FILE_NOT_FOUND && !bulk;
+    if (rc != CUDA_SUCCESS && !miss) {
         s->errors++;
         if (sl_log_enabled(SL_LOG_DEBUG)) {
             const struct sl_call_info *ci = sl_call_lookup(call->call_id);

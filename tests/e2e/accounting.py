@@ -284,6 +284,11 @@ def part_gpu_time(ctx):
             problems.append("bytes_dtoh misses the 8-byte result copy")
         if sum(r["calls"] for r in recs) < launches:
             problems.append("calls fewer than the launches")
+        # a program that passed made no failing call: fetching its module image by hash first
+        # (answered 'not cached' before the image is sent) is not an error
+        if sum(r["errors"] for r in recs) != 0:
+            problems.append(f"errors {sum(r['errors'] for r in recs)} recorded for a program "
+                            "that passed")
         check_records(recs, GUEST_A, PROJECT_A, "g1.test", problems, "gpu_time")
         unacked = [r["record_id"] for r in all_recs if not r["acked"]]
         again = [i for i in unacked if sum(r["record_id"] == i for r in all_recs) >= 2]
