@@ -13,6 +13,7 @@
 #include "check.h"
 #include "config.h"
 #include "core.h"
+#include "gpus.h"
 #include "enroll.h"
 #include "metrics.h"
 #include "report.h"
@@ -227,8 +228,17 @@ int main(int argc, char **argv)
     snprintf(advertised, sizeof advertised,
              strchr(cfg.advertise_address, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d",
              cfg.advertise_address, cfg.enroll_port);
+    static ag_gpu gpus[AG_MAX_GPUS];
+    size_t n_gpus = 0;
     if (cfg.registry_endpoint[0]) {
+        if (ag_gpus_probe(&cfg, gpus, AG_MAX_GPUS, &n_gpus, &e) != SL_OK)
+            sl_log(SL_LOG_WARNING, COMPONENT, "GPUs not known to the registry: %s", e.msg);
+        else
+            sl_log(SL_LOG_NOTICE, COMPONENT, "%zu GPU%s: %s%s", n_gpus, n_gpus == 1 ? "" : "s",
+                   n_gpus ? gpus[0].name : "none", n_gpus > 1 ? ", ..." : "");
         ag_report_opts ro = {0};
+        ro.gpus = gpus;
+        ro.n_gpus = n_gpus;
         ro.endpoint = cfg.registry_endpoint;
         ro.ca_file = cfg.registry_ca;
         ro.cert_file = cfg.registry_cert;

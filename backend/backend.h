@@ -471,6 +471,8 @@ void be_ipc_rx_free(struct be_ipc_rx *rx);
 sl_code be_driver_open(const char *path, struct sl_driver_api *api, struct be_devices *devs,
                        void **dl, int *nbound, sl_error *e);
 int be_probe_main(const char *driver, const char *project);
+/* list_gpus.c: `--list-gpus --driver PATH` prints the driver's GPUs for the agent. */
+int be_list_gpus_main(const char *driver);
 /* What a worker gets besides its socket (server.c spawn_worker): the accounting page (fd, its
  * slot and instance entry; fd -1: none) and the usage record period. */
 struct be_worker_opts {

@@ -85,10 +85,14 @@ static int id_ok(const char *s)
 /* Hidden modes: `--session-worker FD --driver PATH --session-id N --instance I --project P
  * [--acct-fd FD --acct-slot N --acct-inst N] [--usage-interval S] [--measure M] [--image-dir D]
  * [--spin-us N]` (a session's
- * worker process, started by server.c) and `--probe-driver PATH --project P` (the start-up driver
- * check). Returns -1 when argv is neither. */
+ * worker process, started by server.c), `--probe-driver PATH --project P` (the start-up driver
+ * check) and `--list-gpus --driver PATH` (the agent's GPU list). Returns -1 when argv is none. */
 static int hidden_mode(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "--list-gpus") && !strcmp(argv[2], "--driver")) {
+        sl_log_set_identifier("sluice-backend");
+        return be_list_gpus_main(argv[3]);
+    }
     if (argc < 2 || (strcmp(argv[1], "--session-worker") && strcmp(argv[1], "--probe-driver")))
         return -1;
     const char *driver = NULL, *instance = "", *project = "";
