@@ -18,6 +18,9 @@ Parts (all by default; --part to pick):
              open, with REFUSED session events (reason limit); so are a certificate of another
              project (reason grant) and one of another CA (reason certificate, no instance)
   reconnect  records not acknowledged are sent again at once when the agent comes back
+  notices    what the tenant reads at the default log level, one line naming what to do: a
+             closed backend port ("connection refused", at once), an expired or not yet valid
+             client certificate (sluice-enroll), a certificate the backend does not accept
   overhead   the async-launch figure of sluice-bench-cuda --quick with the backend's GPU timing
              (--measure events) against without it (--measure none), alternating; on a GPU
              at most 3% slower (on the double only printed: not a GPU figure)
@@ -47,7 +50,7 @@ GUEST_A = run.GUEST_UUID
 GUEST_B = "8a1e4c2b-7d3f-4b9a-a1c5-0e9f8d7c6b5a"
 PROJECT_B = "0b5e9c1a2d3f4e5f8a9b0c1d2e3f4a5b"  # a second tenant, certificate made here
 GUEST_C = "c0ffee00-1234-4abc-8def-0123456789ab"
-PARTS = ["gpu_time", "quota", "share", "limits", "reconnect", "overhead"]
+PARTS = ["gpu_time", "quota", "share", "limits", "reconnect", "notices", "overhead"]
 GPU_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 REFUSED, OPENED, CLOSED = 3, 1, 2
 
@@ -327,6 +330,11 @@ def part_quota(ctx):
         blog = run.tail(t.log, 200)
         if "allocation refused" not in blog:
             problems.append("the backend's log does not say it refused the allocation")
+        # the tenant reads why at the default log level, once
+        told = [ln for ln in out.splitlines() if ln.startswith("<4>frontend: ") and
+                "refused (out of memory): the instance's memory quota of 64 MiB" in ln]
+        if len(told) != 1 or "SLA" not in told[0]:
+            problems.append(f"the quota refusal is not told once at warning level: {told}")
     finally:
         problems += t.stop()
     return problems
@@ -451,6 +459,69 @@ def part_limits(ctx):
     return problems
 
 
+def dated_cert(pki, name, project, uuid, start, end):
+    """A client certificate from make-demo-pki's CA valid from start to end (openssl ca dates,
+    YYYYMMDDHHMMSSZ): an expired one, or one not valid yet."""
+    d = os.path.join(pki, f"{name}-ca")
+    os.makedirs(os.path.join(d, "new"), exist_ok=True)
+    open(os.path.join(d, "index.txt"), "w").close()
+    with open(os.path.join(d, "serial"), "w") as f:
+        f.write("1000\n")
+    with open(os.path.join(d, "ca.cnf"), "w") as f:
+        f.write(f"[ca]\ndefault_ca = d\n[d]\ndatabase = {d}/index.txt\nnew_certs_dir = {d}/new\n"
+                f"serial = {d}/serial\ndefault_md = sha256\npolicy = p\n"
+                f"[p]\ncommonName = supplied\norganizationalUnitName = optional\n"
+                f"[x]\nextendedKeyUsage = clientAuth\n")
+    key, csr = os.path.join(pki, f"{name}.key"), os.path.join(pki, f"{name}.csr")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-out", key], check=True, capture_output=True)
+    subprocess.run(["openssl", "req", "-new", "-key", key, "-subj", f"/OU={project}/CN={uuid}",
+                    "-out", csr], check=True, capture_output=True)
+    subprocess.run(["openssl", "ca", "-batch", "-config", os.path.join(d, "ca.cnf"),
+                    "-cert", os.path.join(pki, "ca.pem"), "-keyfile", os.path.join(pki, "ca.key"),
+                    "-in", csr, "-out", os.path.join(pki, f"{name}.pem"), "-startdate", start,
+                    "-enddate", end, "-extensions", "x", "-preserveDN", "-notext"],
+                   check=True, capture_output=True)
+
+
+def part_notices(ctx):
+    problems = []
+    t = Tenant(ctx, "notices", PROJECT_A, [(GUEST_A, "g1.test", 1, 0, 0)])
+
+    def expect(what, cert, needles, env=None, endpoint=None, within=10.0):
+        if endpoint:  # another backend.conf: the same files, another port
+            conf = t.guest_env(cert)["SLUICE_CONFIG_DIR"] + "-moved"
+            if not os.path.exists(conf):
+                shutil.copytree(t.guest_env(cert)["SLUICE_CONFIG_DIR"], conf)
+                with open(os.path.join(conf, "backend.conf"), "w") as f:
+                    f.write(f"endpoint = {endpoint}\n")
+            env = dict(env or {}, SLUICE_CONFIG_DIR=conf)
+        t0 = time.time()
+        rc, out = t.run("vector_add", cert, env, timeout=60)
+        took = time.time() - t0
+        lines = [ln for ln in out.splitlines() if ln.startswith("<3>frontend: ")]
+        print(f"  {what} ({took:.1f} s): {lines[0] if lines else out.strip()[-300:]}")
+        if rc == 0 or not lines or not all(n in lines[0] for n in needles):
+            problems.append(f"{what}: no error line with {needles}: {out[-800:]}")
+        if took > within:
+            problems.append(f"{what}: told after {took:.1f} s, not within {within} s")
+
+    try:
+        expect("a closed backend port", "guest-a",
+               ["connection refused", "sluice-enroll --renew"],
+               endpoint=f"tcp://127.0.0.1:{run.free_port()}", within=5.0)
+        expect("an expired client certificate", "expired",
+               ["expired", "ago (2020-01-02 00:00:00 UTC)", "sluice-enroll --renew",
+                "sluice-enroll.timer"], within=5.0)
+        expect("a client certificate not valid yet", "future",
+               ["valid only from 2099-01-01 00:00:00 UTC", "clock"], within=5.0)
+        expect("a certificate the backend does not accept", "tenant-b",
+               ["(refused)", "does not accept this certificate", "sluice-enroll --renew"])
+    finally:
+        problems += t.stop()
+    return problems
+
+
 def part_reconnect(ctx):
     problems = []
     t = Tenant(ctx, "reconnect", PROJECT_A, [(GUEST_A, "g1.test", 1, 0, 0)], no_ack=1000000,
@@ -560,6 +631,8 @@ def main():
                        stdout=subprocess.DEVNULL)
         issue_cert(ctx.pki, "tenant-b", PROJECT_B, GUEST_C)
         make_ca(ctx.pki, "rogue-ca")
+        dated_cert(ctx.pki, "expired", PROJECT_A, GUEST_A, "20200101000000Z", "20200102000000Z")
+        dated_cert(ctx.pki, "future", PROJECT_A, GUEST_A, "20990101000000Z", "20990102000000Z")
         issue_cert(ctx.pki, "rogue", PROJECT_A, GUEST_A, ca="rogue-ca")
         for part in args.part or PARTS:
             print(f"---- {part} [{ctx.mode}]", flush=True)

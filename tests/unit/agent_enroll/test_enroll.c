@@ -391,7 +391,8 @@ static void test_enroll_refusals(void **state)
     (void)state;
     static const refusal cases[] = {
         {"forged signature", 1, 1, 1, PROJ, INST, PROJ, 1, 0, 2, "token refused"},
-        {"expired token", 1, 1, 1, PROJ, INST, PROJ, 0, 1200, 2, "cert-expired"},
+        {"expired token", 1, 1, 1, PROJ, INST, PROJ, 0, 1200, 2,
+         "token refused: expired: token claim exp: expired"},
         {"wrong project", 1, 1, 1, PROJ, INST, "0000aaaa0000bbbb0000cccc0000dddd", 0, 0, 5,
          "belongs to project"},
         {"unknown domain", 1, 1, 1, PROJ, "00000000-0000-0000-0000-000000000000", PROJ, 0, 0, 4,
