@@ -40,10 +40,11 @@ sl_code ag_gpus_parse(const char *text, ag_gpu *out, size_t cap, size_t *n, sl_e
         size_t ul = (size_t)(t1 - p), ml = (size_t)(t2 - t1 - 1), nl = len - (size_t)(t2 + 1 - p);
         char mem[24];
         char *mend;
-        if (ul == 0 || ul >= sizeof out->uuid || !printable(p, ul) || ml == 0 ||
-            ml >= sizeof mem || nl >= sizeof out->name || !printable(t2 + 1, nl))
-            return sl_fail(e, SL_ERR_PROTOCOL, "GPU list line %d: a field is empty, too long "
-                                               "or not printable",
+        if (ul == 0 || ul >= sizeof out->uuid || !printable(p, ul) || ml == 0 || ml >= sizeof mem ||
+            nl >= sizeof out->name || !printable(t2 + 1, nl))
+            return sl_fail(e, SL_ERR_PROTOCOL,
+                           "GPU list line %d: a field is empty, too long "
+                           "or not printable",
                            line);
         memcpy(mem, t1 + 1, ml);
         mem[ml] = '\0';

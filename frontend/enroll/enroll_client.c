@@ -1,5 +1,6 @@
 /* sluice-enroll: the guest side of enrollment (see enroll_client.h). */
 #include "enroll_client.h"
+#include "status.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -602,8 +603,15 @@ sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
     int timeout = d.timeout_ms > 0 ? d.timeout_ms : 10000;
     if (strlen(dir) > PATH_MAX_SE - 64)
         return sl_fail(e, SL_ERR_INVALID, "directory path too long");
-    if (!d.renew && se_check_current(dir, (int64_t)time(NULL), &res->not_after, NULL) == SL_OK)
-        return SL_OK; /* nothing to do */
+    if (!d.renew && se_check_current(dir, (int64_t)time(NULL), &res->not_after, NULL) == SL_OK) {
+        char ep[256];
+        if (!d.check_grant || !se_read_endpoint(dir, ep, sizeof ep))
+            return SL_OK; /* nothing to do */
+        se_grant g = se_grant_probe(dir, ep, timeout, res->regrant_why, sizeof res->regrant_why);
+        if (g != SE_GRANT_REFUSED && g != SE_GRANT_NO_BACKEND)
+            return SL_OK; /* accepted, or the backend cannot be asked now */
+        res->regrant = 1; /* a dead grant: enroll again */
+    }
     char *body = NULL;
     size_t blen = 0;
     sl_code rc = se_fetch(src, timeout, &body, &blen, e);

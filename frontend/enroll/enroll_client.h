@@ -30,11 +30,15 @@ typedef struct se_opts {
     const char *dir;    /* NULL: SE_DEFAULT_DIR */
     int renew;          /* enroll even if the current certificate is still good */
     int timeout_ms;     /* metadata fetch and agent exchange, each; 0: 10000 */
+    int check_grant;    /* a good certificate: ask its backend too, and enroll again when it
+                         * refuses the certificate or nothing listens there (status.h) */
 } se_opts;
 
 typedef struct se_result {
     int enrolled; /* 1: a new certificate was written; 0: the current one is still good */
-    int status;   /* the agent's EnrollReply status (0 when no answer was read) */
+    int regrant;  /* enrolled although the certificate was young: the backend refused it */
+    char regrant_why[256];
+    int status; /* the agent's EnrollReply status (0 when no answer was read) */
     int64_t not_after;
     char endpoint[256]; /* the backend endpoint */
     char instance_id[64], project_id[64];

@@ -7,6 +7,8 @@
 
 #include "enroll_client.h"
 #include "sluice/cli.h"
+#include "sluice/timefmt.h"
+#include "status.h"
 
 static void usage(FILE *f)
 {
@@ -17,13 +19,17 @@ static void usage(FILE *f)
             "makes a private key (it never leaves the guest) and a certificate request, enrolls\n"
             "with the host's sluice-agent and writes client.key, client.pem, ca.pem and\n"
             "backend.conf for the Sluice frontend. Does nothing while the current certificate\n"
-            "has more than a third of its lifetime left (run it from a timer to renew).\n"
+            "has more than a third of its lifetime left and its backend accepts it (run it from\n"
+            "a timer to renew); enrolls again when the backend refuses it or has moved.\n"
             "\n"
             "options:\n"
             "  --source URL|FILE  vendor_data2.json (default " SE_DEFAULT_SOURCE ")\n"
             "  --key NAME         our key in it (default " SE_DEFAULT_KEY ")\n"
             "  --dir DIR          where to write the files (default " SE_DEFAULT_DIR ")\n"
             "  --renew            enroll even if the current certificate is still good\n"
+            "  --status           print whether this instance is enrolled, until when, and\n"
+            "                     whether its backend answers and accepts the certificate;\n"
+            "                     exit 0 when all is well, 1 otherwise; changes nothing\n"
             "  --timeout SECONDS  for the metadata fetch and for the agent, each (default 10)\n"
             "  --quiet            print nothing on success\n"
             "  --version          the release\n"
@@ -36,18 +42,14 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     static const struct option longs[] = {
-        {"source", required_argument, NULL, 's'},
-        {"key", required_argument, NULL, 'k'},
-        {"dir", required_argument, NULL, 'd'},
-        {"renew", no_argument, NULL, 'r'},
-        {"timeout", required_argument, NULL, 't'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+        {"source", required_argument, NULL, 's'},  {"key", required_argument, NULL, 'k'},
+        {"dir", required_argument, NULL, 'd'},     {"renew", no_argument, NULL, 'r'},
+        {"timeout", required_argument, NULL, 't'}, {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
+        {"status", no_argument, NULL, 'S'},        {NULL, 0, NULL, 0},
     };
-    se_opts o = {0};
-    int quiet = 0, c;
+    se_opts o = {.check_grant = 1};
+    int quiet = 0, status = 0, c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":hV", longs, NULL)) != -1) {
         switch (c) {
@@ -74,6 +76,9 @@ int main(int argc, char **argv)
         case 'q':
             quiet = 1;
             break;
+        case 'S':
+            status = 1;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -85,19 +90,31 @@ int main(int argc, char **argv)
     }
     if (optind != argc)
         return sl_cli_usage_error("sluice-enroll", "unexpected argument '%s'", argv[optind]);
+    const char *dir = o.dir ? o.dir : SE_DEFAULT_DIR;
+    if (status) {
+        se_status st;
+        se_status_read(dir, o.timeout_ms > 0 ? o.timeout_ms : 5000, &st);
+        return se_status_print(&st, dir, stdout);
+    }
     se_result r;
     sl_error e;
     if (se_enroll(&o, &r, &e) != SL_OK) {
         fprintf(stderr, "sluice-enroll: %s\n", e.msg);
         return e.code == SL_ERR_REFUSED ? 3 : 1;
     }
-    const char *dir = o.dir ? o.dir : SE_DEFAULT_DIR;
+    char until[48];
+    sl_time_utc(r.not_after, until, sizeof until);
+    if (r.regrant) /* said even with --quiet: the timer's journal should show why */
+        printf("sluice-enroll: the backend no longer accepts the current certificate (%s): "
+               "enrolled again\n",
+               r.regrant_why);
     if (!quiet && r.enrolled)
-        printf("sluice-enroll: enrolled instance %s (project %s); certificate valid until %lld; "
+        printf("sluice-enroll: enrolled instance %s (project %s); certificate valid until %s; "
                "backend %s; files in %s\n",
-               r.instance_id, r.project_id, (long long)r.not_after, r.endpoint, dir);
+               r.instance_id, r.project_id, until, r.endpoint, dir);
     else if (!quiet)
-        printf("sluice-enroll: the certificate in %s is still good (until %lld); nothing to do\n",
-               dir, (long long)r.not_after);
+        printf(
+            "sluice-enroll: the certificate in %s is still good (until %s); nothing to do%s%s%s\n",
+            dir, until, r.regrant_why[0] ? " (" : "", r.regrant_why, r.regrant_why[0] ? ")" : "");
     return 0;
 }
