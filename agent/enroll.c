@@ -315,8 +315,11 @@ static int decide(ag_enroll *en, const char *addr, const void *msg, size_t len, 
                     : early ? " (the clocks of this host and of nova-hook's host differ: NTP)"
                             : "");
     }
-    if (st == S(OK))
+    if (st == S(OK)) {
         snprintf(who, who_n, " instance %.64s project %.64s jti %.64s", c.sub, c.project_id, c.jti);
+        /* the token verified: its instance and project are the journal's fields from here */
+        sl_log_set_thread_fields(&(sl_log_fields){.project = c.project_id, .instance = c.sub});
+    }
     int fresh = 0;
     if (st == S(OK) && ag_replay_use(en->replay, c.jti, c.exp, c.sub, &fresh, &err) != SL_OK)
         st = refuse(v, S(INTERNAL), 0, "cannot record the token id: %s", err.msg);
@@ -415,6 +418,7 @@ static void handle(ag_enroll *en, const sl_server_event *ev)
     free(buf);
     free(cert);
     sl_server_disconnect(en->srv, ev->peer, SL_ERR_CLOSED, "enrollment answered", &err);
+    sl_log_set_thread_fields(NULL);
 }
 
 sl_code ag_enroll_poll(ag_enroll *en, int timeout_ms, sl_error *err)

@@ -649,6 +649,13 @@ static int on_report(ag_supervisor *s, const ag_ctl_peer *p, Sluice__Control__Ba
         return 0;
     }
     b->last_heard_ms = ag_now_ms();
+    /* the journal's fields of what the backend reports */
+    sl_log_set_thread_fields(
+        &(sl_log_fields){.project = b->project,
+                         .instance = r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION
+                                         ? r->session->instance_uuid
+                                         : NULL});
+    int taken = 0;
     switch (r->kind_case) {
     case SLUICE__CONTROL__BACKEND_REPORT__KIND_ACK:
         for (size_t i = 0; i < b->n_pend; i++)
@@ -676,14 +683,16 @@ static int on_report(ag_supervisor *s, const ag_ctl_peer *p, Sluice__Control__Ba
     case SLUICE__CONTROL__BACKEND_REPORT__KIND_USAGE:
         /* queued; stored and acknowledged by ag_usage_commit after the drain */
         if (s->usage)
-            return ag_usage_take(s->usage, b->project, r);
-        sl_log(SL_LOG_DEBUG, COMPONENT, "project %s: usage record dropped (no usage store)",
-               b->project);
+            taken = ag_usage_take(s->usage, b->project, r);
+        else
+            sl_log(SL_LOG_DEBUG, COMPONENT, "project %s: usage record dropped (no usage store)",
+                   b->project);
         break;
     default:
         break;
     }
-    return 0;
+    sl_log_set_thread_fields(NULL);
+    return taken;
 }
 
 /* ------------------------------------------------------------------ public */
