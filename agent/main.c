@@ -108,9 +108,10 @@ static void enrollment_metrics(const ag_enroll *enr, ag_metrics *m)
 {
     ag_enroll_stats st;
     ag_enroll_get_stats(enr, &st);
-    ag_metrics_enrollments(m, ag_enroll_status_name(0), st.ok);
-    for (int i = 1; i < 16; i++)
-        ag_metrics_enrollments(m, ag_enroll_status_name(i), st.refused[i]);
+    ag_metrics_enrollments(m, "OK", st.ok);
+    for (int i = 0; i < 16; i++) /* refused[] is indexed by EnrollReply status */
+        if (strcmp(ag_enroll_status_name(i), "OK") != 0)
+            ag_metrics_enrollments(m, ag_enroll_status_name(i), st.refused[i]);
 }
 
 static void on_placement(void *user, const ag_instance *in, int placed)

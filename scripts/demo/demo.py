@@ -412,6 +412,10 @@ tier = gold
         for line in text.splitlines():
             if line.startswith("sluice_agent_"):
                 say("    " + line)
+        for want in ['sluice_agent_enrollments_total{result="OK"} 1',
+                     'sluice_agent_enrollments_total{result="REPLAYED"} 1']:
+            if want not in text:
+                raise DemoError(f"the agent's metrics lack {want}")
 
     def step_stop(self):
         step(9, "the instance stops: the agent revokes it and stops the tenant backend")
