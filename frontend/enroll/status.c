@@ -42,8 +42,7 @@ int se_read_endpoint(const char *dir, char *out, size_t cap)
     return found;
 }
 
-se_grant se_grant_probe(const char *dir, const char *endpoint, int timeout_ms, char *why,
-                        size_t n)
+se_grant se_grant_probe(const char *dir, const char *endpoint, int timeout_ms, char *why, size_t n)
 {
     char probe[96];
     sl_tcp_state tcp = sl_tcp_probe(endpoint, timeout_ms, probe, sizeof probe);
@@ -59,8 +58,7 @@ se_grant se_grant_probe(const char *dir, const char *endpoint, int timeout_ms, c
     snprintf(ca, sizeof ca, "%s/ca.pem", dir);
     snprintf(cert, sizeof cert, "%s/client.pem", dir);
     snprintf(key, sizeof key, "%s/client.key", dir);
-    sl_tls_config tls = {
-        .mode = SL_TLS_MUTUAL, .ca_file = ca, .cert_file = cert, .key_file = key};
+    sl_tls_config tls = {.mode = SL_TLS_MUTUAL, .ca_file = ca, .cert_file = cert, .key_file = key};
     sl_channel_opts o;
     sl_channel_opts_default(&o);
     o.handshake_timeout_ms = timeout_ms;
@@ -121,8 +119,8 @@ void se_status_read(const char *dir, int timeout_ms, se_status *st)
         return;
     }
     if (x)
-        st->grant = se_grant_probe(dir, st->endpoint, timeout_ms, st->grant_why,
-                                   sizeof st->grant_why);
+        st->grant =
+            se_grant_probe(dir, st->endpoint, timeout_ms, st->grant_why, sizeof st->grant_why);
 }
 
 int se_status_print(const se_status *st, const char *dir, FILE *f)
@@ -150,6 +148,7 @@ int se_status_print(const se_status *st, const char *dir, FILE *f)
     fprintf(f, "backend:       %s\n", st->endpoint[0] ? st->endpoint : "none");
     fprintf(f, "grant:         %s: %s\n", g[st->grant], st->grant_why);
     if (st->grant == SE_GRANT_REFUSED || st->grant == SE_GRANT_NO_BACKEND)
-        fprintf(f, "to fix:        sudo sluice-enroll --renew (the timer does it at its next run)\n");
+        fprintf(f,
+                "to fix:        sudo sluice-enroll --renew (the timer does it at its next run)\n");
     return st->enrolled && st->now < st->not_after && st->grant == SE_GRANT_LIVE ? 0 : 1;
 }

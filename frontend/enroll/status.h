@@ -17,9 +17,9 @@ typedef enum se_grant {
 } se_grant;
 
 typedef struct se_status {
-    int enrolled;      /* the four files are there, match and verify */
-    char why[256];     /* not enrolled, or the certificate's problem */
-    int renew_due;     /* a third of the lifetime or less is left */
+    int enrolled;  /* the four files are there, match and verify */
+    char why[256]; /* not enrolled, or the certificate's problem */
+    int renew_due; /* a third of the lifetime or less is left */
     int64_t not_before, not_after, now;
     char instance_id[64], project_id[64], endpoint[256];
     se_grant grant;
@@ -30,8 +30,7 @@ typedef struct se_status {
 void se_status_read(const char *dir, int timeout_ms, se_status *st);
 
 /* The backend's answer to DIR's certificate at endpoint. */
-se_grant se_grant_probe(const char *dir, const char *endpoint, int timeout_ms, char *why,
-                        size_t n);
+se_grant se_grant_probe(const char *dir, const char *endpoint, int timeout_ms, char *why, size_t n);
 
 /* The endpoint of DIR/backend.conf; 0 when there is none. */
 int se_read_endpoint(const char *dir, char *out, size_t cap);

@@ -175,8 +175,7 @@ static sl_code enroll(loop *l, const char *gdir, int renew, se_result *r, sl_err
             ag_enroll_endpoint(l->en));
     fclose(f);
     free(tok);
-    se_opts o = {.source = vd, .dir = gdir, .renew = renew, .timeout_ms = 5000,
-                 .check_grant = 1};
+    se_opts o = {.source = vd, .dir = gdir, .renew = renew, .timeout_ms = 5000, .check_grant = 1};
     return se_enroll(&o, r, e);
 }
 
