@@ -378,9 +378,9 @@ static sl_code ensure_dir(const char *dir, int create, sl_error *e)
     struct stat st;
     if (!create && stat(dir, &st) != 0)
         return sl_fail(e, SL_ERR_CONFIG,
-                       "%s: %s (no CA there: sluice-agent-ca init, or sluice-agent at its first "
+                       "%s (no CA there: sluice-agent-ca init, or sluice-agent at its first "
                        "start, makes one)",
-                       dir, strerror(errno));
+                       strerror(errno));
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return sl_fail(e, SL_ERR_CONFIG, "%s is not a directory", dir);
     if (st.st_mode & 022)
@@ -532,9 +532,8 @@ sl_code ag_ca_open(const char *dir, const ag_ca_opts *o, ag_ca **out, sl_error *
                        kp);
     if (!have_cert && opts.existing_only)
         return sl_fail(e, SL_ERR_CONFIG,
-                       "%s holds no CA (no ca.pem); sluice-agent-ca init, or sluice-agent at its "
-                       "first start, makes one",
-                       dir);
+                       "no CA in this directory (no ca.pem); sluice-agent-ca init, or "
+                       "sluice-agent at its first start, makes one");
     if (!have_cert && (rc = create_self_signed(dir, e)) != SL_OK)
         return rc;
     if ((rc = check_key_mode(kp, e)) != SL_OK)

@@ -88,7 +88,7 @@ int ag_check_config(const ag_config *c, ag_check_report report, void *user)
         say(&x, 1, "backend_path %s: not executable: %s", c->backend_path, strerror(errno));
     readable(&x, "token_public_key", c->token_public_key);
     if (access(c->driver_path, R_OK) != 0)
-        say(&x, 0, "driver_path %s: %s (warning: backends cannot reach a GPU)", c->driver_path,
+        say(&x, 0, "driver_path %s: %s (backends cannot reach a GPU)", c->driver_path,
             strerror(errno));
     readable(&x, "registry_ca", c->registry_ca);
     readable(&x, "registry_cert", c->registry_cert);

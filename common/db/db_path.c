@@ -30,6 +30,11 @@ sl_code sl_db_check_path(const char *path, int readonly, const char *who, sl_err
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     struct stat st;
+    if (stat(dir, &st) != 0 && readonly)
+        return sl_fail(e, SL_ERR_CONFIG,
+                       "%s %s: no such database: the directory %s %s; check the path (--db, or "
+                       "the daemon's configuration)",
+                       who, path, dir, errno == ENOENT ? "does not exist" : strerror(errno));
     if (stat(dir, &st) != 0)
         return sl_fail(e, SL_ERR_CONFIG,
                        "%s %s: the directory %s %s; create it (writable by the user the daemon "
