@@ -2,6 +2,7 @@
 #include "sluice/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -125,10 +126,16 @@ static void suffix(const char *msg, const char *const val[3], char *out, size_t 
         memcpy(out + o, "]", 2);
 }
 
-static const char *identifier(void)
+static void default_identifier(void)
 {
     if (!g_ident[0])
         sl_log_set_identifier(program_invocation_short_name);
+}
+
+static const char *identifier(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, default_identifier); /* threads may log first at the same time */
     return g_ident;
 }
 
