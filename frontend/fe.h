@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include "sluice/error.h"
+#include "sluice/wire.h"
 #include "sluice_session.pb-c.h"
 
 #define SL_FE_COMPONENT "frontend"
@@ -169,8 +170,8 @@ CUresult sl_fe_fence(void);
 int sl_fe_in_callback(void);
 
 /* ------------------------------------------------------------------ idle.c */
-/* With the rpc lock held. A call appended to the pending frame (its sl_call_info flags). */
-void sl_fe_idle_note(const Sluice__Wire__Call *c, uint32_t flags);
+/* With the rpc lock held. A call appended to the pending frame (its table entry; NULL: none). */
+void sl_fe_idle_note(const Sluice__Wire__Call *c, const struct sl_call_info *ci);
 /* 1 if c (a synchronization or a stream query) can be answered with success here. */
 int sl_fe_idle_can_answer(const Sluice__Wire__Call *c);
 /* c was answered with success (here or by the backend): what it synchronized is idle. */

@@ -80,12 +80,20 @@ void sl_fe_explain_connect(const struct sl_fe_config *cfg, const sl_error *err)
     case SL_ERR_REVOKED:
         hint = "; the backend does not accept this certificate: " RENEW;
         break;
+    case SL_ERR_NO_PEER_CERT:
+        hint = "; renew this instance's certificate: " RENEW;
+        break;
     case SL_ERR_UNKNOWN_CA:
         hint = "; the host's CA changed since this instance enrolled: " RENEW;
         break;
     case SL_ERR_CERT_EXPIRED:
-        hint = "; a certificate is out of its dates (this instance's clock, or the backend's "
-               "certificate: tell the operator)";
+        /* the backend refused ours (the dates checked here passed: the clocks disagree), or
+         * the backend's own certificate is out of its dates */
+        if (strstr(err->msg, "refused our certificate"))
+            hint = "; renew this instance's certificate: " RENEW;
+        else
+            hint = "; the backend's certificate is out of its dates, or this instance's clock "
+                   "is wrong (tell the operator)";
         break;
     case SL_ERR_TIMEOUT:
     case SL_ERR_PEER_LOST:

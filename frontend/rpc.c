@@ -29,6 +29,7 @@
 
 #include "fe.h"
 #include "notice.h"
+#include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/relax.h"
 #include "sluice/stub_runtime.h"
@@ -257,7 +258,7 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
         return CUDA_ERROR_OUT_OF_MEMORY;
     g_pend_t0_ns = t0;
     const struct sl_call_info *ci = sl_call_lookup(call->call_id);
-    sl_fe_idle_note(call, ci ? ci->flags : 0);
+    sl_fe_idle_note(call, ci);
     return CUDA_SUCCESS;
 }
 
@@ -268,9 +269,7 @@ static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, si
     req.dptr = dptr;
     req.offset = offset;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_slMappedWrite;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_MAPPED_WRITE;
-    call.sl_mapped_write = &req;
+    SL_FE_SET(slMappedWrite, &call, &req);
     call.seq = ++g_seq;
     call.context = sl_fe_current_ctx_id();
     call.bulk_length = len;
@@ -713,27 +712,22 @@ static void forget_before(const Sluice__Wire__Call *call, uint32_t flags)
         forget_counted(call->call_id);
     if (!(flags & SL_CALL_UNCAPTURE))
         return;
-    switch (call->call_id) {
-    case SL_CALL_cuStreamBeginCapture:
-    case SL_CALL_cuStreamBeginCapture_v2:
-    case SL_CALL_cuStreamBeginCaptureToGraph:
+    if (flags & SL_CALL_CAPTURE_BEGIN)
         g_capture_begun = 1;
-        break;
-    default:
-        break;
-    }
     if (g_capture_begun)
         sl_fe_memo_uncapture();
 }
 
 /* An answer with an error may have changed state (an invalidated capture...); "not ready"
- * from a query changes nothing (programs poll with cuStreamQuery / cuEventQuery), nor does
- * slLoadImage's "send the bytes" (the backend lacks an image: module.c). */
+ * changes nothing (CUDA: "not actually an error"; programs poll with cuStreamQuery /
+ * cuEventQuery), nor does a result the table names an answer of the call (answers=, e.g.
+ * slLoadImage's "send the bytes": the backend lacks an image, module.c). */
 static int changes_state(const Sluice__Wire__Call *c, const Sluice__Wire__Reply *r)
 {
     if (r->failed_seq)
         return 1;
-    if (c->call_id == SL_CALL_slLoadImage && r->result == CUDA_ERROR_FILE_NOT_FOUND)
+    const struct sl_call_info *ci = sl_call_lookup(c->call_id);
+    if (ci && ci->answers && r->result == ci->answers)
         return 0;
     return r->result != CUDA_SUCCESS && r->result != CUDA_ERROR_NOT_READY;
 }
@@ -956,9 +950,7 @@ static CUresult fence_locked(void)
 {
     Sluice__Cuda__SlFenceRequest req = SLUICE__CUDA__SL_FENCE_REQUEST__INIT;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_slFence;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_FENCE;
-    call.sl_fence = &req;
+    SL_FE_SET(slFence, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     g_stats.fences++;
     CUresult rc = call_locked(&call, NULL, 0, NULL, 0, NULL, &rep);
@@ -1063,7 +1055,8 @@ struct seen {
 static struct seen *g_seen;
 static pthread_mutex_t g_seen_lock = PTHREAD_MUTEX_INITIALIZER;
 
-CUresult sl_fe_unsupported(const char *name)
+/* Logs once per name; reason NULL: "not supported by Sluice". */
+static CUresult refuse_once(const char *name, const char *reason)
 {
     pthread_mutex_lock(&g_seen_lock);
     struct seen *s = g_seen;
@@ -1076,9 +1069,24 @@ CUresult sl_fe_unsupported(const char *name)
             s->next = g_seen;
             g_seen = s;
         }
-        sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
-               "%s is not supported by Sluice: returning CUDA_ERROR_NOT_SUPPORTED", name);
+        if (reason)
+            sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
+                   "%s is not offered by Sluice (%s): returning CUDA_ERROR_NOT_SUPPORTED", name,
+                   reason);
+        else
+            sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
+                   "%s is not supported by Sluice: returning CUDA_ERROR_NOT_SUPPORTED", name);
     }
     pthread_mutex_unlock(&g_seen_lock);
     return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult sl_fe_unsupported(const char *name)
+{
+    return refuse_once(name, NULL);
+}
+
+CUresult sl_fe_refused(const char *name, const char *reason)
+{
+    return refuse_once(name, reason);
 }

@@ -68,6 +68,7 @@ static void figures(json_t *o, const sl_usage_server *s, const char *pre, int *b
     set(o, K("throttled_hours"), jreal(s->throttled_s / 3600.0), bad);
     set(o, K("quota_refusals"), jint(s->quota_refusals), bad);
     set(o, K("records"), jint(s->records), bad);
+    set(o, K("closed_by_agent"), jint(s->closed_by_agent), bad);
 #undef K
     set(o, "memory_high_water_bytes", jint(s->memory_high_water), bad);
     double p = sl_usage_sla_percent(s);

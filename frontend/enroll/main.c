@@ -18,9 +18,10 @@ static void usage(FILE *f)
             "Reads this instance's Sluice entry from the metadata service's vendor_data2.json,\n"
             "makes a private key (it never leaves the guest) and a certificate request, enrolls\n"
             "with the host's sluice-agent and writes client.key, client.pem, ca.pem and\n"
-            "backend.conf for the Sluice frontend. Does nothing while the current certificate\n"
-            "has more than a third of its lifetime left and its backend accepts it (run it from\n"
-            "a timer to renew); enrolls again when the backend refuses it or has moved.\n"
+            "backend.conf for the Sluice frontend. While the current certificate has more\n"
+            "than a third of its lifetime left it only asks the agent where the backend is now,\n"
+            "updates backend.conf if it moved, and enrolls again when the agent no longer grants\n"
+            "the certificate or the backend refuses it (run it from a timer).\n"
             "\n"
             "options:\n"
             "  --source URL|FILE  vendor_data2.json (default " SE_DEFAULT_SOURCE ")\n"
@@ -105,16 +106,25 @@ int main(int argc, char **argv)
     char until[48];
     sl_time_utc(r.not_after, until, sizeof until);
     if (r.regrant) /* said even with --quiet: the timer's journal should show why */
-        printf("sluice-enroll: the backend no longer accepts the current certificate (%s): "
-               "enrolled again\n",
+        printf("sluice-enroll: the current certificate is no longer accepted (%s): enrolled "
+               "again\n",
                r.regrant_why);
+    if (r.moved) /* printed even with --quiet: the frontend's endpoint changed */
+        printf("sluice-enroll: the backend of instance %s moved from %s to %s; %s/backend.conf "
+               "updated\n",
+               r.instance_id, r.old_endpoint, r.endpoint, dir);
     if (!quiet && r.enrolled)
         printf("sluice-enroll: enrolled instance %s (project %s); certificate valid until %s; "
                "backend %s; files in %s\n",
                r.instance_id, r.project_id, until, r.endpoint, dir);
-    else if (!quiet)
-        printf(
-            "sluice-enroll: the certificate in %s is still good (until %s); nothing to do%s%s%s\n",
-            dir, until, r.regrant_why[0] ? " (" : "", r.regrant_why, r.regrant_why[0] ? ")" : "");
+    else if (!quiet && r.located && !r.moved)
+        printf("sluice-enroll: the certificate in %s is still good (until %s); backend %s "
+               "(confirmed by the agent%s%s)\n",
+               dir, until, r.endpoint, r.regrant_why[0] ? "; " : "", r.regrant_why);
+    else if (!quiet && !r.located)
+        printf("sluice-enroll: the certificate in %s is still good (until %s); the backend "
+               "endpoint could not be confirmed: %s%s%s%s\n",
+               dir, until, r.note[0] ? r.note : "no enroll_endpoint known",
+               r.regrant_why[0] ? " (" : "", r.regrant_why, r.regrant_why[0] ? ")" : "");
     return 0;
 }

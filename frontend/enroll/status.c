@@ -147,8 +147,11 @@ int se_status_print(const se_status *st, const char *dir, FILE *f)
     static const char *const g[] = {"unknown (no answer)", "live", "REFUSED", "GONE"};
     fprintf(f, "backend:       %s\n", st->endpoint[0] ? st->endpoint : "none");
     fprintf(f, "grant:         %s: %s\n", g[st->grant], st->grant_why);
-    if (st->grant == SE_GRANT_REFUSED || st->grant == SE_GRANT_NO_BACKEND)
+    if (st->grant == SE_GRANT_REFUSED)
         fprintf(f,
                 "to fix:        sudo sluice-enroll --renew (the timer does it at its next run)\n");
+    else if (st->grant == SE_GRANT_NO_BACKEND)
+        fprintf(f, "to fix:        sudo sluice-enroll (asks the agent where the backend is now; "
+                   "the timer does it at its next run)\n");
     return st->enrolled && st->now < st->not_after && st->grant == SE_GRANT_LIVE ? 0 : 1;
 }

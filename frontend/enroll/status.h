@@ -1,8 +1,9 @@
 /* What `sluice-enroll --status` prints and what the renewal timer looks at besides the
  * certificate's age: is this instance enrolled, until when, does its backend answer, and does it
  * accept this certificate (the grant)? A certificate that is still young but that the backend
- * refuses (another enrollment replaced it, the instance was stopped and started, the host CA
- * changed) or a backend port where nothing listens any more is worth enrolling again. */
+ * refuses (the instance was stopped and started, more than 8 newer enrollments, the host CA
+ * changed) is worth enrolling again; a backend port where nothing listens any more is asked of
+ * the agent (a locate request, enroll_internal.h), which names where the backend is now. */
 #ifndef SLUICE_ENROLL_STATUS_H
 #define SLUICE_ENROLL_STATUS_H
 

@@ -62,8 +62,10 @@ static sl_code wait_frame(sl_client *c, int64_t deadline, sl_error *err)
                 continue;
             return sl_fail(err, SL_ERR_IO, "zmq_poll: %s", zmq_strerror(errno));
         }
-        if (it[1].revents & ZMQ_POLLIN) {
-            int ev = ch_monitor_read(c->mon);
+        /* frames first: what the server sent before the connection went (its CLOSE, say)
+         * is read before the loss is reported */
+        if (!(it[0].revents & ZMQ_POLLIN) && (it[1].revents & ZMQ_POLLIN)) {
+            int ev = ch_monitor_read(c->mon, NULL);
             if (ev == ZMQ_EVENT_DISCONNECTED)
                 return sl_fail(err, SL_ERR_PEER_LOST,
                                "connection to %s lost (closed, or heartbeats timed out)",

@@ -6,8 +6,9 @@
  *   - every enrollment adds a grant: a second user's enrollment leaves the first certificate
  *     working (it replaced it before);
  *   - the renewal timer (sluice-enroll without --renew) notices a dead grant: after a
- *     revocation, and when nothing listens at the endpoint any more, it enrolls again although
- *     the certificate is young; while the backend accepts it, it does nothing;
+ *     revocation on the backend (the agent still granting it), it enrolls again although the
+ *     certificate is young; when nothing listens at the endpoint any more, the agent's locate
+ *     answer moves backend.conf; while the backend accepts it, it does nothing;
  *   - sluice-enroll --status: live, refused, gone. */
 #include <pthread.h>
 #include <setjmp.h>
@@ -40,6 +41,8 @@ static struct {
     char *tkey_pub;
     pthread_mutex_t mu;
     struct be_grants *grants;
+    char issued[16][65]; /* the agent's grants: the fingerprints it issued */
+    int n_issued;
 } G = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---------------------------------------------------------------- the agent's side */
@@ -79,7 +82,24 @@ static void issued(void *user, const ag_instance *inst, const char *fp, int64_t 
     }
     pthread_mutex_lock(&G.mu);
     be_grants_add(G.grants, inst->uuid, sha, 32, not_after);
+    if (G.n_issued < 16)
+        snprintf(G.issued[G.n_issued++], sizeof G.issued[0], "%s", fp);
     pthread_mutex_unlock(&G.mu);
+}
+
+/* The agent's answer to a locate request: it still grants every certificate it issued (the
+ * backend's grants are what the test takes away). */
+static int granted(void *user, const char *fp, char *instance, size_t n)
+{
+    (void)user;
+    int found = 0;
+    pthread_mutex_lock(&G.mu);
+    for (int i = 0; i < G.n_issued && !found; i++)
+        found = !strcmp(G.issued[i], fp);
+    pthread_mutex_unlock(&G.mu);
+    if (found)
+        snprintf(instance, n, INST);
+    return found;
 }
 
 typedef struct loop {
@@ -126,7 +146,7 @@ static void start(loop *l)
                         .token_issuer = "sluice-nova-hook",
                         .replay_db = db,
                         .ratelimit = {.burst = 100, .per_minute = 1}};
-    ag_enroll_env env = {lookup, backend_endpoint, issued, NULL};
+    ag_enroll_env env = {lookup, backend_endpoint, issued, NULL, granted};
     sl_error e;
     assert_int_equal(ag_enroll_open(&o, G.ca, &env, &l->en, &e), SL_OK);
     char *cert = NULL, *key = NULL;
@@ -233,7 +253,9 @@ static void test_grants(void **state)
     assert_int_equal(r.enrolled, 1);
     assert_non_null(strstr(r.regrant_why, "revoked"));
     assert_int_equal(grant_of(a), SE_GRANT_LIVE);
-    /* the backend moved: nothing listens at the old endpoint; the timer learns the new one */
+    /* the backend moved: nothing listens at the old endpoint; the timer learns the new one from
+     * the agent (a locate request; this backend.conf lost its enroll_endpoint: vendordata names
+     * the agent) and keeps the certificate */
     char conf[500];
     snprintf(conf, sizeof conf, "%s/backend.conf", a);
     FILE *f = fopen(conf, "w");
@@ -244,7 +266,10 @@ static void test_grants(void **state)
     assert_int_equal(status_of(a, text, sizeof text), 1);
     assert_non_null(strstr(text, "grant:         GONE"));
     assert_int_equal(enroll(&l, a, 0, &r, &e), SL_OK);
-    assert_int_equal(r.regrant, 1);
+    assert_int_equal(r.regrant, 0);
+    assert_int_equal(r.enrolled, 0);
+    assert_int_equal(r.moved, 1);
+    assert_string_equal(r.old_endpoint, "tcp://127.0.0.1:1");
     assert_string_equal(r.endpoint, G.endpoint);
     assert_int_equal(grant_of(a), SE_GRANT_LIVE);
     stop(&l);

@@ -430,7 +430,7 @@ static void idle_context_answered_here(void **state)
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* its stream (NULL) is idle */
     assert_int_equal(F.calls, after_sync);
     assert_true(after_sync > before);
-    assert_int_equal(cuMemsetD8(0x1000, 1, 16), CUDA_SUCCESS); /* work of no readable stream */
+    assert_int_equal(cuMemsetD8_v2(0x1000, 1, 16), CUDA_SUCCESS); /* work of no readable stream */
     assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
     assert_int_equal(F.calls, after_sync + 3);
