@@ -47,7 +47,8 @@ typedef void (*ag_usage_ack_fn)(void *user, const char *project, char *const *id
 /* Commits what ag_usage_take queued, acknowledges, frees the queued reports. */
 void ag_usage_commit(ag_usage *u, ag_usage_ack_fn ack, void *user);
 
-/* A SessionEvent from the backend of project (open-session gauge). */
+/* A SessionEvent from the backend of project: the open-session gauge, and for OPENED the
+ * store's open sessions (what ag_usage_backend_ended closes). */
 void ag_usage_session(ag_usage *u, const char *project, const Sluice__Control__SessionEvent *ev);
 /* The project's backend said hello: its sessions are counted again from its reports. */
 void ag_usage_backend_reset(ag_usage *u, const char *project);

@@ -345,6 +345,35 @@ sl_code sl_client_recv_bulk(sl_client *c, void *dest, size_t len, sl_error *err)
     }
 }
 
+int sl_client_fds(const sl_client *c, int *fds, int n)
+{
+    int k = 0;
+    void *socks[2] = {c ? c->sock : NULL, c ? c->mon : NULL};
+    for (int i = 0; i < 2 && k < n; i++) {
+        int fd = -1;
+        size_t sz = sizeof fd;
+        if (socks[i] && zmq_getsockopt(socks[i], ZMQ_FD, &fd, &sz) == 0 && fd >= 0)
+            fds[k++] = fd;
+    }
+    return k;
+}
+
+int sl_client_has_input(sl_client *c)
+{
+    if (!c || c->dead)
+        return 1; /* the next recv reports it at once */
+    if (c->have_sess && ch_sess_has_input(&c->sess))
+        return 1;
+    void *socks[2] = {c->sock, c->mon};
+    for (int i = 0; i < 2; i++) {
+        int ev = 0;
+        size_t sz = sizeof ev;
+        if (zmq_getsockopt(socks[i], ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN))
+            return 1;
+    }
+    return 0;
+}
+
 const char *sl_client_cipher(const sl_client *c)
 {
     return c && c->sess.ssl ? SSL_get_cipher_name(c->sess.ssl) : "";

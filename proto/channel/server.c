@@ -333,6 +333,7 @@ static int drive(sl_server *s, peer *p, sl_server_event *ev)
     if (p->gone && !p->qhead && !ch_sess_has_input(&p->sess)) {
         sl_fail(&why, SL_ERR_PEER_LOST,
                 "peer vanished (connection closed, or heartbeats timed out)");
+        s->failed += p->state == P_HANDSHAKE; /* gone before its handshake: the summary */
         ch_srv_close_peer(p, &why, p->state == P_HANDSHAKE);
         ev_closed(s, p, ev);
         return 1;

@@ -73,6 +73,8 @@ struct sl_server {
     char endpoint[256];
     sl_channel_stats closed_stats;
     ch_conn *conns;
+    ch_unit *trash; /* units of closed peers, freed one at a time (server_out.c) */
+    int64_t trash_at_ms;
     /* unauthenticated connections closed since the last summary in the log: over the limits,
      * out of time, failed the handshake (not for their certificate) */
     unsigned long evicted, expired, failed;
@@ -99,6 +101,8 @@ int ch_out_pump(sl_server *s, int budget, int budget_us);
 /* Before a CLOSE: graceful (code SL_ERR_CLOSED) writes what waits first; else drops it. */
 void ch_out_before_close(peer *p, int graceful);
 void ch_out_drop_units(peer *p);
+/* Frees dropped units, about bytes of them (0: all). */
+void ch_out_trash(sl_server *s, size_t bytes);
 void ch_out_free(peer *p);
 /* 0: output can move now; 1: some peer's ZeroMQ queue is full; -1: nothing waits. */
 int ch_out_state(const sl_server *s);

@@ -132,6 +132,7 @@ void sl_server_close(sl_server *s)
         }
     while (s->peers)
         ch_srv_free_peer(s, s->peers);
+    ch_out_trash(s, 0);
     ch_conn_free_all(s);
     if (s->sock) {
         zmq_socket_monitor(s->sock, NULL, 0);

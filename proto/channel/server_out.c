@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STEP_FRAMES 1                 /* frames one peer encrypts per turn of the pump */
-#define GRACE_FLUSH ((size_t)4 << 20) /* a graceful close writes what waits up to this */
+#define STEP_FRAMES    1                 /* frames one peer encrypts per turn of the pump */
+#define GRACE_FLUSH    ((size_t)4 << 20) /* a graceful close writes what waits up to this */
+#define TRASH_EVERY_MS 5                 /* a dropped unit is freed this often at most */
 
 /* 0: ZeroMQ took the frame; else the errno (EAGAIN: the peer's queue is full). */
 static int try_send(peer *p, zmq_msg_t *m)
@@ -104,15 +105,31 @@ static void unit_free(ch_unit *u)
     free(u);
 }
 
+/* Units dropped at a close are freed a few at a time by the pump: a cut-off peer may leave
+ * hundreds of MiB behind, and giving that back to the kernel at once would hold the thread up
+ * for tens of milliseconds. */
 void ch_out_drop_units(peer *p)
 {
+    sl_server *s = p->srv;
     while (p->uhead) {
         ch_unit *u = p->uhead;
         p->uhead = u->next;
-        unit_free(u);
+        u->next = s->trash;
+        s->trash = u;
     }
     p->utail = NULL;
     p->ubytes = 0;
+}
+
+void ch_out_trash(sl_server *s, size_t bytes)
+{
+    size_t freed = 0;
+    while (s->trash && (freed < bytes || !bytes)) {
+        ch_unit *u = s->trash;
+        s->trash = u->next;
+        freed += u->len + u->bulk_len;
+        unit_free(u);
+    }
 }
 
 void ch_out_free(peer *p)
@@ -156,6 +173,11 @@ static int pump_peer(peer *p, int budget, int force)
 int ch_out_pump(sl_server *s, int budget, int budget_us)
 {
     int total = 0;
+    int64_t now = ch_now_ms();
+    if (s->trash && now >= s->trash_at_ms) { /* one dropped unit every few ms */
+        ch_out_trash(s, 1);
+        s->trash_at_ms = now + TRASH_EVERY_MS;
+    }
     int64_t until = ch_now_us() + budget_us;
     for (int progress = 1; progress && total < budget && ch_now_us() < until;) {
         progress = 0;
@@ -224,7 +246,7 @@ void ch_out_before_close(peer *p, int graceful)
 
 int ch_out_state(const sl_server *s)
 {
-    int st = -1;
+    int st = s->trash ? 1 : -1; /* dropped units to free: come back soon */
     for (const peer *p = s->peers; p; p = p->next) {
         if (p->ohead && !p->shut)
             st = 1;

@@ -6,6 +6,7 @@
  *   victim     (--victim-cert) a session that only waits: the test revokes its instance during
  *              the attack and the probe notes when the session ended (CLOCK_MONOTONIC)
  *   attacker   (--attacker-cert) one of:
+ *     none      no attack: the neighbour's round trips on this machine as it is (the baseline)
  *     announce  a CallFrame whose MESSAGE announces 2^40 bytes of bulk, and nothing after it
  *     trickle   a CallFrame announcing 64 MiB of bulk, then one byte every 200 ms
  *     noread    16 cuMemcpyDtoH_v2 of 32 MiB each, none of whose replies it reads (until
@@ -311,7 +312,10 @@ static int noread_attack(const char *cert, const char *key, double window_ms, co
     sl_channel_opts o;
     sl_channel_opts_default(&o);
     o.heartbeat_timeout_ms = 60000; /* its own heartbeats must not give up first: it is the
-                                     * backend that must cut it off */
+                                     * backend that must cut it off. (It reads again as soon
+                                     * as the test saw the cut: libzmq 4.3.4 aborts a
+                                     * heartbeating socket whose full receive queue meets a
+                                     * lost connection, zeromq/libzmq#4364.) */
     sl_client *c = NULL;
     sl_error e = {0};
     uint64_t ctx = 0, dptr = 0, n = (uint64_t)32 << 20;
@@ -567,7 +571,7 @@ int main(int argc, char **argv)
         default:
             fprintf(stderr, "usage: sluice-stall-probe --endpoint EP --ca CA --cert C --key K "
                             "--attacker-cert C --attacker-key K [--victim-cert C --victim-key K]"
-                            " --attack announce|trickle|noread|flood [--window-ms MS]"
+                            " --attack none|announce|trickle|noread|flood [--window-ms MS]"
                             " [--flood-source IP] [--flood N] [--until-file PATH]\n");
             return 2;
         }
@@ -584,7 +588,10 @@ int main(int argc, char **argv)
     usleep(300000); /* the neighbour's normal round trips first */
     double attack_start = mono_ms();
     int rc;
-    if (!strcmp(attack, "noread"))
+    if (!strcmp(attack, "none")) {
+        usleep((useconds_t)(window_ms * 1000));
+        rc = 0;
+    } else if (!strcmp(attack, "noread"))
         rc = noread_attack(acert, akey, window_ms, until);
     else if (!strcmp(attack, "flood"))
         rc = flood_attack("/proc/self/exe", acert, akey, flood_src, flood_n, window_ms);

@@ -121,6 +121,15 @@ sl_code sl_client_recv_bulk(sl_client *c, void *dest, size_t len, sl_error *err)
 const char *sl_client_cipher(const sl_client *c);
 void sl_client_stats(const sl_client *c, sl_channel_stats *st);
 
+/* Waiting for input without holding the client (a client is used by one thread at a time):
+ * sl_client_fds gives the file descriptors that become readable when input may have arrived
+ * (ZeroMQ's ZMQ_FD of the socket and of its connection monitor: edge-triggered), at most n of
+ * them, and returns how many. Before waiting on them, a thread must see sl_client_has_input
+ * answer 0 (it then holds the client): input already buffered in the channel, or the socket's
+ * pending input, signals no edge; any operation on the client (a send too) may consume one. */
+int sl_client_fds(const sl_client *c, int *fds, int n);
+int sl_client_has_input(sl_client *c);
+
 /* Sends CLOSE (best effort) and frees everything. NULL is fine. */
 void sl_client_close(sl_client *c);
 
