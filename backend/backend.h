@@ -464,6 +464,8 @@ void be_ipc_rx_free(struct be_ipc_rx *rx);
 sl_code be_driver_open(const char *path, struct sl_driver_api *api, struct be_devices *devs,
                        void **dl, int *nbound, sl_error *e);
 int be_probe_main(const char *driver, const char *project);
+/* list_gpus.c: `--list-gpus --driver PATH` prints the driver's GPUs for the agent. */
+int be_list_gpus_main(const char *driver);
 /* What a worker gets besides its socket (server.c spawn_worker): the accounting page (fd, its
  * slot and instance entry; fd -1: none) and the usage record period. */
 struct be_worker_opts {
@@ -529,6 +531,10 @@ size_t be_control_usage_waiting(const struct be_control *c);
 /* BackendReport{session: SessionEvent{kind (SLUICE__CONTROL__SESSION_EVENT__KIND__*), ...}}. */
 void be_control_session(struct be_control *c, int kind, const char *instance, const char *project,
                         uint64_t session_id, const char *detail);
+/* A refused session (SessionEvent REFUSED): reason "certificate", "grant" or "limit"
+ * (sluice_control.proto); instance "" when the handshake failed before it was known. */
+void be_control_refused(struct be_control *c, const char *reason, const char *instance,
+                        const char *project, const char *detail);
 
 /* server.c: runs until *stop. Returns 0 on a clean exit. */
 /* Asks the running server to load its certificate, key and CA files again (SIGHUP: the agent

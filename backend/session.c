@@ -299,7 +299,10 @@ CUresult be_run_call(struct sl_be_call *c)
     }
     reply->result = (int32_t)rc;
     s->calls++;
-    if (rc != CUDA_SUCCESS) {
+    /* slLoadImage by hash alone answers FILE_NOT_FOUND when the image is not cached yet: the
+     * guest then sends it (frontend/module.c); that is the protocol, not a failed call */
+    int miss = call->call_id == SL_CALL_slLoadImage && rc == CUDA_ERROR_FILE_NOT_FOUND && !c->in;
+    if (rc != CUDA_SUCCESS && !miss) {
         s->errors++;
         if (sl_log_enabled(SL_LOG_DEBUG)) {
             const struct sl_call_info *ci = sl_call_lookup(call->call_id);

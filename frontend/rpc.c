@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "fe.h"
+#include "notice.h"
 #include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/relax.h"
@@ -1021,6 +1022,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (out_len)
         *out_len = w.out_len;
     *reply = w.reply;
+    sl_fe_notice_reply(call->call_id, w.reply->result, w.reply->detail);
     if (sl_log_enabled(SL_LOG_DEBUG)) {
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
         char args[2 * 24 + 1];

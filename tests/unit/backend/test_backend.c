@@ -448,6 +448,34 @@ static void test_grants(void **state)
     assert_int_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
     id.fingerprint[0] = 'c';
     assert_int_not_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
+    /* every enrollment adds a certificate: the first one keeps working (another user of the
+     * instance); up to 8, then the one that ends first goes */
+    uint8_t sha2[32];
+    memset(sha2, 0xcd, 32);
+    be_grants_add(g, "uuid-c", sha2, 32, 100);
+    for (int i = 0; i < 32; i++)
+        snprintf(id.fingerprint + 2 * i, 3, "ab");
+    assert_int_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
+    for (int i = 0; i < 32; i++)
+        snprintf(id.fingerprint + 2 * i, 3, "cd");
+    assert_int_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
+    for (int k = 0; k < 7; k++) {
+        uint8_t other[32];
+        memset(other, 0x10 + k, 32);
+        be_grants_add(g, "uuid-c", other, 32, 1000 + k);
+    }
+    assert_int_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0); /* 0xab went */
+    for (int i = 0; i < 32; i++)
+        snprintf(id.fingerprint + 2 * i, 3, "ab");
+    assert_int_not_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
+    assert_non_null(strstr(why, "not one of the 8 granted"));
+    /* a revocation ends them all; a new grant starts afresh */
+    be_grants_revoke(g, "uuid-c");
+    for (int i = 0; i < 32; i++)
+        snprintf(id.fingerprint + 2 * i, 3, "cd");
+    assert_int_not_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
+    be_grants_add(g, "uuid-c", sha, 32, 0);
+    assert_int_not_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
     be_grants_revoke(g, "uuid-a");
     strcpy(id.instance_id, "uuid-a");
     assert_int_not_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
