@@ -11,6 +11,7 @@
 #include "cli_manage.h"
 #include "config.h"
 #include "keyrepo.h"
+#include "sluice/cli.h"
 #include "store.h"
 #include "table.h"
 #include "validate.h"
@@ -67,6 +68,8 @@ static void usage(FILE *f)
             "                 from sluice-novahook's configuration (so no password is typed)\n"
             "  --db DATABASE  a SQLite path or a database URL (default %s)\n"
             "  --json         JSON instead of an aligned table (usage: --format json)\n"
+            "  --version      the release\n"
+            "  --help         this text\n"
             "\n"
             "usage options:\n%s",
             DEFAULT_STALE, NH_KEYREPO_KEEP_ACTIVE, DEFAULT_DB, sl_usage_options_help);
@@ -196,8 +199,7 @@ typedef struct cli {
 
 static int bad(const char *msg)
 {
-    fprintf(stderr, "sluice-registry: %s\n", msg);
-    return 2;
+    return sl_cli_usage_error("sluice-registry", "%s", msg);
 }
 
 /* A whole number lo..hi of an option, or -1. */
@@ -224,10 +226,12 @@ static int parse(cli *c, int argc, char **argv)
                                          {"format", required_argument, NULL, 'u'},
                                          {"output", required_argument, NULL, 'u'},
                                          {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'V'},
                                          {NULL, 0, NULL, 0}};
     int ch, idx;
     sl_error ue;
-    while ((ch = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":hV", opts, &idx)) != -1) {
         switch (ch) {
         case 'd':
             c->db = optarg;
@@ -271,9 +275,10 @@ static int parse(cli *c, int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case 'V':
+            return sl_cli_version("sluice-registry");
         default:
-            usage(stderr);
-            return 2;
+            return sl_cli_bad_option("sluice-registry", ch, argv);
         }
     }
     return -1;
@@ -368,10 +373,11 @@ int main(int argc, char **argv)
     int status = parse(&c, argc, argv);
     if (status >= 0)
         return status;
-    if (optind != argc - 1 && !(optind == argc - 2 && !strcmp(argv[optind], "token-keys"))) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind == argc)
+        return bad("a command is needed (hosts, instances, stale, usage, db-version, db-sync, "
+                   "prune, token-keys)");
+    if (optind != argc - 1 && !(optind == argc - 2 && !strcmp(argv[optind], "token-keys")))
+        return sl_cli_usage_error("sluice-registry", "unexpected argument '%s'", argv[argc - 1]);
     if ((status = from_config(&c)) >= 0)
         return status;
     if (!c.db)
@@ -383,7 +389,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; reports[i]; i++)
         if (!strcmp(cmd, reports[i]))
             return report(&c, cmd);
-    fprintf(stderr, "sluice-registry: unknown command %s\n", cmd);
-    usage(stderr);
-    return 2;
+    return sl_cli_usage_error("sluice-registry",
+                              "unknown command '%s' (hosts, instances, stale, usage, db-version, "
+                              "db-sync, prune, token-keys)",
+                              cmd);
 }

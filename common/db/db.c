@@ -52,6 +52,16 @@ sl_code sl_db_open(const char *url, int flags, const char *who, sl_db **out, sl_
     return SL_OK;
 }
 
+sl_code sl_db_check_url(const char *url, int readonly, const char *who, sl_error *e)
+{
+    sl_db_url u;
+    sl_code rc = sl_db_url_parse(url, &u, e);
+    if (rc == SL_OK && u.engine == SL_DB_SQLITE)
+        rc = sl_db_check_path(u.path, readonly, who, e);
+    memset(u.password, 0, sizeof u.password);
+    return rc;
+}
+
 void sl_db_close(sl_db *db)
 {
     if (!db)

@@ -56,6 +56,9 @@ static sl_code sq_open(sl_db *db, const sl_db_url *u, int flags, sl_error *e)
         char msg[SL_ERROR_MSG_MAX];
         snprintf(msg, sizeof msg, "%s", c ? sqlite3_errmsg(c) : sqlite3_errstr(rc));
         sqlite3_close(c);
+        sl_code why = sl_db_check_path(u->path, ro, db->who, e); /* says why, in plain words */
+        if (why != SL_OK)
+            return why;
         return sl_fail(e, SL_ERR_IO, "%s %s: cannot open: %s%s", db->who, u->path, msg,
                        ro ? " (read-only: the file must exist)" : "");
     }
@@ -66,6 +69,9 @@ static sl_code sq_open(sl_db *db, const sl_db_url *u, int flags, sl_error *e)
     if (out == SL_OK && !ro && (out = run_sql(db, "PRAGMA journal_mode = WAL", e)) == SL_OK)
         out = run_sql(db, "PRAGMA synchronous = FULL", e);
     if (out != SL_OK) {
+        sl_error why;
+        if (sl_db_check_path(u->path, ro, db->who, &why) != SL_OK) /* e.g. no -wal file */
+            out = sl_fail(e, why.code, "%s", why.msg);
         sqlite3_close(c);
         db->impl = NULL;
     }

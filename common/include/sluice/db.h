@@ -42,6 +42,13 @@ sl_db_engine sl_db_engine_of(const sl_db *db);
 const char *sl_db_where(const sl_db *db);
 const char *sl_db_who(const sl_db *db);
 sl_db_failure sl_db_last_failure(const sl_db *db);
+/* What can be seen wrong with a SQLite file's path before opening it, in words a person can
+ * act on: its directory missing, not a directory or not writable by this user (read-write:
+ * SQLite makes PATH-wal and PATH-shm there); for readonly, the file missing or unreadable.
+ * SL_OK when nothing is. sl_db_open says the same when SQLite cannot open the file;
+ * --check-config asks it (sl_db_check_url: the same for a URL, nothing to see for MariaDB). */
+sl_code sl_db_check_path(const char *path, int readonly, const char *who, sl_error *e);
+sl_code sl_db_check_url(const char *url, int readonly, const char *who, sl_error *e);
 
 /* Runs one constant statement (no parameters; rows are read and dropped). */
 sl_code sl_db_exec(sl_db *db, const char *sql, sl_error *e);
