@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "hooks.h"
-#include "procaddr_table.h"
+#include "exports/procaddr_table.h"
 
 static int g_driver_version = 13000;
 static CUcontext g_current;

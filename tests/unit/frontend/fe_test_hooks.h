@@ -6,7 +6,7 @@
 
 #include <cuda.h>
 
-#include "integrity.h"
+#include "exports/integrity.h"
 
 /* Back to defaults: driver 13000, no current context, one device, every export present. */
 void fe_test_reset(void);

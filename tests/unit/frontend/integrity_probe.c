@@ -16,7 +16,7 @@
 
 #include <cuda.h>
 
-#include "integrity.h"
+#include "exports/integrity.h"
 
 typedef CUresult (*init_fn)(unsigned);
 typedef CUresult (*export_fn)(const void **, const CUuuid *);

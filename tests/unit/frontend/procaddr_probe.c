@@ -12,8 +12,8 @@
 #include <cuda.h>
 
 #include "hooks.h"
-#include "procaddr.h"
-#include "procaddr_table.h"
+#include "exports/procaddr.h"
+#include "exports/procaddr_table.h"
 
 typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t,
                             CUdriverProcAddressQueryResult *);

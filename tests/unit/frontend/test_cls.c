@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "export_tables.h"
+#include "exports/export_tables.h"
 #include "fe_test_hooks.h"
 
 typedef void (*dtor_fn)(CUcontext, void *, void *);

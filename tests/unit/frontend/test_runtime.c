@@ -17,8 +17,8 @@
 
 #include <cudaProfiler.h>
 
-#include "errors.h"
-#include "exports.h"
+#include "api/errors.h"
+#include "exports/exports.h"
 #include "fe.h"
 #include "hooks.h"
 #include "sluice/wire.h"

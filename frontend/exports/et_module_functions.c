@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "et_internal.h"
+#include "exports/et_internal.h"
 #include "hooks.h"
 #include "sluice/log.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "export_tables.h"
+#include "exports/export_tables.h"
 #include "fe.h"
 #include "sluice/fe_calls.h"
 #include "hooks.h"

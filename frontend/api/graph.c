@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fe.h"
-#include "graph.h"
+#include "api/graph.h"
 #include "hooks.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"

@@ -6,7 +6,7 @@
 
 #include <cuda.h>
 
-#include "errors.h"
+#include "api/errors.h"
 
 static int cmp_code(const void *key, const void *elem)
 {

@@ -1,4 +1,4 @@
-#include "exports.h"
+#include "exports/exports.h"
 
 #include <pthread.h>
 #include <stdlib.h>

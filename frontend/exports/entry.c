@@ -1,8 +1,8 @@
 /* The exported cuGetProcAddress, cuGetProcAddress_v2 and cuGetExportTable: thin wrappers of
  * the core (procaddr.c, export_tables.c). They work before cuInit and make no round trip. */
 #define __CUDA_API_VERSION_INTERNAL 1
-#include "export_tables.h"
-#include "procaddr.h"
+#include "exports/export_tables.h"
+#include "exports/procaddr.h"
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {

@@ -1,4 +1,4 @@
-#include "et_internal.h"
+#include "exports/et_internal.h"
 
 #include "sluice/log.h"
 

@@ -1,4 +1,4 @@
-#include "md2.h"
+#include "exports/md2.h"
 
 #include <string.h>
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "et_internal.h"
+#include "exports/et_internal.h"
 #include "hooks.h"
 
 static struct sl_fe_et_site ctxid = {.table = "CONTEXT_ID(21318c60)"};

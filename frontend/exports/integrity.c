@@ -1,8 +1,8 @@
-#include "integrity.h"
+#include "exports/integrity.h"
 
 #include <string.h>
 
-#include "md2.h"
+#include "exports/md2.h"
 
 /* The HMAC key as the real driver uses it (ZLUDA's "pass 1 result"; section 1). */
 static const uint8_t INTEGRITY_KEY[16] = {0x14, 0x6a, 0xdd, 0xae, 0x53, 0xa9, 0xa7, 0x52,

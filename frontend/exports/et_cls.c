@@ -10,8 +10,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "et_internal.h"
-#include "export_tables.h"
+#include "exports/et_internal.h"
+#include "exports/export_tables.h"
 #include "hooks.h"
 
 typedef void (*cls_dtor)(CUcontext ctx, void *key, void *value);

@@ -1,10 +1,10 @@
-#include "export_tables.h"
+#include "exports/export_tables.h"
 
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "et_internal.h"
+#include "exports/et_internal.h"
 #include "sluice/log.h"
 
 /* Bytes as export-tables.md section 1 gives them. */

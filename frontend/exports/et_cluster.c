@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "et_internal.h"
-#include "exports.h"
+#include "exports/et_internal.h"
+#include "exports/exports.h"
 #include "sluice/log.h"
 
 static struct sl_fe_et_site cluster = {.table = "CLUSTER(1734dc26)"};

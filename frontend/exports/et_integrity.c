@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "et_internal.h"
+#include "exports/et_internal.h"
 #include "hooks.h"
-#include "integrity.h"
+#include "exports/integrity.h"
 
 /* A cap on what the device-count hook may report (CUDA itself supports far fewer). */
 #define MAX_DEVICES 1024

@@ -10,7 +10,7 @@
 
 #include "fe.h"
 #include "sluice/fe_calls.h"
-#include "graph.h"
+#include "api/graph.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 

@@ -1,11 +1,11 @@
-#include "procaddr.h"
+#include "exports/procaddr.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "exports.h"
+#include "exports/exports.h"
 #include "hooks.h"
-#include "procaddr_table.h"
+#include "exports/procaddr_table.h"
 #include "sluice/log.h"
 
 /* The flag bits cuGetProcAddress knows; any other bit is CUDA_ERROR_INVALID_VALUE (measured:
