@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/context.h"
+#include "call/connection.h"
 #include "exports/export_tables.h"
-#include "fe.h"
-#include "sluice/fe_calls.h"
 #include "hooks.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
+#include "api/copy.h"
+#include "api/memory.h"
+#include "call/rpc.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

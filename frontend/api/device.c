@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fe.h"
+#include "call/connection.h"
 #include "hooks.h"
 
 static CUresult dev_get(CUdevice d, const struct sl_fe_device **out)

@@ -8,12 +8,14 @@
  * checked remotely). Memcpy and host nodes: graph_host.c. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
 #include "api/graph.h"
+#include "api/launch.h"
+#include "call/rpc.h"
 #include "hooks.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"

@@ -13,9 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
-#include "sluice/fe_calls.h"
 #include "api/graph.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 

@@ -21,9 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
-#include "sluice/fe_calls.h"
+#include "api/copy.h"
 #include "api/graph.h"
+#include "api/memory.h"
+#include "call/rpc.h"
+#include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

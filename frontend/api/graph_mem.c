@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
-#include "sluice/fe_calls.h"
 #include "api/graph.h"
+#include "call/rpc.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 

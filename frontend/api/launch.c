@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
+#include "api/launch.h"
+#include "call/rpc.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

@@ -20,7 +20,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "fe.h"
+#include "api/mapped.h"
+#include "component.h"
 #include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"

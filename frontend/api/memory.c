@@ -16,7 +16,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "fe.h"
+#include "api/memory.h"
+#include "api/context.h"
+#include "api/mapped.h"
+#include "call/rpc.h"
+#include "component.h"
 #include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"

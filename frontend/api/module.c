@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
-#include "sluice/fe_calls.h"
+#include "api/module.h"
+#include "call/rpc.h"
+#include "component.h"
 #include "hooks.h"
+#include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

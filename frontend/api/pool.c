@@ -9,9 +9,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "fe.h"
-#include "sluice/fe_calls.h"
+#include "call/rpc.h"
 #include "hooks.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 

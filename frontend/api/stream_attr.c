@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "fe.h"
+#include "call/rpc.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

@@ -2,12 +2,14 @@
  * pointers real addresses; the backend translates and checks them). The object the guest gets
  * is the driver's value itself, not an id: kernels receive it in their parameters. */
 #define __CUDA_API_VERSION_INTERNAL 1
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "fe.h"
-#include "sluice/fe_calls.h"
+#include "api/copy.h"
+#include "call/rpc.h"
 #include "hooks.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 

@@ -7,7 +7,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <string.h>
 
-#include "fe.h"
+#include "call/rpc.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

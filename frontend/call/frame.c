@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
+#include "call/frame.h"
 #include "sluice/wire.h"
 
 #define HDR_ROOM 16 /* ClientMessage tag + varint length, written right-aligned at send */

@@ -5,7 +5,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "fe.h"
+#include "call/idle.h"
 #include "sluice/call_facts.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

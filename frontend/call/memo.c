@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe.h"
+#include <cuda.h>
+
+#include "call/memo.h"
 #include "sluice/fe_calls.h"
 #include "sluice/wire.h"
 

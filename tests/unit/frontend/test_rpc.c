@@ -17,7 +17,9 @@
 
 #include <cmocka.h>
 
-#include "fe.h"
+#include "call/frame.h"
+#include "call/memo.h"
+#include "call/rpc.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 

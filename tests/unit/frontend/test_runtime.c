@@ -17,9 +17,14 @@
 
 #include <cudaProfiler.h>
 
+#include "api/context.h"
 #include "api/errors.h"
+#include "api/launch.h"
+#include "api/memory.h"
+#include "api/module.h"
+#include "call/config.h"
+#include "call/memo.h"
 #include "exports/exports.h"
-#include "fe.h"
 #include "hooks.h"
 #include "sluice/wire.h"
 

@@ -1,0 +1,17 @@
+/* Host functions and stream callbacks (callback.c): (fn, userData) stay in the guest under a
+ * callback id. */
+#ifndef SLUICE_FRONTEND_API_CALLBACK_H
+#define SLUICE_FRONTEND_API_CALLBACK_H
+
+#include <stdint.h>
+
+#include <cuda.h>
+
+/* Registers a host function for a stream; returns its id (non-zero). kind 0: CUhostFn
+ * fn(user), kind 1: CUstreamCallback fn(stream, status, user). One-shot. */
+uint64_t sl_fe_callback_register(int kind, void (*fn)(void), void *user, CUstream stream);
+/* Runs the callback registered under id (then forgets it); 0 if none. */
+int sl_fe_callback_run(uint64_t id);
+void sl_fe_callback_forget(uint64_t id);
+
+#endif
