@@ -4,10 +4,10 @@
 #define SLUICE_FRONTEND_FE_H
 
 #include "api/callback.h"
-#include "api/context.h"
 #include "api/mapped.h"
 #include "call/config.h"
 #include "call/connection.h"
+#include "call/contexts.h"
 #include "call/frame.h"
 #include "call/idle.h"
 #include "call/memo.h"

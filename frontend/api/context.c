@@ -1,7 +1,7 @@
-/* Contexts as the guest sees them (docs/remoting.md "Handles and pointers"): each thread's
- * current-context stack lives here and never travels; every Call carries the current context
- * id. The primary context of device N is DeviceInfo.primary_context, a context the backend made
- * for this session; retain/release only count locally. */
+/* Contexts as the guest sees them (docs/remoting.md "Handles and pointers"): the CUDA calls on
+ * contexts, over each thread's current-context stack (call/contexts.c). The primary context of
+ * device N is DeviceInfo.primary_context, a context the backend made for this session;
+ * retain/release only count locally. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <pthread.h>
 #include <stdlib.h>
@@ -9,108 +9,30 @@
 
 #include "api/context.h"
 #include "call/connection.h"
+#include "call/contexts.h"
 #include "exports/export_tables.h"
 #include "hooks.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
-#define STACK_MAX 64
-#define MAX_CTX   256
-
-static _Thread_local CUcontext t_stack[STACK_MAX];
-static _Thread_local int t_depth;
-
-static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    CUcontext ctx;
-    int device;
-} g_known[MAX_CTX];
-static int g_nknown;
+static pthread_mutex_t g_primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_primary_refs[64];
 static unsigned g_primary_flags[64]; /* as the backend reported or we set them */
 static unsigned char g_primary_flags_known[64];
 
-void sl_fe_ctx_remember(CUcontext ctx, int device)
-{
-    if (!ctx)
-        return;
-    pthread_mutex_lock(&g_ctx_lock);
-    int i;
-    for (i = 0; i < g_nknown && g_known[i].ctx != ctx; i++)
-        ;
-    if (i == g_nknown && g_nknown < MAX_CTX)
-        g_nknown++;
-    if (i < MAX_CTX) {
-        g_known[i].ctx = ctx;
-        g_known[i].device = device;
-    }
-    pthread_mutex_unlock(&g_ctx_lock);
-}
-
-void sl_fe_ctx_forget(CUcontext ctx)
-{
-    pthread_mutex_lock(&g_ctx_lock);
-    for (int i = 0; i < g_nknown; i++) {
-        if (g_known[i].ctx == ctx) {
-            g_known[i] = g_known[--g_nknown];
-            break;
-        }
-    }
-    pthread_mutex_unlock(&g_ctx_lock);
-    for (int i = 0; i < t_depth; i++)
-        if (t_stack[i] == ctx)
-            t_stack[i] = NULL;
-}
-
-int sl_fe_ctx_device(CUcontext ctx)
-{
-    int dev = -1;
-    pthread_mutex_lock(&g_ctx_lock);
-    for (int i = 0; i < g_nknown; i++)
-        if (g_known[i].ctx == ctx)
-            dev = g_known[i].device;
-    pthread_mutex_unlock(&g_ctx_lock);
-    return dev;
-}
-
 void sl_fe_ctx_reset(void)
 {
-    t_depth = 0;
-    pthread_mutex_lock(&g_ctx_lock);
-    g_nknown = 0;
+    sl_fe_contexts_reset();
+    pthread_mutex_lock(&g_primary_lock);
     memset(g_primary_refs, 0, sizeof g_primary_refs);
     memset(g_primary_flags_known, 0, sizeof g_primary_flags_known);
-    pthread_mutex_unlock(&g_ctx_lock);
-}
-
-CUcontext sl_fe_current_context(void)
-{
-    return t_depth ? t_stack[t_depth - 1] : NULL;
-}
-
-uint64_t sl_fe_current_ctx_id(void)
-{
-    return (uint64_t)(uintptr_t)sl_fe_current_context();
-}
-
-void sl_fe_ctx_push(CUcontext ctx)
-{
-    if (t_depth < STACK_MAX)
-        t_stack[t_depth++] = ctx;
+    pthread_mutex_unlock(&g_primary_lock);
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
-    if (!ctx) {
-        if (t_depth)
-            t_depth--;
-        return CUDA_SUCCESS;
-    }
-    if (t_depth)
-        t_stack[t_depth - 1] = ctx;
-    else
-        t_stack[t_depth++] = ctx;
+    sl_fe_ctx_set_current(ctx);
     return CUDA_SUCCESS;
 }
 
@@ -126,9 +48,9 @@ CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
     if (!ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (t_depth >= STACK_MAX)
+    if (sl_fe_ctx_stack_full())
         return CUDA_ERROR_OUT_OF_MEMORY;
-    t_stack[t_depth++] = ctx;
+    sl_fe_ctx_push(ctx);
     return CUDA_SUCCESS;
 }
 
@@ -139,9 +61,9 @@ CUresult cuCtxPushCurrent(CUcontext ctx)
 
 CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
-    if (!t_depth)
+    CUcontext c;
+    if (!sl_fe_ctx_pop(&c))
         return CUDA_ERROR_INVALID_CONTEXT;
-    CUcontext c = t_stack[--t_depth];
     if (pctx)
         *pctx = c;
     return CUDA_SUCCESS;
@@ -233,10 +155,10 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     CUresult rc = sl_fe_primary_ctx_handle(dev, pctx);
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&g_ctx_lock);
+    pthread_mutex_lock(&g_primary_lock);
     if (dev < 64)
         g_primary_refs[dev]++;
-    pthread_mutex_unlock(&g_ctx_lock);
+    pthread_mutex_unlock(&g_primary_lock);
     return CUDA_SUCCESS;
 }
 
@@ -247,12 +169,12 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
         return rc;
     if (!sl_fe_session_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    pthread_mutex_lock(&g_ctx_lock);
+    pthread_mutex_lock(&g_primary_lock);
     if (g_primary_refs[dev] > 0)
         g_primary_refs[dev]--;
     else
         rc = CUDA_ERROR_INVALID_CONTEXT;
-    pthread_mutex_unlock(&g_ctx_lock);
+    pthread_mutex_unlock(&g_primary_lock);
     return rc;
 }
 
@@ -293,18 +215,18 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
         return rc;
     if (!sl_fe_session_device(dev) || dev >= 64)
         return CUDA_ERROR_INVALID_DEVICE;
-    pthread_mutex_lock(&g_ctx_lock);
+    pthread_mutex_lock(&g_primary_lock);
     int known = g_primary_flags_known[dev];
     unsigned f = g_primary_flags[dev];
-    pthread_mutex_unlock(&g_ctx_lock);
+    pthread_mutex_unlock(&g_primary_lock);
     if (!known && (rc = primary_flags_fetch(dev, &f)) != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&g_ctx_lock);
+    pthread_mutex_lock(&g_primary_lock);
     g_primary_flags[dev] = f;
     g_primary_flags_known[dev] = 1;
     *flags = f;
     *active = g_primary_refs[dev] > 0;
-    pthread_mutex_unlock(&g_ctx_lock);
+    pthread_mutex_unlock(&g_primary_lock);
     return CUDA_SUCCESS;
 }
 
@@ -327,10 +249,10 @@ CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
         rc = (CUresult)rep->result;
         sl_fe_reply_free(rep);
     }
-    pthread_mutex_lock(&g_ctx_lock);
+    pthread_mutex_lock(&g_primary_lock);
     g_primary_flags[dev] = flags;
     g_primary_flags_known[dev] = rc == CUDA_SUCCESS; /* else ask again */
-    pthread_mutex_unlock(&g_ctx_lock);
+    pthread_mutex_unlock(&g_primary_lock);
     return rc;
 }
 
@@ -359,9 +281,9 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     if (rc == CUDA_SUCCESS)
         sl_fe_cls_on_ctx_reset(pc); /* a reset drops context-local storage without dtors */
     if (dev >= 0 && dev < 64) {
-        pthread_mutex_lock(&g_ctx_lock);
+        pthread_mutex_lock(&g_primary_lock);
         g_primary_flags_known[dev] = 0; /* ask the backend what the reset left */
-        pthread_mutex_unlock(&g_ctx_lock);
+        pthread_mutex_unlock(&g_primary_lock);
     }
     return rc;
 }
@@ -404,7 +326,7 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, uns
         return rc;
     if (!sl_fe_session_device(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    if (t_depth >= STACK_MAX)
+    if (sl_fe_ctx_stack_full())
         return CUDA_ERROR_OUT_OF_MEMORY;
     Sluice__Cuda__CuCtxCreateV4Request req = SLUICE__CUDA__CU_CTX_CREATE_V4_REQUEST__INIT;
     req.flags = flags;
@@ -428,7 +350,7 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, uns
         return rc;
     CUcontext ctx = (CUcontext)(uintptr_t)id;
     sl_fe_ctx_remember(ctx, dev);
-    t_stack[t_depth++] = ctx;
+    sl_fe_ctx_push(ctx);
     *pctx = ctx;
     return CUDA_SUCCESS;
 }
@@ -476,18 +398,9 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     }
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (t_depth && t_stack[t_depth - 1] == ctx)
-        t_depth--;
-    if (!sl_fe_is_primary_ctx(ctx)) {
-        pthread_mutex_lock(&g_ctx_lock);
-        for (int i = 0; i < g_nknown; i++) {
-            if (g_known[i].ctx == ctx) {
-                g_known[i] = g_known[--g_nknown];
-                break;
-            }
-        }
-        pthread_mutex_unlock(&g_ctx_lock);
-    }
+    sl_fe_ctx_pop_if_current(ctx);
+    if (!sl_fe_is_primary_ctx(ctx))
+        sl_fe_ctx_drop(ctx);
     return CUDA_SUCCESS;
 }
 

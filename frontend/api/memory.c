@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "api/memory.h"
-#include "api/context.h"
 #include "api/mapped.h"
+#include "call/contexts.h"
 #include "call/rpc.h"
 #include "component.h"
 #include "sluice/fe_calls.h"

@@ -7,7 +7,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <stdint.h>
 
-#include "api/context.h"
+#include "call/contexts.h"
 #include "call/rpc.h"
 #include "hooks.h"
 #include "sluice/fe_calls.h"

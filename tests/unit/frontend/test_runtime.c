@@ -23,6 +23,7 @@
 #include "api/memory.h"
 #include "api/module.h"
 #include "call/config.h"
+#include "call/contexts.h"
 #include "call/memo.h"
 #include "exports/exports.h"
 #include "hooks.h"
