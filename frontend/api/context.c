@@ -11,7 +11,6 @@
 #include "call/connection.h"
 #include "call/contexts.h"
 #include "exports/export_tables.h"
-#include "hooks.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/device.h"
 #include "call/connection.h"
-#include "hooks.h"
 
 static CUresult dev_get(CUdevice d, const struct sl_fe_device **out)
 {

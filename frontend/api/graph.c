@@ -16,7 +16,6 @@
 #include "api/graph.h"
 #include "api/launch.h"
 #include "call/rpc.h"
-#include "hooks.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

@@ -13,7 +13,6 @@
 #include "api/module.h"
 #include "call/rpc.h"
 #include "component.h"
-#include "hooks.h"
 #include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"

@@ -23,4 +23,19 @@ void sl_fe_sha256(const void *data, size_t len, uint8_t out[32]);
 CUresult sl_fe_load_image(const void *image, uint32_t target, const uint32_t *jit_opts,
                           const uint64_t *jit_vals, size_t njit, uint64_t *handle);
 
+/* Asked by exports/ (cudart's private tables) too: each may be called before cuInit and from
+ * any thread, and never calls back into cuGetProcAddress or cuGetExportTable. The unit tests
+ * of exports/ link doubles of them (tests/unit/frontend/fe_test_hooks.c). */
+
+/* Loads a module image the way cuModuleLoadData does (the caller has already checked which
+ * image form the slot accepts: a __fatBinC_Wrapper_t or a raw fatbin). */
+CUresult sl_fe_module_load_image(CUmodule *module, const void *image);
+
+/* The functions of a module as cuModuleGetFunctionCount and cuModuleEnumerateFunctions answer
+ * them: *fns (malloc'd, the caller frees; NULL when none) and their number. */
+CUresult sl_fe_module_functions(CUmodule module, CUfunction **fns, unsigned *count);
+
+/* cuFuncGetName: a string that lives as long as the library (answers are kept per handle). */
+CUresult sl_fe_function_name(CUfunction fn, const char **name);
+
 #endif

@@ -7,9 +7,9 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <stdint.h>
 
+#include "api/device.h"
 #include "call/contexts.h"
 #include "call/rpc.h"
-#include "hooks.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "call/rpc.h"
-#include "hooks.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

@@ -8,7 +8,6 @@
 
 #include "api/copy.h"
 #include "call/rpc.h"
-#include "hooks.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

@@ -8,7 +8,8 @@
 
 #include <cuda.h>
 
-/* The calling thread's current context, NULL when none. */
+/* The calling thread's current context, NULL when none. exports/ asks it too (before cuInit,
+ * from any thread); its unit tests link a double (tests/unit/frontend/fe_test_hooks.c). */
 CUcontext sl_fe_current_context(void);
 /* The calling thread's current context id (0 = none), what goes into Call.context. */
 uint64_t sl_fe_current_ctx_id(void);

@@ -10,9 +10,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "call/contexts.h"
 #include "exports/et_internal.h"
 #include "exports/export_tables.h"
-#include "hooks.h"
 
 typedef void (*cls_dtor)(CUcontext ctx, void *key, void *value);
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "api/device.h"
 #include "exports/et_internal.h"
-#include "hooks.h"
 #include "exports/integrity.h"
 
 /* A cap on what the device-count hook may report (CUDA itself supports far fewer). */

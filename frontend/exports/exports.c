@@ -4,10 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hooks.h"
+#include <cuda.h>
+
 #include "sluice/log.h"
 
-/* frontend/profiler.c (runtime objects); weak so that the core links without them (tests).
+/* frontend/api/profiler.c (runtime objects); weak so that the core links without them (tests).
  * Declared here without cudaProfiler.h (whose cuProfilerInitialize is deprecated); only the
  * addresses are taken. */
 extern CUresult cuProfilerInitialize(const char *, const char *, int) __attribute__((weak));

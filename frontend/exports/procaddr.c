@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/device.h"
 #include "exports/exports.h"
-#include "hooks.h"
 #include "exports/procaddr_table.h"
 #include "sluice/log.h"
 

@@ -4,7 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hooks.h"
+#include "api/context.h"
+#include "api/device.h"
+#include "api/module.h"
+#include "call/contexts.h"
+#include "exports/exports.h"
 #include "exports/procaddr_table.h"
 
 static int g_driver_version = 13000;

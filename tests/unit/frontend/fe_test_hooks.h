@@ -1,4 +1,6 @@
-/* Test doubles of the frontend hooks (frontend/hooks.h), configurable per test. */
+/* Test doubles of what exports/ asks the rest of the frontend (api/device.h, api/context.h,
+ * api/module.h, call/contexts.h) and of the generated export table (exports/exports.h),
+ * configurable per test. */
 #ifndef SLUICE_TEST_FE_TEST_HOOKS_H
 #define SLUICE_TEST_FE_TEST_HOOKS_H
 

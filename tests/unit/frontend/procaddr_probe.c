@@ -11,7 +11,8 @@
 
 #include <cuda.h>
 
-#include "hooks.h"
+#include "api/device.h"
+#include "exports/exports.h"
 #include "exports/procaddr.h"
 #include "exports/procaddr_table.h"
 

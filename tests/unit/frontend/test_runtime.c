@@ -26,7 +26,6 @@
 #include "call/contexts.h"
 #include "call/memo.h"
 #include "exports/exports.h"
-#include "hooks.h"
 #include "sluice/wire.h"
 
 static void config_parse(void **state)

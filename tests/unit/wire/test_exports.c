@@ -15,7 +15,6 @@
 #include <cuda.h>
 
 #include "exports/exports.h"
-#include "hooks.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
