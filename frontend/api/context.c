@@ -10,7 +10,7 @@
 #include "api/context.h"
 #include "call/connection.h"
 #include "call/contexts.h"
-#include "exports/export_tables.h"
+#include "exports/et_cls.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

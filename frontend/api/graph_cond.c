@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "api/graph.h"
+#include "api/graph_host.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"

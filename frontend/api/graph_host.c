@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/graph_host.h"
 #include "api/copy.h"
 #include "api/graph.h"
 #include "api/memory.h"

@@ -10,9 +10,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "exports/et_cls.h"
 #include "call/contexts.h"
-#include "exports/et_internal.h"
-#include "exports/export_tables.h"
 
 typedef void (*cls_dtor)(CUcontext ctx, void *key, void *value);
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "exports/et_internal.h"
+#include "exports/et_cluster.h"
 #include "exports/exports.h"
 #include "sluice/log.h"
 

@@ -2,7 +2,7 @@
  * #197 grew its table for it). The same functions are f8cff951[22..36], which we refuse. */
 #include <stdint.h>
 
-#include "exports/et_internal.h"
+#include "exports/et_context_checks.h"
 
 static struct sl_fe_et_site checks = {.table = "CONTEXT_CHECKS"};
 

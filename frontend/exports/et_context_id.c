@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "exports/et_context_id.h"
 #include "api/context.h"
-#include "exports/et_internal.h"
 
 static struct sl_fe_et_site ctxid = {.table = "CONTEXT_ID(21318c60)"};
 

@@ -2,9 +2,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "exports/et_cudart.h"
 #include "api/context.h"
 #include "api/module.h"
-#include "exports/et_internal.h"
 
 #define FATBIN_WRAPPER_MAGIC 0x466243b1u /* __fatBinC_Wrapper_t.magic */
 #define FATBIN_MAGIC         0xba55ed50u /* fatbin header magic */

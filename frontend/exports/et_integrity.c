@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "exports/et_integrity.h"
 #include "api/device.h"
-#include "exports/et_internal.h"
+#include "exports/et_cudart.h"
 #include "exports/integrity.h"
 
 /* A cap on what the device-count hook may report (CUDA itself supports far fewer). */

@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "exports/et_module_functions.h"
 #include "api/module.h"
-#include "exports/et_internal.h"
 #include "sluice/log.h"
 
 static struct sl_fe_et_site modfn = {.table = "MODULE_FUNCTIONS(6e163fbe)"};

@@ -1,4 +1,4 @@
-#include "exports/et_internal.h"
+#include "exports/et_stub.h"
 
 #include "sluice/log.h"
 

@@ -2,7 +2,7 @@
  * profiler": buffers for [2] and [6], success for the rest. */
 #include <stddef.h>
 
-#include "exports/et_internal.h"
+#include "exports/et_tools_hooks.h"
 
 static struct sl_fe_et_site hooks = {.table = "TOOLS_RUNTIME_CALLBACK_HOOKS"};
 

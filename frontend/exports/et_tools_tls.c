@@ -1,6 +1,6 @@
 /* TOOLS_TLS 42d85a81...: 3 slots on 580 (not 4), needed by cudart init and cuBLASLt. */
+#include "exports/et_tools_tls.h"
 #include "call/contexts.h"
-#include "exports/et_internal.h"
 
 static struct sl_fe_et_site tls = {.table = "TOOLS_TLS"};
 

@@ -4,7 +4,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exports/et_internal.h"
+#include "exports/et_cls.h"
+#include "exports/et_cluster.h"
+#include "exports/et_context_checks.h"
+#include "exports/et_context_id.h"
+#include "exports/et_cudart.h"
+#include "exports/et_integrity.h"
+#include "exports/et_module_functions.h"
+#include "exports/et_tools_hooks.h"
+#include "exports/et_tools_tls.h"
 #include "sluice/log.h"
 
 /* Bytes as export-tables.md section 1 gives them. */

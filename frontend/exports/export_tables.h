@@ -22,12 +22,4 @@ extern const uint8_t SL_FE_ET_ID_MODULE_FUNCTIONS[16];
  * do not serve (f8cff951... included): CUDA_ERROR_INVALID_VALUE and *ppExportTable = NULL. */
 CUresult sl_fe_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId);
 
-/* CONTEXT_LOCAL_STORAGE lifecycle, called by the context layer:
- * on cuCtxDestroy: every entry of ctx is removed and its dtor(ctx, key, value) called (outside
- * any lock); on cuDevicePrimaryCtxReset: the entries of ctx are dropped without dtor calls. */
-void sl_fe_cls_on_ctx_destroy(CUcontext ctx);
-void sl_fe_cls_on_ctx_reset(CUcontext ctx);
-/* Drops every entry without dtor calls and frees the storage (tests, library unload). */
-void sl_fe_cls_clear_all(void);
-
 #endif

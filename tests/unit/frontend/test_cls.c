@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "exports/et_cls.h"
 #include "exports/export_tables.h"
 #include "fe_test_hooks.h"
 

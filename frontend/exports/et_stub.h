@@ -1,6 +1,7 @@
-/* Shared by the export table files. Internal. */
-#ifndef SLUICE_FRONTEND_ET_INTERNAL_H
-#define SLUICE_FRONTEND_ET_INTERNAL_H
+/* What every private table file uses (et_stub.c): the slot type and macros, and stubs for
+ * slots whose signature is unknown. Internal. */
+#ifndef SLUICE_FRONTEND_ET_STUB_H
+#define SLUICE_FRONTEND_ET_STUB_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -12,16 +13,6 @@
 typedef const void *sl_fe_slot;
 #define SL_FE_ET_SIZE(n_slots) ((sl_fe_slot)(uintptr_t)((n_slots) * sizeof(void *)))
 #define SL_FE_ET_FN(fn)        ((sl_fe_slot)(fn))
-
-const sl_fe_slot *sl_fe_et_cudart_interface(void);
-const sl_fe_slot *sl_fe_et_tools_hooks(void);
-const sl_fe_slot *sl_fe_et_tools_tls(void);
-const sl_fe_slot *sl_fe_et_context_local_storage(void);
-const sl_fe_slot *sl_fe_et_context_checks(void);
-const sl_fe_slot *sl_fe_et_integrity_check(void);
-const sl_fe_slot *sl_fe_et_context_id(void);
-const sl_fe_slot *sl_fe_et_cluster(void);
-const sl_fe_slot *sl_fe_et_module_functions(void);
 
 /* Stubs for slots whose signature is unknown. The caller may pass any integer or pointer
  * arguments; a function taking none ignores them under the x86-64 and AArch64 C ABIs. The
