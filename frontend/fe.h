@@ -3,13 +3,13 @@
 #ifndef SLUICE_FRONTEND_FE_H
 #define SLUICE_FRONTEND_FE_H
 
-#include "api/callback.h"
-#include "api/mapped.h"
+#include "call/callbacks.h"
 #include "call/config.h"
 #include "call/connection.h"
 #include "call/contexts.h"
 #include "call/frame.h"
 #include "call/idle.h"
+#include "call/mapped_sync.h"
 #include "call/memo.h"
 #include "call/rpc.h"
 #include "component.h"

@@ -19,6 +19,7 @@
 #include "api/memory.h"
 #include "api/mapped.h"
 #include "call/contexts.h"
+#include "call/mapped_sync.h"
 #include "call/rpc.h"
 #include "component.h"
 #include "sluice/fe_calls.h"

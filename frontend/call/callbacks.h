@@ -1,7 +1,8 @@
-/* Host functions and stream callbacks (callback.c): (fn, userData) stay in the guest under a
- * callback id. */
-#ifndef SLUICE_FRONTEND_API_CALLBACK_H
-#define SLUICE_FRONTEND_API_CALLBACK_H
+/* The host callbacks filter (callbacks.c): the (fn, userData) of host functions and stream
+ * callbacks stay in the guest under a callback id; the call layer runs one when the backend
+ * asks (ServerMessage{callback}). The CUDA calls that register them are api/callback.c's. */
+#ifndef SLUICE_FRONTEND_CALL_CALLBACKS_H
+#define SLUICE_FRONTEND_CALL_CALLBACKS_H
 
 #include <stdint.h>
 
