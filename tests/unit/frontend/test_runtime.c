@@ -357,7 +357,7 @@ static void pinned_host_memory(void **state)
     assert_int_equal(cuMemFreeHost(NULL), CUDA_SUCCESS);
 }
 
-/* frontend/memo.c: a clean answer is given again for the same call and context only; an
+/* frontend/call/memo.c: a clean answer is given again for the same call and context only; an
  * answer with an error, bulk or a deferred failure is never kept; clear forgets. */
 static void memo_answers(void **state)
 {
