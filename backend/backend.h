@@ -31,18 +31,20 @@
 #define BE_COMPONENT "sluice-backend"
 
 /* ---------------------------------------------------------------- limits */
-#define BE_MAX_BULK_PER_CALL ((uint64_t)64 << 20) /* HtoD data, params, images, DtoH replies */
-#define BE_MAX_QUEUED_CALLS  (16384u)             /* calls waiting in one session's queue */
-#define BE_MAX_QUEUED_BYTES  ((size_t)320 << 20)  /* bulk waiting in one session's queue */
-#define BE_MAX_HANDLES       (1u << 20)           /* live handles per session */
-#define BE_MAX_ALLOCS        (1u << 20)           /* live device ranges per session */
-#define BE_MAX_CONTEXTS      64u                  /* contexts per session */
-#define BE_MAX_PARAMS        1024u                /* kernel parameters per function */
-#define BE_MAX_PARAM_BYTES   32768u               /* kernel parameter buffer */
-#define BE_MAX_STDOUT        ((size_t)1 << 20)    /* printf bytes kept for one reply */
-#define BE_IMAGE_CACHE_BYTES ((size_t)512 << 20)  /* in-process image cache */
-#define BE_IMAGE_CACHE_COUNT 1024u
-#define BE_IMAGE_STORE_BYTES ((uint64_t)1 << 30) /* images on disk (--state-dir), per tenant */
+#define BE_MAX_BULK_PER_CALL  ((uint64_t)64 << 20)  /* HtoD data, params, images, DtoH replies */
+#define BE_MAX_BULK_PER_FRAME ((uint64_t)128 << 20) /* all calls of one CallFrame */
+#define BE_MAX_REPLY_QUEUE    ((size_t)192 << 20)   /* replies waiting for one guest to read */
+#define BE_MAX_QUEUED_CALLS   (16384u)              /* calls waiting in one session's queue */
+#define BE_MAX_QUEUED_BYTES   ((size_t)320 << 20)   /* bulk waiting in one session's queue */
+#define BE_MAX_HANDLES        (1u << 20)            /* live handles per session */
+#define BE_MAX_ALLOCS         (1u << 20)            /* live device ranges per session */
+#define BE_MAX_CONTEXTS       64u                   /* contexts per session */
+#define BE_MAX_PARAMS         1024u                 /* kernel parameters per function */
+#define BE_MAX_PARAM_BYTES    32768u                /* kernel parameter buffer */
+#define BE_MAX_STDOUT         ((size_t)1 << 20)     /* printf bytes kept for one reply */
+#define BE_IMAGE_CACHE_BYTES  ((size_t)512 << 20)   /* in-process image cache */
+#define BE_IMAGE_CACHE_COUNT  1024u
+#define BE_IMAGE_STORE_BYTES  ((uint64_t)1 << 30) /* images on disk (--state-dir), per tenant */
 
 /* SLA accounting: measurement, quota, share, usage records (docs/accounting.md) */
 #include "accounting.h"
@@ -303,6 +305,10 @@ void be_images_clear(void);
 /* Checks that an image of format (1 fatbin behind a rebuilt wrapper, 2 fatbin, 3 ELF, 4 PTX)
  * is entirely inside its len bytes, so the driver never reads past it. */
 CUresult be_image_validate(const uint8_t *p, uint64_t len, uint32_t format);
+/* The same bounds checks for a cuLinkAddData_v2 input of CUjitInputType type: cubin and
+ * object ELF, PTX NUL-terminated, fatbin, ar archive of ELF objects; NVVM IR is refused
+ * (CUDA_ERROR_NOT_SUPPORTED), an unknown type is CUDA_ERROR_INVALID_VALUE. */
+CUresult be_link_input_validate(const uint8_t *p, uint64_t len, uint32_t type);
 
 /* ---------------------------------------------------------------- image_store.c */
 /* Images on disk across sessions, in dir (STATE_DIR/images; "" or NULL: none). get returns the
@@ -350,6 +356,7 @@ unsigned be_default_spin_us(void);
 /* ---------------------------------------------------------------- server.c */
 struct be_config {
     const char *project, *listen, *cert, *key, *ca, *driver, *control, *allow, *state_dir;
+    const char *control_key; /* --control-key FILE: the agent's key (control.c) */
     /* Set by main: each session runs in `worker_exe --session-worker FD ...` (worker.c) and
      * the server never loads the driver. NULL (unit tests): sessions run on threads of this
      * process with the api/devs given to be_server_run. */
@@ -420,6 +427,8 @@ static inline int be_ring_alloc(uint64_t head, uint64_t tail, uint64_t cap, uint
     return 0;
 }
 #define BE_IPC_RECORD   ((size_t)65536)              /* largest SOCK_SEQPACKET record */
+#define BE_READ_TURN    ((size_t)1 << 20)            /* read from one worker per loop turn */
+#define BE_READ_TURN_NS 1000000u                     /* or for this long, whichever is less */
 #define BE_IPC_ALIGN(x) (((x) + 15) & ~(uint64_t)15) /* each call's bulk starts aligned */
 struct be_ipc_hdr {
     uint32_t type;
@@ -433,9 +442,14 @@ struct be_ipc_rx {
     uint8_t *msg, *bulk; /* the message being received (msg is NUL terminated) */
     uint8_t *spare;      /* the last record read */
     size_t spare_off, spare_len;
+    size_t budget;     /* nonblocking reads: bytes this turn may still take from the socket, 0
+                        * = no limit; spent: be_ipc_read answers 2 (the channel thread's other
+                        * work comes first, the rest at its next turn) */
+    uint64_t until_ns; /* the same, in time (CLOCK_MONOTONIC); 0 = no limit */
+    int spent;
 };
-/* 1: a message is in rx (then be_ipc_rx_next); 2: nothing more now (nonblock); -1: malformed;
- * -2: EOF or error. */
+/* 1: a message is in rx (then be_ipc_rx_next); 2: nothing more now (nonblock, or the budget is
+ * spent); -1: malformed; -2: EOF or error. */
 int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock);
 void be_ipc_rx_next(struct be_ipc_rx *rx);
 void be_ipc_rx_free(struct be_ipc_rx *rx);
@@ -480,17 +494,29 @@ struct be_control_hooks {
     void *user;
     /* a Grant was applied (its SLA; defaults when it had none) */
     void (*grant)(void *user, const char *uuid, const struct be_sla *sla);
+    /* the socket connected to an agent again (after the hello): report the live sessions */
+    void (*reconnected)(void *user);
 };
+#define BE_CONTROL_KEY_LEN 32    /* bytes; the --control-key file holds them as hex */
+#define BE_ORPHAN_GRACE_MS 15000 /* keyed: longest time without a word from the agent */
 sl_code be_control_open(const char *endpoint, const char *project, const char *listen,
                         struct be_grants *grants, const struct be_control_hooks *hooks,
                         struct be_control **out, sl_error *e);
 void *be_control_socket(struct be_control *c);
+/* --control-key FILE: from now on only messages carrying this key count (see control.c). */
+sl_code be_control_require_key(struct be_control *c, const char *path, sl_error *e);
 /* Handles every waiting control message (non-blocking). */
 void be_control_process(struct be_control *c);
+/* One frame from the agent's socket: decoded, checked and applied (what be_control_process does
+ * with each; the fuzz target tests/fuzz/fuzz_control.c calls it directly). */
+void be_control_handle(struct be_control *c, const void *frame, size_t len);
 void be_control_close(struct be_control *c);
 /* Usage records: queued until the agent acknowledges them, sent again every ms (default
  * BE_USAGE_RESEND_S) and after a reconnection. rec: an encoded UsageRecord. */
 void be_control_set_resend(struct be_control *c, int64_t ms);
+/* Keyed: how long without a word from the agent before the backend ends (default
+ * BE_ORPHAN_GRACE_MS; tests shorten it). */
+void be_control_set_orphan_grace(struct be_control *c, int64_t ms);
 void be_control_usage(struct be_control *c, const uint8_t *rec, size_t len);
 size_t be_control_usage_waiting(const struct be_control *c);
 /* BackendReport{session: SessionEvent{kind (SLUICE__CONTROL__SESSION_EVENT__KIND__*), ...}}. */

@@ -16,6 +16,10 @@ struct sl_fe_transport {
                     sl_error *e);
     sl_code (*recv_bulk)(void *t, void *dst, size_t len, sl_error *e);
     void *t;
+    /* Waiting for input without holding the transport (sluice/channel.h sl_client_fds and
+     * sl_client_has_input); NULL: the reading thread blocks in recv instead (tests). */
+    int (*fds)(void *t, int *fds, int n);
+    int (*has_input)(void *t);
 };
 
 #endif
