@@ -29,7 +29,17 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "fe.h"
+#include "call/callbacks.h"
+#include "call/config.h"
+#include "call/connection.h"
+#include "call/contexts.h"
+#include "call/frame.h"
+#include "call/idle.h"
+#include "call/mapped_sync.h"
+#include "call/memo.h"
+#include "call/rpc.h"
+#include "call/transport.h"
+#include "component.h"
 #include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/relax.h"

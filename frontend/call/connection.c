@@ -6,7 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fe.h"
+#include "call/config.h"
+#include "call/connection.h"
+#include "call/contexts.h"
+#include "call/rpc.h"
+#include "call/transport.h"
+#include "component.h"
 #include "sluice/channel.h"
 #include "sluice/log.h"
 #include "sluice/wire.h"

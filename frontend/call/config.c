@@ -7,7 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fe.h"
+#include "call/config.h"
+#include "component.h"
 #include "sluice/log.h"
 
 static char *trim(char *s)
