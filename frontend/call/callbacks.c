@@ -1,7 +1,7 @@
 /* Host callbacks (docs/remoting.md "Host callbacks and printf"): (fn, userData) stay here under
  * a callback id; the backend's own host function on the stream sends ServerMessage{callback}
- * and the call layer runs the function when it reads it (rpc.c), then answers callback_done.
- * The CUDA calls that register them are api/callback.c's. */
+ * and the call layer runs the function when it reads it (rpc_replies.c, through filters.c),
+ * then answers callback_done. The CUDA calls that register them are api/callback.c's. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <pthread.h>
 #include <stdlib.h>
@@ -73,4 +73,19 @@ int sl_fe_callback_run(uint64_t id)
         ((CUstreamCallback)(void (*)(void))c->fn)(c->stream, CUDA_SUCCESS, c->user);
     free(c);
     return 1;
+}
+
+static _Thread_local int t_in_callback;
+
+int sl_fe_callback_run_asked(uint64_t id)
+{
+    t_in_callback = 1; /* no CUDA call from a host function (CUDA's rule too) */
+    int ran = sl_fe_callback_run(id);
+    t_in_callback = 0;
+    return ran;
+}
+
+int sl_fe_in_callback(void)
+{
+    return t_in_callback;
 }

@@ -14,5 +14,10 @@ uint64_t sl_fe_callback_register(int kind, void (*fn)(void), void *user, CUstrea
 /* Runs the callback registered under id (then forgets it); 0 if none. */
 int sl_fe_callback_run(uint64_t id);
 void sl_fe_callback_forget(uint64_t id);
+/* The backend asks for the host function registered under id: runs it as sl_fe_callback_run,
+ * the calling thread marked as running a host callback meanwhile. */
+int sl_fe_callback_run_asked(uint64_t id);
+/* Non-zero while the calling thread runs a host callback. */
+int sl_fe_in_callback(void);
 
 #endif

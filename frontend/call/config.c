@@ -106,19 +106,3 @@ sl_code sl_fe_config_load(const char *dir, struct sl_fe_config *cfg, sl_error *e
         return rc;
     return SL_OK;
 }
-
-unsigned sl_fe_env_uint(const char *name, unsigned dflt, unsigned max)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return dflt;
-    char *end;
-    errno = 0;
-    unsigned long n = strtoul(v, &end, 10);
-    if (*v == '-' || *end || errno || n > max) {
-        sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
-               "%s=%s is not a whole number from 0 to %u; using %u", name, v, max, dflt);
-        return dflt;
-    }
-    return (unsigned)n;
-}

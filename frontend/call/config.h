@@ -1,5 +1,4 @@
-/* backend.conf and the credential files the enrollment tool writes, and the environment
- * variables the frontend reads (config.c). */
+/* backend.conf and the credential files the enrollment tool writes (config.c). */
 #ifndef SLUICE_FRONTEND_CALL_CONFIG_H
 #define SLUICE_FRONTEND_CALL_CONFIG_H
 
@@ -16,8 +15,5 @@ struct sl_fe_config {
 sl_code sl_fe_config_load(const char *dir, struct sl_fe_config *cfg, sl_error *err);
 /* Parses backend.conf text ("endpoint = tcp://HOST:PORT", '#' comments, blank lines). */
 sl_code sl_fe_config_parse(const char *text, struct sl_fe_config *cfg, sl_error *err);
-/* The environment variable name as a whole number 0..max; unset or empty gives dflt, anything
- * else (not a number, negative, over max) is logged with its name and gives dflt. */
-unsigned sl_fe_env_uint(const char *name, unsigned dflt, unsigned max);
 
 #endif

@@ -1,7 +1,8 @@
 /* What the guest knows to be idle (docs/frontend-internals.md "Answers kept in the guest"):
  * streams and the context whose last synchronization was answered with success and that got
  * no work since, so that cuStreamSynchronize, cuStreamQuery and cuCtxSynchronize of them are
- * answered here, as the driver would answer. All of it runs with the rpc lock held (rpc.c). */
+ * answered here, as the driver would answer. All of it runs with the call layer's lock held
+ * (filters.c calls it). */
 #include <stdatomic.h>
 #include <string.h>
 

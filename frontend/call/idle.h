@@ -1,5 +1,5 @@
 /* What the guest knows to be idle: streams and the context whose synchronizations are answered
- * here (idle.c). Everything runs with the rpc lock held. */
+ * here (idle.c). Everything runs with the call layer's lock held. */
 #ifndef SLUICE_FRONTEND_CALL_IDLE_H
 #define SLUICE_FRONTEND_CALL_IDLE_H
 

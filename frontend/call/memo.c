@@ -5,7 +5,8 @@
  * answer it again locally; any call flagged `unmemo` (setting an attribute or limit, unloading,
  * destroying or resetting a context) forgets every answer first. Handle ids are never reused,
  * so an answer cannot be mistaken for another object's. Bounded: the table is emptied when full.
- * Called with the rpc lock held (rpc.c). */
+ * Also what the memo forgets as calls go (an `unmemo` call, an answer with an error) and when an
+ * answer may be kept. Called with the call layer's lock held (filters.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,9 @@ struct memo {
 
 static struct memo *g_bucket[MEMO_BUCKETS];
 static size_t g_count;
+static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1]; /* the memo emptied, per call id */
+static int g_capture_begun;   /* a stream capture was begun in this process */
+static uint64_t g_forget_seq; /* the seq sent when the memo was last emptied */
 
 static uint64_t fnv1a(const uint8_t *p, size_t n)
 {
@@ -142,4 +146,50 @@ void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r
     m->next = g_bucket[m->hash % MEMO_BUCKETS];
     g_bucket[m->hash % MEMO_BUCKETS] = m;
     g_count++;
+}
+
+/* ------------------------------------------------------------------ what the memo forgets */
+void sl_fe_memo_forget(uint32_t call_id, uint64_t seq_now)
+{
+    sl_fe_memo_clear();
+    g_forget_seq = seq_now; /* an answer to a call up to here may be stale now */
+    if (call_id <= SL_CALL_ID_MAX)
+        g_forget_by_call[call_id]++;
+}
+
+/* Before call goes out: an `unmemo` call empties the memo; an `uncapture` one forgets the
+ * capture answers, unless no capture was ever begun in this process (a stream can join a
+ * capture by waiting on an event only when some stream captures: cuDNN waits on events every
+ * step, and each wait used to cost a cuStreamIsCapturing round trip). */
+void sl_fe_memo_before(const Sluice__Wire__Call *call, uint32_t flags, uint64_t seq_now)
+{
+    if (flags & SL_CALL_UNMEMO)
+        sl_fe_memo_forget(call->call_id, seq_now);
+    if (!(flags & SL_CALL_UNCAPTURE))
+        return;
+    if (flags & SL_CALL_CAPTURE_BEGIN)
+        g_capture_begun = 1;
+    if (g_capture_begun)
+        sl_fe_memo_uncapture();
+}
+
+void sl_fe_memo_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *reply)
+{
+    /* other threads' calls may have gone out while this one waited: an answer is kept only if
+     * nothing sent after it made it stale (docs/frontend-internals.md) */
+    if (g_forget_seq < call->seq)
+        sl_fe_memo_put(call, reply);
+}
+
+const uint32_t *sl_fe_memo_forget_counts(void)
+{
+    return g_forget_by_call;
+}
+
+void sl_fe_memo_reset(void)
+{
+    memset(g_forget_by_call, 0, sizeof g_forget_by_call);
+    g_capture_begun = 0;
+    g_forget_seq = 0;
+    sl_fe_memo_clear();
 }

@@ -19,7 +19,10 @@
 
 #include "call/frame.h"
 #include "call/memo.h"
+#include "call/env.h"
 #include "call/rpc.h"
+#include "call/rpc_session.h"
+#include "call/rpc_stats.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
