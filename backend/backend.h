@@ -138,7 +138,7 @@ int be_is_sticky(CUresult rc);
 void be_deferred_async(struct be_deferred *d, uint64_t seq, CUresult rc);
 /* Stamps a synchronous reply: failed_seq and, if the call itself succeeded, the deferred result
  * instead of its success. Clears the recorded failure. */
-void be_deferred_stamp(struct be_deferred *d, uint64_t *failed_seq, int32_t *result);
+void be_deferred_stamp(struct be_deferred *d, uint64_t seq, uint64_t *failed_seq, int32_t *result);
 
 /* ---------------------------------------------------------------- device.c */
 struct be_device {
@@ -172,6 +172,9 @@ struct be_ctx {
     unsigned flags;
     int primary;
     CUresult sticky;
+    /* the seq of its last async call (work that may still run) and of its last successful
+     * cuCtxSynchronize: with none after that sync, the context is idle (waits.c) */
+    uint64_t async_seq, synced_seq;
 };
 
 struct be_job {
@@ -221,6 +224,7 @@ struct sl_be_session {
     uint64_t mapped_bytes;
     struct be_gstate *graph; /* graphs on guest memory, graph allocations (graph*.c) */
     struct be_vmm *vmm;      /* address reservations and mappings (vmm.c) */
+    struct be_waits *waits;  /* blocking waits off the call path (waits.c); NULL: inline */
 
     /* shared with the channel thread (mu) */
     pthread_mutex_t mu;
@@ -262,6 +266,9 @@ void be_ctx_forget(sl_be_session *s, uint64_t id); /* drops its handles and rang
 /* Runs one call on the worker: context, sticky errors, printf, then be_layers_run. The caller
  * builds c (session, call, reply, bulk in) and owns the reply bulk the handler leaves in it. */
 CUresult be_run_call(struct sl_be_call *c);
+/* Sends a synchronous call's reply (deferred errors, printf output, mapped memory, its bulk);
+ * frees c->out. */
+void be_session_send_reply(sl_be_session *s, struct sl_be_call *c);
 /* layers.c: accounting and the quota around the dispatch table's handler. */
 CUresult be_layers_run(struct sl_be_call *c, const struct sl_call_info *ci);
 
@@ -457,6 +464,8 @@ void be_ipc_rx_free(struct be_ipc_rx *rx);
 sl_code be_driver_open(const char *path, struct sl_driver_api *api, struct be_devices *devs,
                        void **dl, int *nbound, sl_error *e);
 int be_probe_main(const char *driver, const char *project);
+/* list_gpus.c: `--list-gpus --driver PATH` prints the driver's GPUs for the agent. */
+int be_list_gpus_main(const char *driver);
 /* What a worker gets besides its socket (server.c spawn_worker): the accounting page (fd, its
  * slot and instance entry; fd -1: none) and the usage record period. */
 struct be_worker_opts {
@@ -522,6 +531,10 @@ size_t be_control_usage_waiting(const struct be_control *c);
 /* BackendReport{session: SessionEvent{kind (SLUICE__CONTROL__SESSION_EVENT__KIND__*), ...}}. */
 void be_control_session(struct be_control *c, int kind, const char *instance, const char *project,
                         uint64_t session_id, const char *detail);
+/* A refused session (SessionEvent REFUSED): reason "certificate", "grant" or "limit"
+ * (sluice_control.proto); instance "" when the handshake failed before it was known. */
+void be_control_refused(struct be_control *c, const char *reason, const char *instance,
+                        const char *project, const char *detail);
 
 /* server.c: runs until *stop. Returns 0 on a clean exit. */
 /* Asks the running server to load its certificate, key and CA files again (SIGHUP: the agent

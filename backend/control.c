@@ -2,8 +2,9 @@
  *
  * Grants: instance uuids whose sessions the accept hook lets in (with the project, which must be
  * --project). They come from --allow FILE (one uuid per line, '#' comments) and from the agent's
- * Grant messages (optionally pinned to the certificate's SHA-256, and kept with the SLA).
- * A revoked instance is refused from then on, until granted again.
+ * Grant messages (pinned to the certificate's SHA-256, kept with the SLA). Every Grant adds its
+ * certificate to the instance's set (up to BE_GRANT_CERTS: each enrollment, of any user of the
+ * instance, keeps working). A revoked instance is refused from then on, until granted again.
  *
  * Control channel (--control ipc://PATH): a plain ZeroMQ DEALER (the socket file's permissions
  * are the trust); each message is one frame holding one protobuf message: BackendReport from us
@@ -38,11 +39,15 @@
 #define CTL_MAX_MSG            (1u << 20)
 #define SLUICE_BACKEND_VERSION "0.1.0"
 
+/* Certificates granted to one instance at once: every enrollment adds one (another user of the
+ * instance, a renewal), the one with the earliest end goes when the set is full. */
+#define BE_GRANT_CERTS 8
+
 struct be_grant {
     char uuid[64];
-    uint8_t sha[32];
-    int pinned;
-    int64_t not_after;
+    uint8_t sha[BE_GRANT_CERTS][32];
+    int64_t not_after[BE_GRANT_CERTS];
+    int n_sha; /* 0: not pinned (allow-listed) */
     int revoked;
     int has_sla;
     struct be_sla sla; /* the agent's Grant.sla; an allow-listed instance has none */
@@ -103,14 +108,29 @@ void be_grants_add(struct be_grants *g, const char *uuid, const uint8_t *sha, si
             g->cap = cap;
         }
         x = &g->g[g->n++];
+        memset(x, 0, sizeof *x);
+        snprintf(x->uuid, sizeof x->uuid, "%s", uuid);
     }
-    memset(x, 0, sizeof *x);
-    snprintf(x->uuid, sizeof x->uuid, "%s", uuid);
-    if (sha && sha_len == 32) {
-        memcpy(x->sha, sha, 32);
-        x->pinned = 1;
+    if (x->revoked) { /* granted again after a revocation: the old certificates stay dead */
+        x->revoked = 0;
+        x->n_sha = 0;
     }
-    x->not_after = not_after;
+    if (!sha || sha_len != 32)
+        return;
+    int slot = -1;
+    for (int i = 0; i < x->n_sha && slot < 0; i++)
+        if (!memcmp(x->sha[i], sha, 32))
+            slot = i;
+    if (slot < 0 && x->n_sha < BE_GRANT_CERTS)
+        slot = x->n_sha++;
+    if (slot < 0) { /* full: the certificate that ends first goes */
+        slot = 0;
+        for (int k = 1; k < x->n_sha; k++)
+            if (x->not_after[k] < x->not_after[slot])
+                slot = k;
+    }
+    memcpy(x->sha[slot], sha, 32);
+    x->not_after[slot] = not_after;
 }
 
 void be_grants_set_sla(struct be_grants *g, const char *uuid, const struct be_sla *sla)
@@ -166,12 +186,13 @@ static int sla_from(const Sluice__Control__Sla *in, struct be_sla *out, char *wh
 void be_grants_revoke(struct be_grants *g, const char *uuid)
 {
     struct be_grant *x = grant_find(g, uuid);
-    if (x)
-        x->revoked = 1;
-    else {
+    if (!x) {
         be_grants_add(g, uuid, NULL, 0, 0);
-        if ((x = grant_find(g, uuid)))
-            x->revoked = 1;
+        x = grant_find(g, uuid);
+    }
+    if (x) {
+        x->revoked = 1;
+        x->n_sha = 0;
     }
 }
 
@@ -231,14 +252,19 @@ int be_grants_check(const struct be_grants *g, const char *project, const sl_pee
                  x ? " (revoked)" : "");
         return 1;
     }
-    if (x->pinned) {
+    for (int k = 0; k < x->n_sha; k++) {
         char hex[65];
         for (int i = 0; i < 32; i++)
-            snprintf(hex + 2 * i, 3, "%02x", x->sha[i]);
-        if (strcmp(hex, id->fingerprint) != 0) {
-            snprintf(why, n, "certificate of instance %s is not the one granted", id->instance_id);
-            return 1;
-        }
+            snprintf(hex + 2 * i, 3, "%02x", x->sha[k][i]);
+        if (!strcmp(hex, id->fingerprint))
+            return 0;
+    }
+    if (x->n_sha) {
+        snprintf(why, n,
+                 "certificate of instance %s is not one of the %d granted (an older enrollment, "
+                 "or another host's)",
+                 id->instance_id, x->n_sha);
+        return 1;
     }
     return 0;
 }
@@ -412,8 +438,9 @@ static void apply_grant(struct be_control *c, const Sluice__Control__Grant *g,
 }
 
 /* GrantSet: the agent's complete grants. Every instance granted here and not in the set is
- * revoked (its live sessions end); then the set is applied. All or nothing: one malformed grant
- * refuses the whole set (the backend keeps holding new sessions). */
+ * revoked (its live sessions end); an instance in the set keeps exactly the set's certificates
+ * (one it no longer lists is refused from then on); then the set is applied. All or nothing: one
+ * malformed grant refuses the whole set (the backend keeps holding new sessions). */
 static void grant_set(struct be_control *c, uint64_t seq, const Sluice__Control__GrantSet *gs)
 {
     char why[120];
@@ -434,6 +461,8 @@ static void grant_set(struct be_control *c, uint64_t seq, const Sluice__Control_
         int kept = 0;
         for (size_t j = 0; j < gs->n_grants && !kept; j++)
             kept = !strcmp(g->g[i].uuid, gs->grants[j]->instance_uuid);
+        if (kept && !g->g[i].revoked)
+            g->g[i].n_sha = 0; /* the set's grants below add its certificates again */
         if (kept || g->g[i].revoked)
             continue;
         char uuid[64], r[200];
@@ -651,6 +680,23 @@ void be_control_session(struct be_control *c, int kind, const char *instance, co
     ev.project_id = (char *)project;
     ev.session_id = session_id;
     ev.detail = (char *)(detail ? detail : "");
+    Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
+    r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION;
+    r.session = &ev;
+    report(c, &r);
+}
+
+void be_control_refused(struct be_control *c, const char *reason, const char *instance,
+                        const char *project, const char *detail)
+{
+    if (!c)
+        return;
+    Sluice__Control__SessionEvent ev = SLUICE__CONTROL__SESSION_EVENT__INIT;
+    ev.kind = SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED;
+    ev.instance_uuid = (char *)(instance ? instance : "");
+    ev.project_id = (char *)project;
+    ev.detail = (char *)(detail ? detail : "");
+    ev.reason = (char *)reason;
     Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
     r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION;
     r.session = &ev;

@@ -97,7 +97,6 @@ struct be_server {
     pthread_mutex_t out_mu;
     struct be_out *out_head, *out_tail;
     struct be_sess_node *sessions;
-    uint64_t next_session;
     volatile int *stop;
     unsigned live;
     struct be_acct_shm *acct; /* the tenant's accounting page (quota.c) */
@@ -711,8 +710,7 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
     if (why[0]) {
         sl_log(SL_LOG_WARNING, BE_COMPONENT, "refused a session of instance %s project %s: %s",
                inst, ev->identity->project_id, why);
-        be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED, inst,
-                           ev->identity->project_id, 0, why);
+        be_control_refused(srv->ctl, "limit", inst, ev->identity->project_id, why);
         sl_server_disconnect(srv->srv, ev->peer, SL_ERR_REFUSED, why, &e);
         return;
     }
@@ -724,7 +722,7 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
     n->fd = -1;
     n->acct_slot = n->acct_inst = -1;
     n->peer = ev->peer;
-    n->id = ++srv->next_session;
+    n->id = ev->peer; /* the channel's session number: its lines and ours name the same one */
     snprintf(n->instance, sizeof n->instance, "%s", ev->identity->instance_id);
     snprintf(n->project, sizeof n->project, "%s", ev->identity->project_id);
     snprintf(n->flavor, sizeof n->flavor, "%s", sla.flavor);
@@ -981,8 +979,30 @@ static int accept_hook(void *user, const sl_peer_identity *id, sl_error *why)
         return 0;
     sl_log(SL_LOG_NOTICE, BE_COMPONENT, "refused instance %s project %s from %s: %s",
            id->instance_id, id->project_id, id->address[0] ? id->address : "?", reason);
+    be_control_refused(srv->ctl, "grant", id->instance_id, id->project_id, reason);
     sl_fail(why, SL_ERR_REFUSED, "%s", reason);
     return 1;
+}
+
+/* A handshake that failed on the guest's certificate (none, expired, not yet valid, another
+ * CA): the session was refused before anyone was known. Other handshake failures are noise
+ * anyone can make (a scan, a flood): the channel counts them in its summary line, and they are
+ * not reported one each. */
+static int certificate_refusal(const sl_server_event *ev)
+{
+    sl_code c = ev->reason.code;
+    return ev->identity && !ev->identity->authenticated &&
+           (c == SL_ERR_CERT_EXPIRED || c == SL_ERR_UNKNOWN_CA || c == SL_ERR_NO_PEER_CERT);
+}
+
+/* The journal's fields for what one event is about (sluice/log.h). */
+static void log_fields_for(struct be_server *srv, const sl_server_event *ev)
+{
+    struct be_sess_node *n = find(srv, ev->peer);
+    const char *inst = n ? n->instance : ev->identity ? ev->identity->instance_id : NULL;
+    char label[32];
+    sl_log_session_label(srv->cfg->project, (unsigned long long)ev->peer, label, sizeof label);
+    sl_log_set_thread_fields(&(sl_log_fields){.instance = inst, .session = label});
 }
 
 static void on_revoke(void *user, const char *uuid, const char *reason)
@@ -1023,6 +1043,8 @@ static void on_shutdown(void *user, const char *reason)
 
 static void handle_event(struct be_server *srv, const sl_server_event *ev)
 {
+    if (ev->kind != SL_EV_NONE)
+        log_fields_for(srv, ev);
     switch (ev->kind) {
     case SL_EV_ACCEPTED:
         sl_log(SL_LOG_INFO, BE_COMPONENT, "peer %llu: instance %s project %s connected from %s",
@@ -1039,11 +1061,14 @@ static void handle_event(struct be_server *srv, const sl_server_event *ev)
         struct be_sess_node *n = find(srv, ev->peer);
         if (n)
             end_session(srv, n, ev->reason.msg[0] ? ev->reason.msg : sl_code_name(ev->reason.code));
+        else if (certificate_refusal(ev))
+            be_control_refused(srv->ctl, "certificate", "", srv->cfg->project, ev->reason.msg);
         break;
     }
     default:
         break;
     }
+    sl_log_set_thread_fields(NULL);
 }
 
 /* Stopping: the agent gets up to 2 s to acknowledge the last usage records. */

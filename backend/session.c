@@ -9,6 +9,8 @@
 #include <time.h>
 
 #include "backend.h"
+#include "sluice/call_facts.h"
+#include "waits.h"
 #include "sluice/relax.h"
 #include "sluice/log.h"
 
@@ -101,6 +103,7 @@ void be_ctx_forget(sl_be_session *s, uint64_t id)
 static CUresult ctx_destroy(sl_be_session *s, struct be_ctx *c)
 {
     CUresult rc = CUDA_SUCCESS;
+    be_waits_drain(s->waits); /* waits.c: no waiter thread uses a context that goes */
     if (c->ctx) {
         be_acct_ctx_gone(s, c->ctx); /* accounting.c: its timed work is measured first */
         if (s->api->cuCtxSynchronize_v2)
@@ -271,6 +274,12 @@ CUresult be_run_call(struct sl_be_call *c)
     CUresult rc = switch_ctx(s, call->context, &cur);
     if (rc == CUDA_SUCCESS && cur && cur->sticky && !(ci && (ci->flags & SL_CALL_UNSTICKY)))
         rc = cur->sticky;
+    if (rc == CUDA_SUCCESS && ci && be_waits_outstanding(s->waits))
+        be_waits_before_release(s->waits, sl_call_released(call));
+    if (rc == CUDA_SUCCESS && ci && ci->blocks && be_waits_defer(s->waits, c, ci, cur)) {
+        c->deferred = 1; /* another thread's calls go on while the GPU works (waits.c) */
+        return CUDA_SUCCESS;
+    }
     if (rc == CUDA_SUCCESS) {
         /* after these CUDA promises device printf output: they run under the printf lock and
          * drain the pipe (launches also flush earlier kernels' output: printf.c's watcher) */
@@ -280,12 +289,20 @@ CUresult be_run_call(struct sl_be_call *c)
         rc = be_layers_run(c, ci); /* accounting and quota around the handler (accounting/) */
         if (lock)
             be_printf_unlock_drain(s);
+        if (cur && ci && (ci->flags & SL_CALL_ASYNC))
+            cur->async_seq = call->seq;
+        else if (cur && ci && ci->blocks == SL_BLOCKS_CTX && rc == CUDA_SUCCESS &&
+                 !sl_call_context_arg(call))
+            cur->synced_seq = call->seq;
         if (cur && be_is_sticky(rc) && be_ctx_find(s, call->context) == cur)
             cur->sticky = rc;
     }
     reply->result = (int32_t)rc;
     s->calls++;
-    if (rc != CUDA_SUCCESS) {
+    /* slLoadImage by hash alone answers FILE_NOT_FOUND when the image is not cached yet: the
+     * guest then sends it (frontend/module.c); that is the protocol, not a failed call */
+    int miss = call->call_id == SL_CALL_slLoadImage && rc == CUDA_ERROR_FILE_NOT_FOUND && !c->in;
+    if (rc != CUDA_SUCCESS && !miss) {
         s->errors++;
         if (sl_log_enabled(SL_LOG_DEBUG)) {
             const struct sl_call_info *ci = sl_call_lookup(call->call_id);
@@ -377,7 +394,7 @@ sl_code be_session_enqueue(sl_be_session *s, struct be_job *job, sl_error *e)
     return SL_OK;
 }
 
-static void send_reply(sl_be_session *s, struct sl_be_call *c)
+void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
 {
     Sluice__Wire__Reply *reply = c->reply;
     be_mapped_collect(s, reply); /* mapped.c: device writes to mapped host memory */
@@ -388,7 +405,7 @@ static void send_reply(sl_be_session *s, struct sl_be_call *c)
         reply->stdout_data.data = out;
         reply->stdout_data.len = out_len;
     }
-    be_deferred_stamp(&s->def, &reply->failed_seq, &reply->result);
+    be_deferred_stamp(&s->def, reply->seq, &reply->failed_seq, &reply->result);
     uint8_t *bulk = NULL;
     size_t blen = 0;
     if (c->out) {
@@ -453,11 +470,13 @@ static void run_job(sl_be_session *s, struct be_job *job)
                                .in = bulk,
                                .in_len = bulk ? call->bulk_length : 0};
         CUresult rc = be_run_call(&c);
-        if (async) {
+        if (c.deferred) {
+            /* waits.c sends the reply when the GPU work is done */
+        } else if (async) {
             be_deferred_async(&s->def, call->seq, rc);
             free(c.out); /* async calls have no reply (DtoHAsync: see copy.c) */
         } else {
-            send_reply(s, &c);
+            be_session_send_reply(s, &c);
         }
         sl_be_reply_clear(&reply);
         if (ct)
@@ -531,16 +550,18 @@ static void *worker(void *arg)
     pthread_setname_np(pthread_self(), "sl-session");
     int ran = 0;
     for (;;) {
+        be_waits_finish(s->waits); /* waits.c: replies of waits the GPU completed */
         if (be_acct_ms_to_tick(s) <= 0)
             be_acct_tick(s);     /* accounting.c: the interval's usage records */
         if (ran && s->spin_ns) { /* spin.c: the next frame usually follows soon */
             uint64_t end = be_now_ns() + s->spin_ns;
-            while (!atomic_load_explicit(&s->q_jobs, memory_order_acquire) && be_now_ns() < end)
+            while (!atomic_load_explicit(&s->q_jobs, memory_order_acquire) &&
+                   !be_waits_ready(s->waits) && be_now_ns() < end)
                 sl_cpu_relax();
         }
         ran = 0;
         pthread_mutex_lock(&s->mu);
-        while (!s->qhead && !s->closing) {
+        while (!s->qhead && !s->closing && !be_waits_ready(s->waits)) {
             int64_t ms = be_acct_ms_to_tick(s);
             if (ms <= 0)
                 break;
@@ -557,7 +578,7 @@ static void *worker(void *arg)
         }
         if (!s->qhead && !s->closing) {
             pthread_mutex_unlock(&s->mu);
-            continue; /* a record is due */
+            continue; /* a record is due, or a wait completed */
         }
         struct be_job *job = s->qhead;
         if (!job) {
@@ -602,6 +623,7 @@ static void *worker(void *arg)
 
 sl_code be_session_start(sl_be_session *s, sl_error *e)
 {
+    s->waits = be_waits_new(s, BE_MAX_WAITERS, s->spin_ns); /* NULL: every wait inline */
     if (pthread_create(&s->thread, NULL, worker, s) != 0)
         return sl_fail(e, SL_ERR_NOMEM, "cannot start the session's worker thread");
     s->started = 1;
@@ -620,6 +642,8 @@ void be_session_close(sl_be_session *s)
 void be_session_release_all(sl_be_session *s)
 {
     be_callbacks_cancel(s);
+    be_waits_free(s->waits); /* waits.c: every wait ends (its reply goes if the guest is there) */
+    s->waits = NULL;
     be_acct_finish(s); /* accounting.c: the final usage record, before the contexts go */
     be_mapped_release_all(s);
     /* libraries are context-independent: unload them first (their kernels go with them) */

@@ -20,6 +20,7 @@
 #include "call/contexts.h"
 #include "call/filters.h"
 #include "call/frame.h"
+#include "call/notice.h"
 #include "call/rpc.h"
 #include "call/rpc_replies.h"
 #include "call/rpc_sender.h"
@@ -75,6 +76,7 @@ static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, si
     sl_fe_frame_add_bulk(&rs->pf, data, len);
     rs->inflight_calls++;
     rs->inflight_bulk += len;
+    rs->inflight_seq = rs->seq;
     return CUDA_SUCCESS;
 }
 
@@ -184,6 +186,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (out_len)
         *out_len = w.out_len;
     *reply = w.reply;
+    sl_fe_notice_reply(call->call_id, w.reply->result, w.reply->detail);
     if (sl_log_enabled(SL_LOG_DEBUG)) {
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
         char args[2 * 24 + 1];
@@ -367,6 +370,7 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     }
     rs->inflight_calls++;
     rs->inflight_bulk += blen;
+    rs->inflight_seq = rs->seq;
     rs->stats.async_calls++;
     if (sl_log_enabled(SL_LOG_DEBUG)) {
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);

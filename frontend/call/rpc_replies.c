@@ -155,9 +155,12 @@ static CUresult take_replies(Sluice__Wire__ReplyFrame *f, uint64_t owed)
             atomic_store_explicit(&w->done, 1, memory_order_release);
             pthread_cond_signal(w->cv);
         }
-        /* every call up to this reply has been run by the backend */
-        rs->inflight_calls = 0;
-        rs->inflight_bulk = 0;
+        /* every call up to this reply has been run by the backend (a wait's late reply says
+         * nothing of the calls sent after it) */
+        if (r->seq >= rs->inflight_seq) {
+            rs->inflight_calls = 0;
+            rs->inflight_bulk = 0;
+        }
         rs->win_ns = 0;
     }
     if (owed && rs->tr.recv_bulk(rs->tr.t, NULL, (size_t)owed, &e))

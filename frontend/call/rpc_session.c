@@ -31,6 +31,7 @@ void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
     rs->seq = 0;
     rs->inflight_calls = 0;
     rs->inflight_bulk = 0;
+    rs->inflight_seq = 0;
     rs->win_ns = 0;
     sl_fe_filters_session();
     sl_fe_pending_clear();
@@ -62,6 +63,7 @@ void sl_fe_rpc_reset(void)
     rs->seq = 0;
     rs->inflight_calls = 0;
     rs->inflight_bulk = 0;
+    rs->inflight_seq = 0;
     rs->win_ns = 0;
     sl_fe_rpc_stats_reset();
     sl_fe_filters_reset();

@@ -35,6 +35,7 @@ struct sl_fe_rpc_state {
 
     size_t inflight_calls; /* async calls sent or pending since the last reply */
     uint64_t inflight_bulk;
+    uint64_t inflight_seq; /* the seq of the last of them */
 
     struct sl_fe_rpc_limits lim;
     struct sl_fe_rpc_stats stats;
