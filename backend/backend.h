@@ -50,6 +50,7 @@
 /* ---------------------------------------------------------------- handles.c */
 #define BE_ID_KIND_SHIFT   56
 #define BE_ID_COUNTER_MASK ((UINT64_C(1) << BE_ID_KIND_SHIFT) - 1)
+#define BE_HANDLE_TOMB     1u /* the id of a deleted slot (0: an empty one) */
 
 struct be_layout {
     uint32_t count;
@@ -256,6 +257,8 @@ struct be_ctx *be_ctx_find(sl_be_session *s, uint64_t id);
 CUresult be_ctx_ensure(sl_be_session *s, struct be_ctx *c);
 CUresult be_ctx_add(sl_be_session *s, CUcontext ctx, int ordinal, int primary, uint64_t *id);
 void be_ctx_forget(sl_be_session *s, uint64_t id); /* drops its handles and ranges too */
+/* Drops the handles made while context id was current and its ranges. */
+void be_ctx_drop_objects(sl_be_session *s, uint64_t id);
 
 /* Runs one call on the worker: context, sticky errors, printf, then be_layers_run. The caller
  * builds c (session, call, reply, bulk in) and owns the reply bulk the handler leaves in it. */

@@ -8,15 +8,6 @@
 
 #include "backend.h"
 
-void be_layout_free(struct be_layout *l)
-{
-    if (!l)
-        return;
-    free(l->offsets);
-    free(l->sizes);
-    free(l);
-}
-
 CUresult be_params_rebuild(const struct be_layout *l, const uint8_t *buf, uint64_t len,
                            void **params)
 {

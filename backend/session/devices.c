@@ -1,5 +1,5 @@
 /* Device facts for SessionAccept: every immutable value of every device, read once at start
- * from the real driver. Also the device hooks (guest ordinal <-> CUdevice). */
+ * from the real driver. The device hooks (guest ordinal <-> CUdevice) are session/hooks.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,22 +79,4 @@ void be_devices_free(struct be_devices *d)
             free(d->dev[i].attrs);
     free(d->dev);
     memset(d, 0, sizeof *d);
-}
-
-CUresult sl_be_device_get(sl_be_session *s, int32_t ordinal, CUdevice *dev)
-{
-    if (!s->devs || ordinal < 0 || ordinal >= s->devs->count)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *dev = s->devs->dev[ordinal].dev;
-    return CUDA_SUCCESS;
-}
-
-CUresult sl_be_device_put(sl_be_session *s, CUdevice dev, int32_t *ordinal)
-{
-    for (int i = 0; s->devs && i < s->devs->count; i++)
-        if (s->devs->dev[i].dev == dev) {
-            *ordinal = i;
-            return CUDA_SUCCESS;
-        }
-    return CUDA_ERROR_INVALID_DEVICE;
 }

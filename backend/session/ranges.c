@@ -1,6 +1,6 @@
 /* The session's allocation table: sorted, non-overlapping device ranges. Every device pointer,
- * size and offset from the wire is checked here before the driver sees it. Implements the
- * devptr hooks of sluice/backend_hooks.h. */
+ * size and offset from the wire is checked against it before the driver sees it (the devptr
+ * hooks of sluice/backend_hooks.h, session/hooks.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,49 +143,4 @@ void be_mem_count(struct be_mem *m, uint32_t call_id, uint64_t base)
         m->r[i].counted = 1;
         m->counted += m->r[i].size;
     }
-}
-
-/* ---------------------------------------------------------------- hooks */
-
-CUresult sl_be_devptr_check(sl_be_session *s, uint64_t ptr, uint64_t len)
-{
-    /* NULL reaches no memory at all: the driver gives its own answer (cuMemFree(0) succeeds, as
-     * free(NULL) does, and cuBLAS relies on it; a copy from 0 fails in the driver). */
-    if (ptr == 0)
-        return CUDA_SUCCESS;
-    if (be_mem_contains(&s->mem, ptr, len))
-        return CUDA_SUCCESS;
-    if (sl_log_enabled(SL_LOG_DEBUG))
-        sl_log(SL_LOG_DEBUG, BE_COMPONENT,
-               "session %llu: device range 0x%llx+%llu is not the session's memory",
-               (unsigned long long)s->id, (unsigned long long)ptr, (unsigned long long)len);
-    return CUDA_ERROR_INVALID_VALUE;
-}
-
-CUresult sl_be_devptr_add(sl_be_session *s, uint32_t call_id, uint64_t ptr, uint64_t len)
-{
-    (void)call_id;
-    if (ptr == 0)
-        return CUDA_SUCCESS; /* e.g. a zero-byte allocation */
-    if (len == 0) {
-        if (be_mem_find(&s->mem, ptr))
-            return CUDA_SUCCESS; /* a pointer into memory we know (cuMemGetAddressRange...) */
-        CUdeviceptr base = 0;
-        size_t size = 0;
-        if (!s->api->cuMemGetAddressRange_v2 ||
-            s->api->cuMemGetAddressRange_v2(&base, &size, (CUdeviceptr)ptr) != CUDA_SUCCESS ||
-            base != ptr || size == 0)
-            return CUDA_ERROR_NOT_SUPPORTED; /* we cannot bound it: do not hand it out */
-        len = size;
-    }
-    CUresult rc =
-        be_mem_add(&s->mem, ptr, len, BE_R_ALLOC, s->cur_ctx == UINT64_MAX ? 0 : s->cur_ctx, 0);
-    if (rc == CUDA_SUCCESS)
-        be_mem_count(&s->mem, call_id, ptr);
-    return rc;
-}
-
-void sl_be_devptr_release(sl_be_session *s, uint64_t ptr)
-{
-    be_mem_remove(&s->mem, ptr);
 }
