@@ -190,6 +190,15 @@ void be_acct_frame_begin(sl_be_session *s);
 void be_acct_frame_end(sl_be_session *s, int more);
 /* A context is about to be destroyed: measure its runs, drop its events. */
 void be_acct_ctx_gone(sl_be_session *s, CUcontext ctx);
+/* What records.c uses of timing.c: the clock, closing the open runs, measuring the closed ones
+ * (waiting for the first `wait`; returns the busy time added), re-recording a context's
+ * reference event, whether the driver can time, and the events' release at the end. */
+int64_t be_acct_clock_ns(clockid_t id);
+void be_acct_runs_close_all(sl_be_session *s);
+uint64_t be_acct_measure(sl_be_session *s, size_t wait);
+void be_acct_rebase(sl_be_session *s, struct be_acct_ctx *c);
+int be_acct_timing_available(const struct sl_driver_api *api);
+void be_acct_timing_free(sl_be_session *s);
 /* Milliseconds until the next record is due (the worker thread waits at most that), and the
  * record itself when it is. */
 int64_t be_acct_ms_to_tick(sl_be_session *s);
