@@ -11,7 +11,7 @@
  * reply carries the device-to-host bytes (or they are fetched, slGraphHostGet) and the host
  * nodes reached, in order, which the guest then runs. cuGraphLaunch of such a graph is refused.
  * Memcpy nodes between device memory and arrays need none of this and go to the driver checked
- * like the 3D copies (texture.c). */
+ * like the 3D copies (copy.c). */
 #include <stdlib.h>
 #include <string.h>
 
