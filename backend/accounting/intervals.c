@@ -1,9 +1,9 @@
 /* Interval union: the GPU busy time of a session is the union of its timed device intervals
  * (runs of kernels or copies on any of its streams), so overlapping work on several streams
  * counts once. Pure functions (tests/unit/backend). */
-#include <stdlib.h>
+#include "accounting/intervals.h"
 
-#include "backend.h"
+#include <stdlib.h>
 
 static int by_start(const void *x, const void *y)
 {

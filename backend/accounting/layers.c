@@ -2,7 +2,11 @@
  * accounting (timed runs of device work, accounting.c), the memory quota (quota.c), then the
  * handler of the static dispatch table. Which layer acts on which call is the table's word
  * (acct=, quota=): nothing here switches on call ids. */
-#include "backend.h"
+#include "accounting/layers.h"
+
+#include "accounting/quota.h"
+#include "accounting/timing.h"
+#include "sluice/backend_dispatch.h"
 
 CUresult be_layers_run(struct sl_be_call *c, const struct sl_call_info *ci)
 {

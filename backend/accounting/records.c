@@ -3,12 +3,24 @@
  * after the frame, closing and measuring the timed runs (timing.c) and charging the bucket; per
  * interval and at the session's end, one usage record per device the session used (usage.c);
  * the accounting state's life (attach, finish). */
+#include "accounting/records.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
+#include "accounting/intervals.h"
+#include "accounting/quota.h"
+#include "accounting/share.h"
+#include "accounting/state.h"
+#include "accounting/timing.h"
+#include "accounting/usage.h"
+#include "bounds.h"
+#include "session/contexts.h"
+#include "session/devices.h"
+#include "session/state.h"
+#include "sluice/error.h"
 #include "sluice/log.h"
 
 static int closing(sl_be_session *s)

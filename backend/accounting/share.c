@@ -4,7 +4,7 @@
  * sliding window), and the busy time each worker measures consumes them. A worker whose
  * instance is in debt holds its next frame back (accounting.c: work is delayed, never dropped)
  * until the balance is back to zero, and counts the wait as throttled time. */
-#include "backend.h"
+#include "accounting/share.h"
 
 void be_bucket_init(struct be_bucket *b, double share, int64_t now)
 {

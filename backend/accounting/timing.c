@@ -16,14 +16,23 @@
  * busy time is the union of the intervals over every stream of a device, merged as they come
  * (be_iv_union_more: a frame costs what its own runs cost, not what the interval holds).
  * The frames, the intervals and their records are records.c. */
+#include "accounting/timing.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
+#include "accounting/intervals.h"
+#include "accounting/quota.h"
+#include "accounting/state.h"
+#include "bounds.h"
+#include "session/contexts.h"
+#include "session/state.h"
+#include "session/streams.h"
 #include "sluice/call_facts.h"
 #include "sluice/log.h"
+#include "sluice/wire.h"
 
 enum { W_NONE = 0, W_KERNEL = 1, W_COPY = 2 };
 enum { D_NONE = 0, D_HTOD, D_DTOH };

@@ -2,12 +2,16 @@
  * every interval and at the session's end (accounting.c), sent to the server, which queues them
  * for the agent (usage_queue.c, control.c) or, without --control, logs them (be_usage_log).
  * Each record gets a fresh UUID, so every store keeps it once however often it is sent. */
+#include "accounting/usage.h"
+
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "sluice/error.h"
 #include "sluice/log.h"
+#include "sluice_control.pb-c.h"
 
 sl_code be_usage_uuid(char out[37], sl_error *e)
 {

@@ -3,11 +3,14 @@
  * again every --usage-resend seconds and at once after the control socket reconnects. Bounded:
  * past BE_USAGE_QUEUE_MAX the oldest record is dropped with an error in the log (the agent has
  * not answered for a long time; the records are lost for billing). */
+#include "accounting/usage_queue.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "bounds.h"
 #include "sluice/log.h"
+#include "sluice_control.pb-c.h"
 
 struct be_uq_item {
     Sluice__Control__UsageRecord *r;

@@ -3,10 +3,16 @@
  * stream reaches it, it sends ServerMessage{callback: HostCallback{id, fn = the guest's callback
  * id, user_data = the request's user_data}} and blocks the stream until CallbackDone{id}
  * arrives (or the session ends). */
+#include "api/callback.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "daemon/outbox.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/error.h"
 #include "sluice/log.h"
 
 struct be_cb {

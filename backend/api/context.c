@@ -2,7 +2,12 @@
  * cuCtxDestroy_v2 on the session's context ids (session/contexts.c), and slFence. */
 #include <stdlib.h>
 
-#include "backend.h"
+#include "accounting/timing.h"
+#include "api/reply.h"
+#include "session/contexts.h"
+#include "session/devices.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
 
 /* Destroys the real context behind c (primary ids stay, to be re-created lazily). */
 static CUresult ctx_destroy(sl_be_session *s, struct be_ctx *c)

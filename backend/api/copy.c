@@ -12,7 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 static CUresult range(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t ptr, uint64_t len,
                       const char *what)

@@ -7,10 +7,19 @@
  * nodes: the destination range (pitch * (height - 1) + width * elementSize bytes) must be the
  * session's memory. The _v1 calls are sent as the _v2 ones by the frontend. Node ids have their
  * graph as parent, so that destroying the graph drops them (graph_life.c). */
+#include "api/graph.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include "api/launch.h"
+#include "api/reply.h"
+#include "bounds.h"
+#include "session/contexts.h"
+#include "session/handles.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 /* ---------------------------------------------------------------- shared helpers */
 

@@ -1,7 +1,7 @@
-/* State shared by the graph files of the backend (graph.c, graph_host.c, graph_mem.c,
- * graph_cond.c): the session's graph items that touch guest host memory, its instantiated
- * graphs' views of them, graph allocations and conditional body graphs. docs/remoting.md,
- * "Graphs and guest memory", is the design.
+/* State shared by the graph files of the backend (graph.c, graph_host*.c, graph_mem.c,
+ * graph_cond.c, graph_life.c), and graph.c's helpers: the session's graph items that touch guest
+ * host memory, its instantiated graphs' views of them, graph allocations and conditional body
+ * graphs. docs/remoting.md, "Graphs and guest memory", is the design.
  *
  * Lifetimes. An item (a memcpy node with a host side, or a host node) belongs to the graph it
  * was made in and to every instantiated graph made from it: it is counted (refs) and freed
@@ -10,10 +10,17 @@
  * is destroyed. Items are immutable but for their staging bytes: setting a node's parameters
  * makes a new item. Only the session's worker thread touches this state, except the host-node
  * log, which the driver's callback thread appends to (log_mu). */
-#ifndef SLUICE_BACKEND_GRAPH_H
-#define SLUICE_BACKEND_GRAPH_H
+#ifndef SLUICE_BE_API_GRAPH_H
+#define SLUICE_BE_API_GRAPH_H
 
-#include "backend.h"
+#include <cuda.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "session/state.h"
+#include "sluice/handle_kinds.h"
+#include "sluice/wire.h"
 
 #define BE_G_MAX_ITEMS    65536u               /* live items per session */
 #define BE_G_MAX_LOG      65536u               /* host nodes one launch may reach */
@@ -100,33 +107,5 @@ uint64_t be_g_id_of(sl_be_session *s, enum sl_handle_kind kind, const void *nati
 void be_g_set_parent(sl_be_session *s, uint64_t id, uint64_t parent);
 /* 1 if graph id `g` is `root` or a conditional body inside it. */
 int be_g_within(const struct be_gstate *st, uint64_t g, uint64_t root);
-
-/* graph_host.c */
-/* Checks a CUDA_MEMCPY3D of a memcpy node: device sides against the session's memory, array
- * sides translated; a HOST side is the guest's memory. *kind: 0 device only, BE_GI_H2D or
- * BE_GI_D2H (host source / destination); *len its contiguous host bytes. */
-CUresult be_g_copy_check(sl_be_session *s, Sluice__Wire__Reply *reply, CUDA_MEMCPY3D *c, int *kind,
-                         uint64_t *len);
-void be_g_item_unref(struct be_gitem *it);
-/* The item stops standing for its graph's node (the node changed or went away). */
-void be_g_item_leave(struct be_gitem *it);
-/* The item of a node of graph `graph` (NULL if the node touches no guest memory). */
-struct be_gitem *be_g_item_find(struct be_gstate *st, CUgraphNode n);
-/* Rebuilds exec's items and allocations from graph (instantiation, update). */
-CUresult be_g_exec_fill(sl_be_session *s, struct be_gexec *e, uint64_t graph, int update);
-struct be_gexec *be_g_exec_find(struct be_gstate *st, uint64_t id);
-void be_g_exec_free(struct be_gexec *e);
-/* Forgets graph id's items, allocations and bodies (it was destroyed), and its node ids. */
-void be_g_graph_gone(sl_be_session *s, uint64_t graph);
-/* Clone: gives the clone's nodes items of their own. */
-CUresult be_g_clone_items(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t orig,
-                          uint64_t clone, CUgraph native_clone);
-
-/* graph_mem.c */
-/* Allocation nodes of graph id (a clone's copies); registers graph allocations of an exec
- * before it is launched. */
-CUresult be_g_clone_allocs(sl_be_session *s, uint64_t orig, uint64_t clone, CUgraph native_clone);
-void be_g_exec_allocs_register(sl_be_session *s, const struct be_gexec *e);
-void be_g_alloc_forget_node(struct be_gstate *st, CUgraphNode n);
 
 #endif

@@ -11,7 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include "api/graph.h"
+#include "api/reply.h"
+#include "session/handles.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 #define MAX_BODIES 1024u
 

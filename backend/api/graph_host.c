@@ -16,10 +16,15 @@
  * Here: the checks of a memcpy node's parameters, the items' lookups and lifetimes, and the
  * instantiated graphs' views of them. The nodes are graph_host_nodes.c, the launches
  * graph_host_exec.c. */
+#include "api/graph_host.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include "api/graph.h"
+#include "session/state.h"
+#include "sluice/backend_dispatch.h"
+#include "sluice/backend_hooks.h"
 
 /* ---------------------------------------------------------------- parameters */
 

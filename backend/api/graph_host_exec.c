@@ -5,7 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include "api/graph.h"
+#include "api/graph_host.h"
+#include "api/graph_mem.h"
+#include "api/reply.h"
+#include "bounds.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 /* ---------------------------------------------------------------- launches */
 

@@ -2,10 +2,18 @@
  * side and host nodes, added, read and set on graphs and on instantiated graphs, each made on an
  * item of its own (a staging block, or the trampoline's record of the host node being reached),
  * and the items a clone's nodes get. */
+#include "api/graph_host_nodes.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include "api/graph.h"
+#include "api/graph_host.h"
+#include "api/reply.h"
+#include "session/handles.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 /* ---------------------------------------------------------------- items */
 

@@ -5,10 +5,23 @@
  * graph as parent here, so that no id of a destroyed graph's node can reach the driver. A graph
  * that holds nodes on guest memory cannot become a child graph (its nodes would be copied where
  * no item stands for them). */
+#include "api/graph_life.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include "api/graph.h"
+#include "api/graph_host.h"
+#include "api/graph_host_nodes.h"
+#include "api/graph_mem.h"
+#include "api/link.h"
+#include "api/reply.h"
+#include "api/vmm.h"
+#include "session/handles.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 /* The generated handlers wrapped here (set once, by be_register_graph_life). */
 

@@ -12,10 +12,18 @@
  * that free (the driver keeps graph memory reserved between launches); a node past the quota is
  * refused with CUDA_ERROR_OUT_OF_MEMORY. cuGraphMemAllocNodeGetParams answers the pod with the
  * descriptors as bulk. Free nodes are generated (their address is checked against the table). */
+#include "api/graph_mem.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include "accounting/quota.h"
+#include "api/graph.h"
+#include "api/reply.h"
+#include "session/ranges.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 static CUresult location_in(sl_be_session *s, Sluice__Wire__Reply *reply, CUmemLocation *loc)
 {

@@ -3,10 +3,18 @@
  * them in the handle. A launch's parameter buffer (bulk) must be exactly the layout's extent;
  * kernelParams is rebuilt as pointers into it (or passed as the `extra` buffer). Function or
  * kernel ids are both accepted; the native CUkernel goes to the driver as a CUfunction. */
+#include "api/launch.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "api/reply.h"
+#include "bounds.h"
+#include "session/handles.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 CUresult be_params_rebuild(const struct be_layout *l, const uint8_t *buf, uint64_t len,
                            void **params)

@@ -7,12 +7,17 @@
  * changed since the last reply. The buffer is mapped at the guest's own address when that
  * address is free in this process, so that (unified addressing) the device address the guest
  * sees equals its pointer, as it does natively. Mapped memory is bounded per session. */
+#include "api/mapped.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "api/reply.h"
+#include "session/ranges.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
 
 #define BE_MAPPED_MAX_BYTES ((uint64_t)16 << 20) /* per session */
 

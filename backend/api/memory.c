@@ -6,7 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "session/contexts.h"
+#include "session/handles.h"
+#include "session/ranges.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 static uint64_t attr_size(uint32_t a)
 {

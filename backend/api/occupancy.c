@@ -9,7 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "api/reply.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 #define OCC_FLAGS ((unsigned)(CU_OCCUPANCY_DEFAULT | CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE))
 

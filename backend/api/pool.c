@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "api/reply.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 static CUresult location(sl_be_session *s, Sluice__Wire__Reply *reply, CUmemLocation *loc)
 {

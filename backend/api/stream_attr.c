@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "api/reply.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 static int stream_attr(uint32_t a)
 {

@@ -11,7 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "api/reply.h"
+#include "session/handles.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 #include "sluice/pod_facts.h"
 
 /* ---------------------------------------------------------------- objects by value */

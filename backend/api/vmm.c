@@ -10,10 +10,18 @@
  * reserved but unmapped passes. Allocation properties and access descriptors name devices by the
  * guest's ordinals (translated both ways); allocations with shareable handle types are refused
  * (export is refused by design), so is cuMemExportToShareableHandle. */
+#include "api/vmm.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "accounting/quota.h"
+#include "api/reply.h"
+#include "session/handles.h"
+#include "session/ranges.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 #define BE_VMM_PARENT ((uint64_t)SL_H_MEMHANDLE << BE_ID_KIND_SHIFT) /* counter 0: never an id */
 #define BE_VMM_MAX    65536u

@@ -1,9 +1,15 @@
 /* A session's context ids: its contexts are created lazily on the session's worker (never the
  * process's real primary context); primary contexts have pre-assigned ids, one per device.
  * Forgetting a context drops the handles made while it was current and its ranges. */
+#include "session/contexts.h"
+
 #include <stdlib.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "session/handles.h"
+#include "session/ranges.h"
+#include "session/state.h"
+#include "sluice/backend_hooks.h"
 #include "sluice/log.h"
 
 struct be_ctx *be_ctx_find(sl_be_session *s, uint64_t id)

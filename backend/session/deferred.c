@@ -1,7 +1,7 @@
 /* Deferred (asynchronous) errors: the first failing async call of a session is reported by the
  * next reply (failed_seq + its result instead of the call's own success). Sticky errors are
  * also kept on the context (session.c), so every later call of that context returns them. */
-#include "backend.h"
+#include "session/deferred.h"
 
 int be_is_sticky(CUresult rc)
 {

@@ -1,11 +1,15 @@
 /* Device facts for SessionAccept: every immutable value of every device, read once at start
  * from the real driver. The device hooks (guest ordinal <-> CUdevice) are session/hooks.c. */
+#include "session/devices.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "sluice/error.h"
 #include "sluice/log.h"
+#include "sluice/wire.h"
 
 sl_code be_devices_load(const struct sl_driver_api *api, struct be_devices *d, sl_error *e)
 {

@@ -1,9 +1,13 @@
 /* Handle ids: kind << 56 | a process-wide counter (never reused), in a per-session open
  * addressing hash table. The handle hooks of sluice/backend_hooks.h are session/hooks.c. */
+#include "session/handles.h"
+
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "session/image_cache.h"
 
 static atomic_uint_fast64_t next_counter = 16; /* 0..15 never issued (0, 1, 2 are stream ids) */
 

@@ -2,7 +2,13 @@
  * handle ids <-> native objects (the handle table, session/handles.c; contexts,
  * session/contexts.c), guest device ordinals <-> CUdevice (session/devices.c), and device
  * pointers checked against and entered in the allocation table (session/ranges.c). */
-#include "backend.h"
+#include "bounds.h"
+#include "session/contexts.h"
+#include "session/devices.h"
+#include "session/handles.h"
+#include "session/ranges.h"
+#include "session/state.h"
+#include "sluice/backend_hooks.h"
 #include "sluice/log.h"
 
 /* ---------------------------------------------------------------- handles */

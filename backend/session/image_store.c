@@ -6,6 +6,8 @@
  * when its size and SHA-256 are those asked for (a damaged or altered file is removed), it is
  * written under a temporary name and renamed, so readers never see half an image, and the
  * least recently used files go when the folder holds more than its bound. */
+#include "session/image_store.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "bounds.h"
 #include "sluice/log.h"
 
 static char store_dir[4096];

@@ -6,6 +6,8 @@
  * never pays a read and the driver never blocks on a full pipe. One session per process: the
  * lock also keeps the unit tests' in-process sessions apart. The output travels in the next
  * reply's stdout_data (at most 1 MiB; beyond that it is dropped with a log line). */
+#include "session/printf.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "session/state.h"
+#include "sluice/error.h"
 #include "sluice/log.h"
 
 static int pipe_rd = -1;

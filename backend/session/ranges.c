@@ -1,11 +1,14 @@
 /* The session's allocation table: sorted, non-overlapping device ranges. Every device pointer,
  * size and offset from the wire is checked against it before the driver sees it (the devptr
  * hooks of sluice/backend_hooks.h, session/hooks.c). */
+#include "session/ranges.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "bounds.h"
 #include "sluice/log.h"
+#include "sluice/wire.h"
 
 void be_mem_init(struct be_mem *m, size_t max)
 {

@@ -1,7 +1,15 @@
 /* One call on the session's worker: the switch to the call's context, the context's sticky error,
  * the printf lock around the calls that print, then the layers around the handler
  * (accounting/layers.c); the call is counted and a failure logged at debug. */
-#include "backend.h"
+#include "session/run.h"
+
+#include "accounting/layers.h"
+#include "bounds.h"
+#include "session/contexts.h"
+#include "session/deferred.h"
+#include "session/printf.h"
+#include "session/state.h"
+#include "sluice/backend_dispatch.h"
 #include "sluice/log.h"
 
 static CUresult switch_ctx(sl_be_session *s, uint64_t id, struct be_ctx **cur)

@@ -1,15 +1,38 @@
 /* Session lifecycle: the bare session (tables, pre-assigned primary context ids), its worker
  * thread and bounded job queue, the frames it runs (each call through session/run.c, its reply
  * sent), and the cleanup that frees everything the session held. */
+#include "session/session.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
-#include "sluice/relax.h"
+#include "accounting/records.h"
+#include "api/callback.h"
+#include "api/graph_life.h"
+#include "api/mapped.h"
+#include "daemon/outbox.h"
+#include "bounds.h"
+#include "session/contexts.h"
+#include "session/deferred.h"
+#include "session/devices.h"
+#include "session/handles.h"
+#include "session/printf.h"
+#include "session/ranges.h"
+#include "session/run.h"
+#include "session/spin.h"
+#include "session/state.h"
+#include "sluice/backend_dispatch.h"
+#include "sluice/error.h"
 #include "sluice/log.h"
+#include "sluice/relax.h"
+
+struct be_call_time {   /* calls of one id run by a session */
+    uint64_t n;         /* calls run */
+    uint64_t timed, ns; /* calls timed, their time from dispatch to reply sent */
+};
 
 sl_be_session *be_session_new(uint64_t id, const struct sl_driver_api *api,
                               const struct be_devices *devs)

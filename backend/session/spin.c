@@ -7,10 +7,10 @@
  * time while a tenant is active, at most N microseconds after its last frame. On a machine of
  * fewer than 4 CPUs the default is 0: there the spinning threads would take turns with the one
  * they wait for. */
+#include "session/spin.h"
+
 #include <time.h>
 #include <unistd.h>
-
-#include "backend.h"
 
 uint64_t be_now_ns(void)
 {

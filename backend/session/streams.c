@@ -1,7 +1,11 @@
 /* Stream ids for hand handlers: id -> native stream (0, legacy and per-thread pass through), and
  * whether a stream is capturing into a graph (work on the session's transient buffers is
  * refused there). */
-#include "backend.h"
+#include "session/streams.h"
+
+#include "session/state.h"
+#include "sluice/backend_dispatch.h"
+#include "sluice/backend_hooks.h"
 
 CUresult be_stream(sl_be_session *s, uint64_t id, CUstream *out)
 {
