@@ -1,4 +1,5 @@
-/* The driver test double's internals shared between driver_double.c and kernels.c.
+/* The driver test double's kernel interface: what kernels.c and timing.c share with the API
+ * files (core.h and the family files beside it).
  * TEST DOUBLE: host memory and host implementations of the test programs' kernels; never a GPU
  * result. See README.md. */
 #ifndef SLUICE_DRIVER_DOUBLE_H
