@@ -146,7 +146,7 @@ static CUresult dispatch(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-/* backend/occupancy.c: a kernel id is accepted as the function (the native CUkernel reaches the
+/* backend/api/occupancy.c: a kernel id is accepted as the function (the native CUkernel reaches the
  * driver), a guest callback id is refused (the frontend computes that case), the cluster calls
  * check the attribute bulk against the config. */
 static void test_occupancy_handlers(void **state)
