@@ -12,7 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "session/devices.h"
+#include "session/ranges.h"
+#include "session/session.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "sluice/backend_dispatch.h"
+#include "sluice/backend_hooks.h"
 
 static struct be_device one_dev = {.dev = 5};
 static struct be_devices devs = {13000, 1, &one_dev};

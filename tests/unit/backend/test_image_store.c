@@ -15,7 +15,8 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "session/image_store.h"
 
 static char dir[64];
 
