@@ -54,6 +54,7 @@
 /* ---------------------------------------------------------------- server.c */
 struct be_config {
     const char *project, *listen, *cert, *key, *ca, *driver, *control, *allow, *state_dir;
+    const char *control_key; /* --control-key FILE: the agent's key (control.c) */
     /* Set by main: each session runs in `worker_exe --session-worker FD ...` (worker.c) and
      * the server never loads the driver. NULL (unit tests): sessions run on threads of this
      * process with the api/devs given to be_server_run. */
@@ -113,6 +114,8 @@ static inline int be_ring_alloc(uint64_t head, uint64_t tail, uint64_t cap, uint
     return 0;
 }
 #define BE_IPC_RECORD   ((size_t)65536)              /* largest SOCK_SEQPACKET record */
+#define BE_READ_TURN    ((size_t)1 << 20)            /* read from one worker per loop turn */
+#define BE_READ_TURN_NS 1000000u                     /* or for this long, whichever is less */
 #define BE_IPC_ALIGN(x) (((x) + 15) & ~(uint64_t)15) /* each call's bulk starts aligned */
 struct be_ipc_hdr {
     uint32_t type;
@@ -126,9 +129,14 @@ struct be_ipc_rx {
     uint8_t *msg, *bulk; /* the message being received (msg is NUL terminated) */
     uint8_t *spare;      /* the last record read */
     size_t spare_off, spare_len;
+    size_t budget;     /* nonblocking reads: bytes this turn may still take from the socket, 0
+                        * = no limit; spent: be_ipc_read answers 2 (the channel thread's other
+                        * work comes first, the rest at its next turn) */
+    uint64_t until_ns; /* the same, in time (CLOCK_MONOTONIC); 0 = no limit */
+    int spent;
 };
-/* 1: a message is in rx (then be_ipc_rx_next); 2: nothing more now (nonblock); -1: malformed;
- * -2: EOF or error. */
+/* 1: a message is in rx (then be_ipc_rx_next); 2: nothing more now (nonblock, or the budget is
+ * spent); -1: malformed; -2: EOF or error. */
 int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock);
 void be_ipc_rx_next(struct be_ipc_rx *rx);
 void be_ipc_rx_free(struct be_ipc_rx *rx);
@@ -173,17 +181,29 @@ struct be_control_hooks {
     void *user;
     /* a Grant was applied (its SLA; defaults when it had none) */
     void (*grant)(void *user, const char *uuid, const struct be_sla *sla);
+    /* the socket connected to an agent again (after the hello): report the live sessions */
+    void (*reconnected)(void *user);
 };
+#define BE_CONTROL_KEY_LEN 32    /* bytes; the --control-key file holds them as hex */
+#define BE_ORPHAN_GRACE_MS 15000 /* keyed: longest time without a word from the agent */
 sl_code be_control_open(const char *endpoint, const char *project, const char *listen,
                         struct be_grants *grants, const struct be_control_hooks *hooks,
                         struct be_control **out, sl_error *e);
 void *be_control_socket(struct be_control *c);
+/* --control-key FILE: from now on only messages carrying this key count (see control.c). */
+sl_code be_control_require_key(struct be_control *c, const char *path, sl_error *e);
 /* Handles every waiting control message (non-blocking). */
 void be_control_process(struct be_control *c);
+/* One frame from the agent's socket: decoded, checked and applied (what be_control_process does
+ * with each; the fuzz target tests/fuzz/fuzz_control.c calls it directly). */
+void be_control_handle(struct be_control *c, const void *frame, size_t len);
 void be_control_close(struct be_control *c);
 /* Usage records: queued until the agent acknowledges them, sent again every ms (default
  * BE_USAGE_RESEND_S) and after a reconnection. rec: an encoded UsageRecord. */
 void be_control_set_resend(struct be_control *c, int64_t ms);
+/* Keyed: how long without a word from the agent before the backend ends (default
+ * BE_ORPHAN_GRACE_MS; tests shorten it). */
+void be_control_set_orphan_grace(struct be_control *c, int64_t ms);
 void be_control_usage(struct be_control *c, const uint8_t *rec, size_t len);
 size_t be_control_usage_waiting(const struct be_control *c);
 /* BackendReport{session: SessionEvent{kind (SLUICE__CONTROL__SESSION_EVENT__KIND__*), ...}}. */

@@ -262,9 +262,21 @@ CUresult be_h_cuLinkAddData_v2(struct sl_be_call *c)
                      (unsigned long long)c->in_len);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (rq->type == CU_JIT_INPUT_PTX && c->in[rq->size - 1] != 0) {
-        sl_be_detail(reply, "PTX input not NUL-terminated");
-        return CUDA_ERROR_INVALID_VALUE;
+    /* the bounds checks of module images (docs/security.md), for every input type */
+    rc = be_link_input_validate(c->in, rq->size, rq->type);
+    if (rc != CUDA_SUCCESS) {
+        static const char *const names[] = {"cubin", "PTX", "fatbin", "object", "library", "NVVM"};
+        sl_be_detail(reply, "cuLinkAddData_v2: the %s input of %llu bytes %s",
+                     rq->type < 6 ? names[rq->type] : "unknown", (unsigned long long)rq->size,
+                     rc == CUDA_ERROR_NOT_SUPPORTED
+                         ? "is NVVM IR, which cannot be checked before the driver parses it: "
+                           "not supported through Sluice"
+                     : rc == CUDA_ERROR_INVALID_VALUE
+                         ? "has an unknown input type"
+                         : "fails the image checks (bounds, headers, NUL-terminated PTX)");
+        return rc == CUDA_ERROR_INVALID_IMAGE && rq->type == CU_JIT_INPUT_PTX
+                   ? CUDA_ERROR_INVALID_VALUE /* as before: a PTX string without its NUL */
+                   : rc;
     }
     CUjit_option *opts;
     void **vals;

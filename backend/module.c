@@ -203,10 +203,61 @@ CUresult be_image_validate(const uint8_t *p, uint64_t len, uint32_t format)
         return CUDA_SUCCESS;
     }
     case 3:
-        return memcmp(p, ELFMAG, SELFMAG) == 0 && elf_ok(p, len) ? CUDA_SUCCESS
-                                                                 : CUDA_ERROR_INVALID_IMAGE;
+        return len >= SELFMAG && memcmp(p, ELFMAG, SELFMAG) == 0 && elf_ok(p, len)
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_IMAGE;
     case 4:
         return p[len - 1] == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* An ar archive (a device library for the JIT linker): "!<arch>\n", then members, each a
+ * 60-byte header (its size in decimal at 48, "`\n" at 58) and its bytes padded to an even
+ * offset; every member is an ELF object that passes elf_ok, but for the archive's own tables
+ * (names starting with '/'). */
+static int ar_ok(const uint8_t *p, uint64_t len)
+{
+    static const char magic[] = "!<arch>\n";
+    if (len < 8 || memcmp(p, magic, 8) != 0)
+        return 0;
+    uint64_t off = 8;
+    while (off < len) {
+        if (len - off < 60 || p[off + 58] != '`' || p[off + 59] != '\n')
+            return 0;
+        uint64_t size = 0;
+        int digits = 0;
+        for (int i = 48; i < 58 && p[off + i] != ' '; i++, digits++) {
+            if (p[off + i] < '0' || p[off + i] > '9')
+                return 0;
+            size = size * 10 + (uint64_t)(p[off + i] - '0');
+        }
+        const uint8_t *m = p + off + 60;
+        if (!digits || size > len - off - 60)
+            return 0;
+        if (p[off] != '/' &&
+            !(size >= SELFMAG && memcmp(m, ELFMAG, SELFMAG) == 0 && elf_ok(m, size)))
+            return 0;
+        off += 60 + size + (size & 1);
+    }
+    return 1;
+}
+
+CUresult be_link_input_validate(const uint8_t *p, uint64_t len, uint32_t type)
+{
+    switch (type) {
+    case CU_JIT_INPUT_CUBIN:
+    case CU_JIT_INPUT_OBJECT: /* a host object file: an ELF that carries the device code */
+        return be_image_validate(p, len, 3);
+    case CU_JIT_INPUT_PTX:
+        return be_image_validate(p, len, 4);
+    case CU_JIT_INPUT_FATBINARY:
+        return be_image_validate(p, len, 2);
+    case CU_JIT_INPUT_LIBRARY:
+        return p && ar_ok(p, len) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+    case CU_JIT_INPUT_NVVM: /* LTO IR: no format Sluice can check before the driver parses it */
+        return CUDA_ERROR_NOT_SUPPORTED;
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }

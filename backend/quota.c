@@ -215,11 +215,12 @@ int be_acct_mem_admit(sl_be_session *s, uint64_t want, char *why, size_t n)
     if (ok)
         return 0;
     a->quota_refusals++;
+    uint64_t want_mib = (want >> 20) + ((want & ((1u << 20) - 1)) != 0); /* up, never over */
     snprintf(why, n,
              "the instance's memory quota of %llu MiB is used: its sessions hold %llu MiB, "
              "%llu MiB more asked",
              (unsigned long long)(quota >> 20), (unsigned long long)(used >> 20),
-             (unsigned long long)((want + (1 << 20) - 1) >> 20));
+             (unsigned long long)want_mib);
     sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu instance %s: allocation refused: %s",
            (unsigned long long)s->id, s->instance, why);
     return -1;

@@ -37,6 +37,16 @@ static sl_code tr_recv_bulk(void *t, void *dst, size_t len, sl_error *e)
     return sl_client_recv_bulk(t, dst, len, e);
 }
 
+static int tr_fds(void *t, int *fds, int n)
+{
+    return sl_client_fds(t, fds, n);
+}
+
+static int tr_has_input(void *t)
+{
+    return sl_client_has_input(t);
+}
+
 /* ------------------------------------------------------------------ session open */
 static void free_devices(void)
 {
@@ -157,8 +167,12 @@ static CUresult connect_now(void)
                                        SL_FE_SPIN_US_MAX);
     sl_client *c = NULL;
     if (sl_client_connect(cfg.endpoint, &tls, &opts, &c, &err)) {
-        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot connect to the Sluice backend %s: %s",
-               cfg.endpoint, err.msg);
+        /* what the guest can do about its certificate: get a new one */
+        int cert = err.code == SL_ERR_CERT_EXPIRED || err.code == SL_ERR_UNKNOWN_CA ||
+                   err.code == SL_ERR_NO_PEER_CERT || err.code == SL_ERR_REFUSED;
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot connect to the Sluice backend %s: %s%s",
+               cfg.endpoint, err.msg,
+               cert ? "; renew this instance's certificate: sudo sluice-enroll --renew" : "");
         return CUDA_ERROR_NO_DEVICE;
     }
     CUresult rc = CUDA_ERROR_NO_DEVICE;
@@ -175,7 +189,7 @@ static CUresult connect_now(void)
         return rc;
     }
     g_client = c;
-    struct sl_fe_transport tr = {tr_send, tr_recv, tr_recv_bulk, c};
+    struct sl_fe_transport tr = {tr_send, tr_recv, tr_recv_bulk, c, tr_fds, tr_has_input};
     sl_fe_rpc_attach(&tr);
     int sender = sl_fe_rpc_sender_from_env(many_cpus);
     struct sl_fe_rpc_limits lim = {256,

@@ -89,6 +89,10 @@ struct sl_fe_transport {
                     sl_error *e);
     sl_code (*recv_bulk)(void *t, void *dst, size_t len, sl_error *e);
     void *t;
+    /* Waiting for input without holding the transport (sluice/channel.h sl_client_fds and
+     * sl_client_has_input); NULL: the reading thread blocks in recv instead (tests). */
+    int (*fds)(void *t, int *fds, int n);
+    int (*has_input)(void *t);
 };
 
 /* Installs the transport of a fresh session (seq restarts at 1). */
@@ -108,7 +112,8 @@ struct sl_fe_rpc_limits {
     unsigned start_us;       /* after a reply: the first async call goes at once, the next frames
                                 wait start_us, twice that, ... up to flush_us; 0: flush_us always */
     int sender;              /* frames of async calls go out from a thread of their own */
-    unsigned sender_spin_us; /* that thread polls this long after a send before it sleeps */
+    unsigned sender_spin_us; /* that thread polls this long after a send before it sleeps; a
+                                thread waiting for a reply polls as long before it sleeps */
 };
 #define SL_FE_FLUSH_US_DEFAULT 200u
 #define SL_FE_FLUSH_US_MAX     1000000u

@@ -11,6 +11,7 @@
 #include "sluice/wire.h"
 
 static uint32_t g_unclean_by_call[SL_CALL_ID_MAX + 1]; /* the idle context forgotten, per call */
+static uint64_t g_work_seq; /* the seq of the last call of device work appended */
 
 /* Streams known to be idle: a call that synchronized them was answered with success, and every
  * call appended since leaves GPU work alone (queries, synchronizations, copies into guest
@@ -241,10 +242,10 @@ static enum sl_call_idle idle_of(const Sluice__Wire__Call *c)
 /* ------------------------------------------------------------------ entry points */
 void sl_fe_idle_note(const Sluice__Wire__Call *c, const struct sl_call_info *ci)
 {
-    if (!ci)
-        note_work(c, SL_IDLE_WORK);
-    else if (!keeps_idle(ci))
-        note_work(c, (enum sl_call_idle)ci->idle);
+    if (ci && keeps_idle(ci))
+        return;
+    g_work_seq = c->seq;
+    note_work(c, ci ? (enum sl_call_idle)ci->idle : SL_IDLE_WORK);
 }
 
 int sl_fe_idle_can_answer(const Sluice__Wire__Call *c)
@@ -260,6 +261,10 @@ int sl_fe_idle_can_answer(const Sluice__Wire__Call *c)
 
 void sl_fe_idle_answered(const Sluice__Wire__Call *c)
 {
+    /* another thread appended work after this synchronization went out: it proves nothing idle
+     * (its reply came while that thread's work may still run) */
+    if (g_work_seq > c->seq)
+        return;
     enum sl_call_idle idle = idle_of(c);
     uint64_t st = synced_stream(c, idle);
     if (st) {
@@ -286,6 +291,7 @@ void sl_fe_idle_forget(void)
 void sl_fe_idle_reset(void)
 {
     sl_fe_idle_forget();
+    g_work_seq = 0;
     memset(g_unclean_by_call, 0, sizeof g_unclean_by_call);
 }
 

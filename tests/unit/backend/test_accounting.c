@@ -303,6 +303,9 @@ static void test_session_quota(void **state)
     /* session 2 may not take 41 MiB more, but 40 MiB */
     assert_int_equal(be_acct_mem_admit(s[1], 41 << 20, why, sizeof why), -1);
     assert_non_null(strstr(why, "quota of 100 MiB"));
+    /* the largest request there is: refused, and said as it is (rounding up overflowed) */
+    assert_int_equal(be_acct_mem_admit(s[1], UINT64_MAX, why, sizeof why), -1);
+    assert_non_null(strstr(why, ", 17592186044416 MiB more asked"));
     assert_int_equal(be_acct_mem_admit(s[1], 40 << 20, why, sizeof why), 0);
     be_acct_mem_publish(s[1]); /* the call failed: nothing allocated, the reservation goes */
     assert_int_equal(be_acct_inst_bytes(m, in), 60 << 20);
@@ -319,10 +322,10 @@ static void test_session_quota(void **state)
     assert_int_equal(be_mem_remove(&s[0]->mem, 0x10000000), 1);
     be_acct_mem_publish(s[0]);
     assert_int_equal(be_acct_inst_bytes(m, in), 0);
-    /* the records: one refusal, the high-water mark, no driver = measurement "none" */
+    /* the records: two refusals, the high-water mark, no driver = measurement "none" */
     be_acct_tick(s[1]);
     assert_int_equal(k.n, 1);
-    assert_int_equal(k.last->quota_refusals, 1);
+    assert_int_equal(k.last->quota_refusals, 2);
     assert_string_equal(k.last->measurement, "none");
     be_acct_tick(s[0]);
     assert_int_equal(k.last->memory_high_water, 60 << 20);

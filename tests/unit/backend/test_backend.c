@@ -925,6 +925,35 @@ static void test_malformed_ends_session_only(void **state)
         assert_int_not_equal(sl_client_recv(c, &msg, &len, &blen, 5000, &e), SL_OK);
         sl_client_close(c);
     }
+    /* a seq used again in the next frame ends the session as out-of-order does */
+    sl_client *c = NULL;
+    assert_int_equal(open_session(listen, ca.pem, &guest, &c, &e), SL_OK);
+    Sluice__Cuda__CuCtxSynchronizeRequest rq = SLUICE__CUDA__CU_CTX_SYNCHRONIZE_REQUEST__INIT;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.seq = 1;
+    call.call_id = SL_CALL_cuCtxSynchronize;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_CTX_SYNCHRONIZE;
+    call.cu_ctx_synchronize = &rq;
+    Sluice__Wire__Call *calls[1] = {&call};
+    Sluice__Wire__CallFrame f = SLUICE__WIRE__CALL_FRAME__INIT;
+    f.calls = calls;
+    f.n_calls = 1;
+    Sluice__Wire__ClientMessage cm = SLUICE__WIRE__CLIENT_MESSAGE__INIT;
+    cm.kind_case = SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS;
+    cm.calls = &f;
+    uint8_t *buf;
+    size_t blen_out;
+    assert_int_equal(sl_wire_encode_client(&cm, NULL, &buf, &blen_out, &e), SL_OK);
+    const void *msg;
+    size_t len;
+    uint64_t blen;
+    assert_int_equal(sl_client_send(c, buf, blen_out, NULL, 0, &e), SL_OK);
+    assert_int_equal(sl_client_recv(c, &msg, &len, &blen, 5000, &e), SL_OK); /* its reply */
+    assert_int_equal(sl_client_send(c, buf, blen_out, NULL, 0, &e), SL_OK);  /* seq 1 again */
+    assert_int_equal(sl_client_recv(c, &msg, &len, &blen, 5000, &e), SL_ERR_PROTOCOL);
+    assert_non_null(strstr(e.msg, "call seq 1 is not above the session's last seq 1"));
+    free(buf);
+    sl_client_close(c);
     st.stop = 1;
     pthread_join(st.t, NULL);
     assert_int_equal(st.rc, 0);
