@@ -14,7 +14,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "daemon/config.h"
+#include "daemon/driver.h"
+#include "daemon/loop.h"
+#include "daemon/worker.h"
+#include "session/image_store.h"
+#include "session/printf.h"
+#include "session/spin.h"
 #include "sluice/log.h"
 
 static volatile int stop_flag;
@@ -89,8 +96,8 @@ static int id_ok(const char *s)
 /* Hidden modes: `--session-worker FD --driver PATH --session-id N --instance I --project P
  * [--acct-fd FD --acct-slot N --acct-inst N] [--usage-interval S] [--measure M] [--image-dir D]
  * [--spin-us N]` (a session's
- * worker process, started by server.c) and `--probe-driver PATH --project P` (the start-up driver
- * check). Returns -1 when argv is neither. */
+ * worker process, started by daemon/workers.c) and `--probe-driver PATH --project P` (the start-up
+ * driver check). Returns -1 when argv is neither. */
 static int hidden_mode(int argc, char **argv)
 {
     if (argc < 2 || (strcmp(argv[1], "--session-worker") && strcmp(argv[1], "--probe-driver")))

@@ -20,7 +20,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "accounting/quota.h"
+#include "api/reply.h"
+#include "bounds.h"
+#include "session/handles.h"
+#include "session/ranges.h"
+#include "session/state.h"
 #include "sluice/call_facts.h"
 #include "sluice/log.h"
 

@@ -14,7 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "api/link.h"
+#include "api/module.h"
+#include "api/reply.h"
+#include "bounds.h"
+#include "session/handles.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 
 #define LINK_MAX_OPTIONS 64u
 #define LINK_MAX_LOG     ((uint64_t)1 << 20)

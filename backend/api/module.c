@@ -10,141 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "api/module.h"
+#include "api/reply.h"
+#include "bounds.h"
+#include "session/contexts.h"
+#include "session/handles.h"
+#include "session/image_cache.h"
+#include "session/image_store.h"
+#include "session/ranges.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
 #include "sluice/log.h"
 
-#define FATBIN_WRAPPER_MAGIC 0x466243b1u
-#define FATBIN_MAGIC         0xba55ed50u
-
-/* The wrapper cudart hands the driver: {magic, version, data, filename_or_fatbins}. */
-struct fatbin_wrapper {
-    uint32_t magic;
-    uint32_t version;
-    const void *data;
-    const void *filename_or_fatbins;
-};
-
-struct be_image {
-    struct fatbin_wrapper wrapper; /* rebuilt for format 1, lives as long as the image */
-    struct be_image *prev, *next;  /* LRU list, most recent first */
-    uint8_t sha[32];
-    uint64_t size;
-    uint8_t *bytes;
-    int refs;   /* loaded modules/libraries + the cache's own reference */
-    int cached; /* still in the cache */
-};
-
-static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct be_image *lru_head, *lru_tail;
-static size_t cache_bytes, cache_count;
-
-static void lru_unlink(struct be_image *img)
-{
-    if (img->prev)
-        img->prev->next = img->next;
-    else
-        lru_head = img->next;
-    if (img->next)
-        img->next->prev = img->prev;
-    else
-        lru_tail = img->prev;
-    img->prev = img->next = NULL;
-}
-
-static void lru_front(struct be_image *img)
-{
-    img->next = lru_head;
-    img->prev = NULL;
-    if (lru_head)
-        lru_head->prev = img;
-    lru_head = img;
-    if (!lru_tail)
-        lru_tail = img;
-}
-
-static void unref_locked(struct be_image *img)
-{
-    if (--img->refs == 0) {
-        free(img->bytes);
-        free(img);
-    }
-}
-
-void be_image_unref(struct be_image *img)
-{
-    if (!img)
-        return;
-    pthread_mutex_lock(&cache_mu);
-    unref_locked(img);
-    pthread_mutex_unlock(&cache_mu);
-}
-
-static void evict_locked(void)
-{
-    while (lru_tail && (cache_bytes > BE_IMAGE_CACHE_BYTES || cache_count > BE_IMAGE_CACHE_COUNT)) {
-        struct be_image *img = lru_tail;
-        lru_unlink(img);
-        img->cached = 0;
-        cache_bytes -= img->size;
-        cache_count--;
-        unref_locked(img);
-    }
-}
-
-void be_images_clear(void)
-{
-    pthread_mutex_lock(&cache_mu);
-    while (lru_tail) {
-        struct be_image *img = lru_tail;
-        lru_unlink(img);
-        img->cached = 0;
-        cache_bytes -= img->size;
-        cache_count--;
-        unref_locked(img);
-    }
-    pthread_mutex_unlock(&cache_mu);
-}
-
-/* A referenced image by hash, or NULL. */
-static struct be_image *cache_get(const uint8_t sha[32], uint64_t size)
-{
-    pthread_mutex_lock(&cache_mu);
-    struct be_image *img = lru_head;
-    for (; img; img = img->next)
-        if (img->size == size && !memcmp(img->sha, sha, 32))
-            break;
-    if (img) {
-        lru_unlink(img);
-        lru_front(img);
-        img->refs++;
-    }
-    pthread_mutex_unlock(&cache_mu);
-    return img;
-}
-
-/* Takes bytes (malloc'd) into the cache; returns a referenced image. */
-static struct be_image *cache_put(const uint8_t sha[32], uint8_t *bytes, uint64_t size)
-{
-    struct be_image *img = calloc(1, sizeof *img);
-    if (!img) {
-        free(bytes);
-        return NULL;
-    }
-    memcpy(img->sha, sha, 32);
-    img->size = size;
-    img->bytes = bytes;
-    img->wrapper = (struct fatbin_wrapper){FATBIN_WRAPPER_MAGIC, 1, bytes, NULL};
-    img->refs = 2; /* the cache + the caller */
-    img->cached = 1;
-    pthread_mutex_lock(&cache_mu);
-    lru_front(img);
-    cache_bytes += size;
-    cache_count++;
-    evict_locked();
-    pthread_mutex_unlock(&cache_mu);
-    return img;
-}
-
+#define FATBIN_MAGIC 0xba55ed50u
 /* ---------------------------------------------------------------- image bounds */
 
 static int elf_ok(const uint8_t *p, uint64_t len)
@@ -331,26 +210,26 @@ CUresult be_h_slLoadImage(struct sl_be_call *c)
         }
         s->st.img_sent++;
         s->st.img_sent_bytes += rq->size;
-        img = cache_get(md, rq->size);
+        img = be_image_cache_get(md, rq->size);
         if (!img) {
             be_image_store_put(md, c->in, rq->size); /* for the sessions after this one */
             uint8_t *copy = malloc(rq->size);
             if (!copy)
                 return CUDA_ERROR_OUT_OF_MEMORY;
             memcpy(copy, c->in, rq->size);
-            img = cache_put(md, copy, rq->size);
+            img = be_image_cache_put(md, copy, rq->size);
             if (!img)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
     } else {
-        img = cache_get(rq->sha256.data, rq->size);
+        img = be_image_cache_get(rq->sha256.data, rq->size);
         if (!img) {
             uint8_t *stored = be_image_store_get(rq->sha256.data, rq->size);
             if (!stored) {
                 s->st.img_asked++;
                 return CUDA_ERROR_FILE_NOT_FOUND; /* send it again with the bytes */
             }
-            img = cache_put(rq->sha256.data, stored, rq->size);
+            img = be_image_cache_put(rq->sha256.data, stored, rq->size);
             if (!img)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }

@@ -1,9 +1,4 @@
-/* Grants and the agent's control channel.
- *
- * Grants: instance uuids whose sessions the accept hook lets in (with the project, which must be
- * --project). They come from --allow FILE (one uuid per line, '#' comments) and from the agent's
- * Grant messages (optionally pinned to the certificate's SHA-256, and kept with the SLA).
- * A revoked instance is refused from then on, until granted again.
+/* The agent's control channel, the backend's side.
  *
  * Control channel (--control ipc://PATH): a plain ZeroMQ DEALER (the socket file's permissions
  * are the trust); each message is one frame holding one protobuf message: BackendReport from us
@@ -22,7 +17,6 @@
  * and, with the hello, whenever the socket connects again (a socket monitor sees it). Session
  * events (opened, closed, refused) go out as BackendReport{session}. */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,219 +25,14 @@
 #include <openssl/crypto.h>
 #include <zmq.h>
 
-#include "backend.h"
+#include "daemon/control.h"
+#include "accounting/usage_queue.h"
+#include "bounds.h"
 #include "sluice/log.h"
 #include "sluice_control.pb-c.h"
 
 #define CTL_MAX_MSG            (1u << 20)
 #define SLUICE_BACKEND_VERSION "0.1.0"
-
-struct be_grant {
-    char uuid[64];
-    uint8_t sha[32];
-    int pinned;
-    int64_t not_after;
-    int revoked;
-    int has_sla;
-    struct be_sla sla; /* the agent's Grant.sla; an allow-listed instance has none */
-};
-
-struct be_grants {
-    struct be_grant *g;
-    size_t n, cap;
-    int held; /* keyed control and no agent's GrantSet since start or disconnection */
-};
-
-struct be_grants *be_grants_new(void)
-{
-    return calloc(1, sizeof(struct be_grants));
-}
-
-void be_grants_free(struct be_grants *g)
-{
-    if (!g)
-        return;
-    free(g->g);
-    free(g);
-}
-
-static struct be_grant *grant_find(const struct be_grants *g, const char *uuid)
-{
-    for (size_t i = 0; i < g->n; i++)
-        if (!strcmp(g->g[i].uuid, uuid))
-            return &g->g[i];
-    return NULL;
-}
-
-static int uuid_ok(const char *u)
-{
-    size_t n = strlen(u);
-    if (n == 0 || n > 63)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = u[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == ':' || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
-void be_grants_add(struct be_grants *g, const char *uuid, const uint8_t *sha, size_t sha_len,
-                   int64_t not_after)
-{
-    struct be_grant *x = grant_find(g, uuid);
-    if (!x) {
-        if (g->n == g->cap) {
-            size_t cap = g->cap ? g->cap * 2 : 16;
-            struct be_grant *v = realloc(g->g, cap * sizeof *v);
-            if (!v)
-                return;
-            g->g = v;
-            g->cap = cap;
-        }
-        x = &g->g[g->n++];
-    }
-    memset(x, 0, sizeof *x);
-    snprintf(x->uuid, sizeof x->uuid, "%s", uuid);
-    if (sha && sha_len == 32) {
-        memcpy(x->sha, sha, 32);
-        x->pinned = 1;
-    }
-    x->not_after = not_after;
-}
-
-void be_grants_set_sla(struct be_grants *g, const char *uuid, const struct be_sla *sla)
-{
-    struct be_grant *x = grant_find(g, uuid);
-    if (!x)
-        return;
-    x->has_sla = sla != NULL;
-    if (sla)
-        x->sla = *sla;
-}
-
-int be_grants_sla(const struct be_grants *g, const char *uuid, struct be_sla *out)
-{
-    const struct be_grant *x = grant_find(g, uuid);
-    memset(out, 0, sizeof *out);
-    out->share = 1;
-    if (!x || !x->has_sla)
-        return 0;
-    *out = x->sla;
-    return 1;
-}
-
-/* Grant.sla as the backend keeps it; -1 (and why) when a value is out of range. */
-static int sla_from(const Sluice__Control__Sla *in, struct be_sla *out, char *why, size_t n)
-{
-    memset(out, 0, sizeof *out);
-    out->share = 1;
-    if (!in)
-        return 0;
-    double sh = in->gpu_share;
-    if (!isfinite(sh) || sh < 0 || sh > 1) {
-        snprintf(why, n, "sla.gpu_share %g is not within 0..1", sh);
-        return -1;
-    }
-    out->share = sh > 0 ? sh : 1; /* 0: not set, uncapped */
-    const char *f = in->flavor ? in->flavor : "";
-    if (strlen(f) >= sizeof out->flavor) {
-        snprintf(why, n, "sla.flavor is longer than %zu bytes", sizeof out->flavor - 1);
-        return -1;
-    }
-    for (const char *p = f; *p; p++)
-        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) {
-            snprintf(why, n, "sla.flavor is not printable ASCII");
-            return -1;
-        }
-    snprintf(out->flavor, sizeof out->flavor, "%s", f);
-    out->quota = in->memory_quota_bytes;
-    out->max_sessions = in->max_sessions;
-    return 0;
-}
-
-void be_grants_revoke(struct be_grants *g, const char *uuid)
-{
-    struct be_grant *x = grant_find(g, uuid);
-    if (x)
-        x->revoked = 1;
-    else {
-        be_grants_add(g, uuid, NULL, 0, 0);
-        if ((x = grant_find(g, uuid)))
-            x->revoked = 1;
-    }
-}
-
-sl_code be_grants_load_allow(struct be_grants *g, const char *path, sl_error *e)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return sl_fail(e, SL_ERR_CONFIG, "%s: %s", path, strerror(errno));
-    char line[512];
-    int lineno = 0, count = 0;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        char *h = strchr(line, '#');
-        if (h)
-            *h = 0;
-        char *p = line;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        char *end = p + strlen(p);
-        while (end > p && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
-            *--end = 0;
-        if (!*p)
-            continue;
-        if (!uuid_ok(p)) {
-            fclose(f);
-            return sl_fail(e, SL_ERR_CONFIG, "%s:%d: not an instance uuid", path, lineno);
-        }
-        be_grants_add(g, p, NULL, 0, 0);
-        count++;
-    }
-    fclose(f);
-    sl_log(SL_LOG_INFO, BE_COMPONENT, "allow-list %s: %d instance%s granted", path, count,
-           count == 1 ? "" : "s");
-    return SL_OK;
-}
-
-int be_grants_check(const struct be_grants *g, const char *project, const sl_peer_identity *id,
-                    char *why, size_t n)
-{
-    if (!id->authenticated) {
-        snprintf(why, n, "no client certificate");
-        return 1;
-    }
-    if (g->held) {
-        snprintf(why, n,
-                 "the host's sluice-agent is not connected to this backend; new sessions "
-                 "are admitted again once it is back (retry in a few seconds)");
-        return 1;
-    }
-    if (strcmp(id->project_id, project) != 0) {
-        snprintf(why, n, "project %s is not this backend's project", id->project_id);
-        return 1;
-    }
-    const struct be_grant *x = grant_find(g, id->instance_id);
-    if (!x || x->revoked) {
-        snprintf(why, n, "instance %s has no grant on this backend%s", id->instance_id,
-                 x ? " (revoked)" : "");
-        return 1;
-    }
-    if (x->pinned) {
-        char hex[65];
-        for (int i = 0; i < 32; i++)
-            snprintf(hex + 2 * i, 3, "%02x", x->sha[i]);
-        if (strcmp(hex, id->fingerprint) != 0) {
-            snprintf(why, n, "certificate of instance %s is not the one granted", id->instance_id);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- control channel */
 
 struct be_control {
     void *ctx, *sock, *mon;
@@ -388,11 +177,11 @@ void *be_control_socket(struct be_control *c)
 static const char *grant_invalid(const Sluice__Control__Grant *g, struct be_sla *sla, char *why,
                                  size_t n)
 {
-    if (!g || !g->instance_uuid || !uuid_ok(g->instance_uuid))
+    if (!g || !g->instance_uuid || !be_grants_uuid_ok(g->instance_uuid))
         return "grant without a valid instance uuid";
     if (g->cert_sha256.len != 0 && g->cert_sha256.len != 32)
         return "cert_sha256 is not 32 bytes";
-    if (sla_from(g->sla, sla, why, n) != 0)
+    if (be_grants_sla_from(g->sla, sla, why, n) != 0)
         return why;
     return NULL;
 }
@@ -445,7 +234,7 @@ static void grant_set(struct be_control *c, uint64_t seq, const Sluice__Control_
         revoked++;
     }
     for (size_t j = 0; j < gs->n_grants; j++) {
-        sla_from(gs->grants[j]->sla, &sla, why, sizeof why);
+        be_grants_sla_from(gs->grants[j]->sla, &sla, why, sizeof why);
         apply_grant(c, gs->grants[j], &sla);
     }
     if (g->held)
@@ -491,7 +280,7 @@ static void handle(struct be_control *c, const Sluice__Control__BackendControl *
         return;
     case SLUICE__CONTROL__BACKEND_CONTROL__KIND_REVOKE: {
         const Sluice__Control__Revoke *r = m->revoke;
-        if (!r->instance_uuid || !uuid_ok(r->instance_uuid)) {
+        if (!r->instance_uuid || !be_grants_uuid_ok(r->instance_uuid)) {
             ack(c, m->seq, 0, "revoke without a valid instance uuid");
             return;
         }

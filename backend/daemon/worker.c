@@ -1,9 +1,10 @@
-/* Session worker processes. The parent (server.c) never loads the driver: a sticky error such as
+/* Session worker processes. The parent (loop.c) never loads the driver: a sticky error such as
  * CUDA_ERROR_ILLEGAL_ADDRESS poisons the whole process on the real driver, so every session runs
  * in a process of its own: `sluice-backend --session-worker FD ...` (the same binary, exec'd by
- * the parent after fork; the hidden mode loads the driver, answers SessionOpen with the device
- * facts and runs the session code of session.c). `--probe-driver PATH` checks the driver once at
- * start, in a short-lived child, with the same code.
+ * the parent after fork, workers.c; the hidden mode loads the driver (driver.c), answers
+ * SessionOpen with the device facts and runs the session code of session/session.c).
+ * `--probe-driver PATH` checks the driver once at start, in a short-lived child, with the same
+ * code (driver.c).
  *
  * Parent <-> worker: a SOCK_SEQPACKET socketpair carrying a byte stream of messages
  * (be_ipc_hdr, then msg_len bytes, then bulk_len bytes), cut into records of at most 64 KiB.
@@ -15,8 +16,6 @@
  * on the socket ends the worker (the parent shut its side down: the worker sends its final
  * usage record, frees everything and exits) or tells the parent that the worker is gone. The
  * worker also maps the tenant's accounting page (`--acct-fd`, quota.c). */
-#include <dlfcn.h>
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,176 +24,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "sluice/relax.h"
+#include "daemon/worker.h"
+#include "accounting/quota.h"
+#include "accounting/records.h"
+#include "api/callback.h"
+#include "bounds.h"
+#include "daemon/accept.h"
+#include "daemon/driver.h"
+#include "daemon/ipc.h"
+#include "daemon/outbox.h"
+#include "session/image_cache.h"
+#include "session/image_store.h"
+#include "session/printf.h"
+#include "session/session.h"
+#include "session/spin.h"
 #include "sluice/log.h"
-
-/* ---------------------------------------------------------------- framing */
-
-void be_ipc_rx_next(struct be_ipc_rx *rx)
-{
-    free(rx->msg);
-    free(rx->bulk);
-    rx->msg = rx->bulk = NULL;
-    rx->hdr_got = 0;
-    rx->got = 0;
-}
-
-void be_ipc_rx_free(struct be_ipc_rx *rx)
-{
-    be_ipc_rx_next(rx);
-    free(rx->spare);
-    rx->spare = NULL;
-    rx->spare_off = rx->spare_len = 0;
-}
-
-/* Feeds n bytes; returns 1 when a message is complete, -1 on a malformed header or no memory,
- * 0 when more is needed. *used: bytes consumed. */
-static int rx_feed(struct be_ipc_rx *rx, const uint8_t *p, size_t n, size_t *used)
-{
-    size_t k = 0;
-    if (rx->hdr_got < sizeof rx->hdr) {
-        size_t t = sizeof rx->hdr - rx->hdr_got;
-        if (t > n)
-            t = n;
-        memcpy((uint8_t *)&rx->hdr + rx->hdr_got, p, t);
-        rx->hdr_got += t;
-        k += t;
-        *used = k;
-        if (rx->hdr_got < sizeof rx->hdr)
-            return 0;
-        if (rx->hdr.msg_len > SL_WIRE_MAX_MESSAGE || rx->hdr.bulk_len > BE_MAX_QUEUED_BYTES)
-            return -1;
-        rx->msg = malloc(rx->hdr.msg_len + 1);
-        rx->bulk = rx->hdr.bulk_len ? malloc(rx->hdr.bulk_len) : NULL;
-        if (!rx->msg || (rx->hdr.bulk_len && !rx->bulk))
-            return -1;
-        rx->msg[rx->hdr.msg_len] = 0; /* BE_IPC_CLOSE's reason is a string */
-    }
-    uint64_t total = rx->hdr.msg_len + rx->hdr.bulk_len;
-    while (k < n && rx->got < total) {
-        uint64_t left = total - rx->got;
-        size_t t = n - k < left ? n - k : (size_t)left;
-        if (rx->got < rx->hdr.msg_len) {
-            uint64_t m = rx->hdr.msg_len - rx->got;
-            if (t > m)
-                t = (size_t)m;
-            memcpy(rx->msg + rx->got, p + k, t);
-        } else {
-            memcpy(rx->bulk + (rx->got - rx->hdr.msg_len), p + k, t);
-        }
-        rx->got += t;
-        k += t;
-    }
-    *used = k;
-    return rx->got == total ? 1 : 0;
-}
-
-int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock)
-{
-    if (!rx->spare && !(rx->spare = malloc(BE_IPC_RECORD)))
-        return -1;
-    for (;;) {
-        if (rx->spare_off < rx->spare_len) {
-            size_t used = 0;
-            int r = rx_feed(rx, rx->spare + rx->spare_off, rx->spare_len - rx->spare_off, &used);
-            rx->spare_off += used;
-            if (r != 0)
-                return r;
-            continue;
-        }
-        if (nonblock && rx->until_ns && be_now_ns() > rx->until_ns)
-            rx->spent = 1;
-        if (nonblock && rx->spent) {
-            rx->spent = 0;
-            return 2; /* the budget of this turn is spent */
-        }
-        ssize_t n = recv(fd, rx->spare, BE_IPC_RECORD, nonblock ? MSG_DONTWAIT : 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 2; /* nothing more now */
-        if (n <= 0)
-            return -2; /* EOF or error */
-        if (nonblock && rx->budget) {
-            rx->spent = rx->budget <= (size_t)n;
-            rx->budget -= rx->spent ? rx->budget : (size_t)n;
-        }
-        rx->spare_len = (size_t)n;
-        rx->spare_off = 0;
-    }
-}
-
-/* Blocking send of one message (worker side). */
-static int ipc_send_blocking(int fd, uint32_t type, int32_t code, const void *msg, size_t len,
-                             const void *bulk, size_t blen)
-{
-    struct be_ipc_hdr h = {type, code, len, blen};
-    const uint8_t *seg[3] = {(const uint8_t *)&h, msg, bulk};
-    size_t segl[3] = {sizeof h, len, blen};
-    for (int i = 0; i < 3; i++) {
-        size_t off = 0;
-        while (off < segl[i]) {
-            size_t t = segl[i] - off < BE_IPC_RECORD ? segl[i] - off : BE_IPC_RECORD;
-            ssize_t w = send(fd, seg[i] + off, t, MSG_NOSIGNAL);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return -1;
-            off += (size_t)w;
-        }
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- the driver */
-
-sl_code be_driver_open(const char *path, struct sl_driver_api *api, struct be_devices *devs,
-                       void **dl_out, int *nbound, sl_error *e)
-{
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!dl)
-        return sl_fail(e, SL_ERR_CONFIG, "--driver %s: %s", path, dlerror());
-    if (!dlsym(dl, "cuDriverGetVersion") || !dlsym(dl, "cuInit")) {
-        dlclose(dl);
-        return sl_fail(e, SL_ERR_CONFIG, "--driver %s does not export the CUDA driver API", path);
-    }
-    if (dlsym(dl, "sl_fe_call") || dlsym(dl, "sl_fe_export_table")) {
-        dlclose(dl);
-        return sl_fail(e, SL_ERR_CONFIG,
-                       "--driver %s is Sluice's own frontend; point it at the real NVIDIA driver",
-                       path);
-    }
-    memset(api, 0, sizeof *api);
-    int nb = sl_driver_api_load(api, dl);
-    if (nbound)
-        *nbound = nb;
-    if (be_devices_load(api, devs, e) != SL_OK)
-        return e->code;
-    *dl_out = dl;
-    return SL_OK;
-}
-
-int be_probe_main(const char *driver, const char *project)
-{
-    struct sl_driver_api api;
-    struct be_devices devs;
-    void *dl = NULL;
-    int nbound = 0;
-    sl_error e;
-    if (be_driver_open(driver, &api, &devs, &dl, &nbound, &e) != SL_OK) {
-        sl_log(SL_LOG_ERR, BE_COMPONENT, "%s", e.msg);
-        return 1;
-    }
-    sl_log(SL_LOG_NOTICE, BE_COMPONENT,
-           "project %s: driver %s, version %d, %d device%s, %d entry points bound (checked by a "
-           "probe process; each session runs in a worker process of its own)",
-           project, driver, devs.driver_version, devs.count, devs.count == 1 ? "" : "s", nbound);
-    be_devices_free(&devs);
-    return 0;
-}
-
-/* ---------------------------------------------------------------- the worker */
+#include "sluice/relax.h"
 
 static int w_fd = -1;
 static pthread_mutex_t w_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -204,9 +49,9 @@ static void w_sink(int close_it, sl_code code, const char *why, const uint8_t *m
 {
     pthread_mutex_lock(&w_mu);
     if (close_it)
-        ipc_send_blocking(w_fd, BE_IPC_CLOSE, (int32_t)code, why, strlen(why), NULL, 0);
+        be_ipc_send_blocking(w_fd, BE_IPC_CLOSE, (int32_t)code, why, strlen(why), NULL, 0);
     else
-        ipc_send_blocking(w_fd, BE_IPC_SEND, 0, msg, len, bulk, blen);
+        be_ipc_send_blocking(w_fd, BE_IPC_SEND, 0, msg, len, bulk, blen);
     pthread_mutex_unlock(&w_mu);
 }
 
@@ -219,7 +64,7 @@ static void w_usage(void *user, const uint8_t *rec, size_t len)
 {
     (void)user;
     pthread_mutex_lock(&w_mu);
-    ipc_send_blocking(w_fd, BE_IPC_USAGE, 0, rec, len, NULL, 0);
+    be_ipc_send_blocking(w_fd, BE_IPC_USAGE, 0, rec, len, NULL, 0);
     pthread_mutex_unlock(&w_mu);
 }
 
@@ -271,7 +116,7 @@ static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
     job->msg = m;
     job->blob = rx->bulk; /* the calls' bulk, back to back: job->bulk[i] point into it */
     rx->bulk = NULL;
-    uint64_t off = 0, bytes = 0; /* each call's bulk at a BE_IPC_ALIGN offset (server.c) */
+    uint64_t off = 0, bytes = 0; /* each call's bulk at a BE_IPC_ALIGN offset (workers.c) */
     for (size_t i = 0; i < f->n_calls; i++) {
         uint64_t len = f->calls[i]->bulk_length;
         if (!len)

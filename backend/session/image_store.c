@@ -1,5 +1,5 @@
 /* Module images kept on disk across sessions. Each session runs in a worker process of its own
- * (worker.c), so the in-process image cache of module.c dies with the session; without this a
+ * (worker.c), so the in-process image cache (image_cache.c) dies with the session; without this a
  * program started again sent every image again (PyTorch: tens of MiB per start). The tenant's
  * backend keeps them in STATE_DIR/images (its --state-dir; the agent gives each project its
  * own), one file per image named by its SHA-256 in hex, mode 0600. A file is read back only

@@ -17,7 +17,19 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "backend.h"
+#include "api/launch.h"
+#include "api/module.h"
+#include "bounds.h"
+#include "daemon/config.h"
+#include "daemon/grants.h"
+#include "daemon/loop.h"
+#include "session/deferred.h"
+#include "session/devices.h"
+#include "session/handles.h"
+#include "session/ranges.h"
+#include "session/session.h"
+#include "session/state.h"
+#include "sluice/backend_dispatch.h"
 #include "pki.h"
 #include "sluice_control.pb-c.h"
 

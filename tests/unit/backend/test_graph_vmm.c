@@ -1,6 +1,6 @@
 /* Unit tests (no GPU, no driver: a fake driver table) of the backend's checks for graphs on
  * guest memory, virtual memory management, stream attributes, the JIT linker's options and
- * conditional handles (backend/graph*.c, vmm.c, stream_attr.c, link.c), and texture references'
+ * conditional handles (backend/api/graph*.c, vmm.c, stream_attr.c, link.c), and texture references'
  * border colour (texture.c): what must be refused is refused before the driver sees it, and
  * what reaches the driver is the backend's own memory. */
 #include <setjmp.h>
