@@ -8,10 +8,12 @@
 #include <string.h>
 
 #include "device.h"
+#include "timing.h"
 
 static unsigned long long next_ctx_id = 1;
 
-static struct dbl_ctx primary_ctx;
+/* The primary context: its constant fields from the start, the rest from its retain. */
+static struct dbl_ctx primary_ctx = {.hdr.kind = K_CTX, .primary = true};
 
 static unsigned primary_refs;
 
@@ -319,11 +321,4 @@ EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, in
     *flags = primary_ctx.flags;
     *active = primary_refs > 0;
     return CUDA_SUCCESS;
-}
-
-/* The primary context's constant fields (cuInit, under the lock). */
-void ctx_init_primary(void)
-{
-    primary_ctx.hdr.kind = K_CTX;
-    primary_ctx.primary = true;
 }

@@ -10,6 +10,4 @@ struct dbl_ctx *cur(void);
 /* The current context, checked; under the lock. */
 CUresult need_ctx(struct dbl_ctx **out);
 
-void ctx_init_primary(void);
-
 #endif

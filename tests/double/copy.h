@@ -19,4 +19,18 @@ CUresult memset_n(CUdeviceptr dst, unsigned v, size_t width, size_t n, CUstream 
 /* 3D copies: slice by slice as 2D copies (host and device sides step by pitch * height). */
 CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s);
 
+/* An array is host memory of width * element size * height * depth bytes (rows packed). 2D/3D
+ * copies reach it as host memory after a bounds check. Texture and surface objects are numbers
+ * handed out from a counter and remembered, so destroying an unknown one fails. */
+struct dbl_array {
+    struct dbl_obj hdr;
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    size_t pitch, height, depth;
+    unsigned char *data;
+};
+
+/* The host side of a region of array arr (2D/3D copies): bounds checked. */
+CUresult array_side(CUmemorytype *type, const void **host, CUarray arr, size_t x, size_t y,
+                    size_t *pitch, size_t w, size_t h, size_t z);
+
 #endif

@@ -17,9 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "context.h"
-#include "module.h"
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool initialized;
@@ -125,6 +122,23 @@ CUresult alloc_free(uintptr_t p, enum alloc_kind kind)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+void image_free(struct dbl_image *img)
+{
+    for (size_t i = 0; i < dbl_global_count; i++)
+        if (img->globals[i])
+            alloc_free(img->globals[i], A_GLOBAL);
+    for (size_t i = 0; i < dbl_kernel_count; i++)
+        if (img->funcs[i]) {
+            obj_del(img->funcs[i]);
+            free(img->funcs[i]);
+        }
+    free(img->globals);
+    free(img->funcs);
+    free(img->present);
+    obj_del(img);
+    free(img);
+}
+
 void ctx_drop_resources(struct dbl_ctx *c)
 {
     alloc_release_owner(c);
@@ -204,7 +218,7 @@ bool dbl_initialized(void)
     return initialized;
 }
 
-/* cuInit: the device memory bound (SLUICE_DOUBLE_MEM_MIB) and the primary context, once. */
+/* cuInit: the device memory bound (SLUICE_DOUBLE_MEM_MIB), once. */
 void dbl_init(void)
 {
     pthread_mutex_lock(&lock);
@@ -212,7 +226,6 @@ void dbl_init(void)
         const char *mib = getenv("SLUICE_DOUBLE_MEM_MIB");
         size_t m = mib ? strtoull(mib, NULL, 10) : 4096;
         mem_total = (m ? m : 4096) << 20;
-        ctx_init_primary();
         initialized = true;
     }
     pthread_mutex_unlock(&lock);

@@ -95,6 +95,8 @@ void alloc_release(size_t i);
 
 CUresult alloc_free(uintptr_t p, enum alloc_kind kind);
 
+/* Frees a loaded image: its functions, its globals' allocations, the image object. */
+void image_free(struct dbl_image *img);
 /* Frees everything a context owns (destroy, primary release/reset). */
 void ctx_drop_resources(struct dbl_ctx *c);
 

@@ -7,6 +7,7 @@
 
 #include "context.h"
 #include "copy.h"
+#include "timing.h"
 
 void *dbl_dev(struct dbl_launch *launch, CUdeviceptr ptr, size_t len)
 {

@@ -1,7 +1,7 @@
 /* Modules, libraries and kernels: images recorded (not parsed), kernels found by mangled
  * name in kernels.c, globals, function attributes and names.
  * TEST DOUBLE: never a GPU result (README.md). */
-#include "module.h"
+#include "core.h"
 
 #include <elf.h>
 #include <stdbool.h>
@@ -75,23 +75,6 @@ static void image_find_kernels(struct dbl_image *img, const void *image)
             if ((i == 0 || b[i - 1] == 0 || b[i - 1] == '.') && !memcmp(b + i, name, len))
                 img->present[k] = true;
     }
-}
-
-void image_free(struct dbl_image *img)
-{
-    for (size_t i = 0; i < dbl_global_count; i++)
-        if (img->globals[i])
-            alloc_free(img->globals[i], A_GLOBAL);
-    for (size_t i = 0; i < dbl_kernel_count; i++)
-        if (img->funcs[i]) {
-            obj_del(img->funcs[i]);
-            free(img->funcs[i]);
-        }
-    free(img->globals);
-    free(img->funcs);
-    free(img->present);
-    obj_del(img);
-    free(img);
 }
 
 static CUresult image_load(struct dbl_image **out, const void *image, bool library)

@@ -6,6 +6,7 @@
 
 #include "context.h"
 #include "copy.h"
+#include "timing.h"
 
 static unsigned long long next_stream_id = 1000;
 

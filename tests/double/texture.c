@@ -27,20 +27,6 @@ static size_t fmt_bytes(CUarray_format f)
     }
 }
 
-CUresult array_side(CUmemorytype *type, const void **host, CUarray arr, size_t x, size_t y,
-                    size_t *pitch, size_t w, size_t h, size_t z)
-{
-    struct dbl_array *a = obj_get(arr, K_ARRAY);
-    if (!a)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (x > a->pitch || w > a->pitch - x || y > a->height || h > a->height - y || z >= a->depth)
-        return CUDA_ERROR_INVALID_VALUE;
-    *type = CU_MEMORYTYPE_HOST;
-    *host = a->data + z * a->pitch * a->height;
-    *pitch = a->pitch;
-    return CUDA_SUCCESS;
-}
-
 static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
     struct dbl_ctx *c;
