@@ -116,7 +116,7 @@ int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock)
 
 /* Blocking send of one message (worker side). */
 int be_ipc_send_blocking(int fd, uint32_t type, int32_t code, const void *msg, size_t len,
-                             const void *bulk, size_t blen)
+                         const void *bulk, size_t blen)
 {
     struct be_ipc_hdr h = {type, code, len, blen};
     const uint8_t *seg[3] = {(const uint8_t *)&h, msg, bulk};

@@ -1,7 +1,8 @@
 /* The channel thread: sl_server events, the session workers' sockets, the in-process workers'
  * outbox (eventfd), the agent's control socket, all in one zmq_poll loop. Decodes and checks
  * ClientMessages, ends a session on SessionClose, a lost peer, revocation or a protocol
- * violation (malformed messages end that session only).
+ * violation (malformed messages end that session only). Admission is accept.c's, the sessions'
+ * table sessions.c's, the worker processes' parent side workers.c's.
  *
  * Process mode (cfg->worker_exe, what sluice-backend runs): this process never loads the
  * driver. SessionOpen starts `worker_exe --session-worker FD ...` (worker.c; workers.c starts it)
@@ -12,12 +13,12 @@
  * the socket, then SIGKILL after BE_WORKER_GRACE_MS. Thread mode (unit tests): sessions run on
  * threads of this process (session/session.c) with the api/devs given to be_server_run.
  *
- * Accounting (docs/accounting.md): the server makes the tenant's accounting page (quota.c)
- * before any worker and gives each session a slot in it and its instance's SLA from the grant;
- * it enforces the sessions-per-instance limit of the SLA (and --max-sessions per tenant),
- * reports session events to the agent, and takes the workers' usage records (BE_IPC_USAGE, read
- * until the worker exits, even after its session ended) into the control channel's queue. A
- * worker that dies before its final record gets a final record made here (no figures,
+ * Accounting (docs/accounting.md): the server makes the tenant's accounting page
+ * (accounting/quota.c) before any worker and gives each session a slot in it and its instance's SLA
+ * from the grant; it enforces the sessions-per-instance limit of the SLA (and --max-sessions per
+ * tenant), reports session events to the agent, and takes the workers' usage records (BE_IPC_USAGE,
+ * read until the worker exits, even after its session ended) into the control channel's queue. A
+ * worker that dies before its final record gets a final record made by sessions.c (no figures,
  * measurement "none"). */
 #include <errno.h>
 #include <signal.h>

@@ -44,7 +44,8 @@ struct be_sess_node *be_sessions_find_id(struct be_server *srv, uint64_t id)
 
 /* A usage record from session n's worker (or an in-process session, n found by its id): checked
  * against the session it comes from, then queued for the agent or logged. */
-void be_sessions_usage(struct be_server *srv, struct be_sess_node *n, const uint8_t *rec, size_t len)
+void be_sessions_usage(struct be_server *srv, struct be_sess_node *n, const uint8_t *rec,
+                       size_t len)
 {
     Sluice__Control__UsageRecord *r = sluice__control__usage_record__unpack(NULL, len, rec);
     int in_process = !n; /* thread mode: the session (and its node) may be gone already */

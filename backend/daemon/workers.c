@@ -169,8 +169,8 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
  * has). f: the frame, NULL without bulk. The bulk is taken from the channel straight into the
  * buffer without waiting (sl_server_take_bulk): the message waits in n->tx_pend until the last
  * byte is in (SL_EV_BULK, bulk_in). */
-sl_code be_workers_send(struct be_server *srv, struct be_sess_node *n, const void *msg,
-                           size_t len, const Sluice__Wire__CallFrame *f, sl_error *e)
+sl_code be_workers_send(struct be_server *srv, struct be_sess_node *n, const void *msg, size_t len,
+                        const Sluice__Wire__CallFrame *f, sl_error *e)
 {
     uint64_t bulk_len = 0;
     size_t nseg = 0;

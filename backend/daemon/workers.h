@@ -12,8 +12,8 @@
 sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error *e);
 /* Queues one message (and, f not NULL, the calls' bulk, taken from the channel as it arrives)
  * for n's worker. */
-sl_code be_workers_send(struct be_server *srv, struct be_sess_node *n, const void *msg,
-                        size_t len, const Sluice__Wire__CallFrame *f, sl_error *e);
+sl_code be_workers_send(struct be_server *srv, struct be_sess_node *n, const void *msg, size_t len,
+                        const Sluice__Wire__CallFrame *f, sl_error *e);
 /* Writes what the worker's socket takes now. */
 void be_workers_flush(struct be_sess_node *n);
 /* Reads what n's worker sent, at most budget bytes (and BE_READ_TURN_NS) this turn; 0: all. */
