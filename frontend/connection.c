@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "fe.h"
+#include "notice.h"
 #include "sluice/channel.h"
 #include "sluice/log.h"
 #include "sluice/wire.h"
@@ -166,13 +167,10 @@ static CUresult connect_now(void)
     opts.spin_us = (int)sl_fe_env_uint("SLUICE_SPIN_US", many_cpus ? SL_FE_SPIN_US_DEFAULT : 0,
                                        SL_FE_SPIN_US_MAX);
     sl_client *c = NULL;
+    if (sl_fe_preflight(&cfg) != CUDA_SUCCESS)
+        return CUDA_ERROR_NO_DEVICE;
     if (sl_client_connect(cfg.endpoint, &tls, &opts, &c, &err)) {
-        /* what the guest can do about its certificate: get a new one */
-        int cert = err.code == SL_ERR_CERT_EXPIRED || err.code == SL_ERR_UNKNOWN_CA ||
-                   err.code == SL_ERR_NO_PEER_CERT || err.code == SL_ERR_REFUSED;
-        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot connect to the Sluice backend %s: %s%s",
-               cfg.endpoint, err.msg,
-               cert ? "; renew this instance's certificate: sudo sluice-enroll --renew" : "");
+        sl_fe_explain_connect(&cfg, &err);
         return CUDA_ERROR_NO_DEVICE;
     }
     CUresult rc = CUDA_ERROR_NO_DEVICE;

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "fe.h"
+#include "notice.h"
 #include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/relax.h"
@@ -55,6 +56,7 @@ static pthread_cond_t g_sent_cv = PTHREAD_COND_INITIALIZER; /* the outbox became
 
 static size_t g_inflight_calls; /* async calls sent or pending since the last reply */
 static uint64_t g_inflight_bulk;
+static uint64_t g_inflight_seq; /* the seq of the last of them */
 
 static struct sl_fe_rpc_limits g_lim = {256,
                                         (size_t)4 << 20,
@@ -67,7 +69,7 @@ static struct sl_fe_rpc_limits g_lim = {256,
 static struct sl_fe_rpc_stats g_stats;
 static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1];   /* synchronous calls made, per call id */
 static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1]; /* the memo emptied, per call id */
-static int g_capture_begun; /* a stream capture was begun in this process */
+static int g_capture_begun;   /* a stream capture was begun in this process */
 static uint64_t g_forget_seq; /* the seq sent when the memo was last emptied */
 static _Thread_local int t_in_callback;
 
@@ -214,6 +216,7 @@ void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
     g_seq = 0;
     g_inflight_calls = 0;
     g_inflight_bulk = 0;
+    g_inflight_seq = 0;
     g_win_ns = 0;
     sl_fe_idle_forget();
     pending_clear();
@@ -243,6 +246,7 @@ void sl_fe_rpc_reset(void)
     g_seq = 0;
     g_inflight_calls = 0;
     g_inflight_bulk = 0;
+    g_inflight_seq = 0;
     g_win_ns = 0;
     memset(&g_stats, 0, sizeof g_stats);
     memset(g_sync_by_call, 0, sizeof g_sync_by_call);
@@ -297,6 +301,7 @@ static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, si
     sl_fe_frame_add_bulk(&g_pf, data, len);
     g_inflight_calls++;
     g_inflight_bulk += len;
+    g_inflight_seq = g_seq;
     return CUDA_SUCCESS;
 }
 
@@ -684,9 +689,12 @@ static CUresult take_replies(Sluice__Wire__ReplyFrame *f, uint64_t owed)
             atomic_store_explicit(&w->done, 1, memory_order_release);
             pthread_cond_signal(w->cv);
         }
-        /* every call up to this reply has been run by the backend */
-        g_inflight_calls = 0;
-        g_inflight_bulk = 0;
+        /* every call up to this reply has been run by the backend (a wait's late reply says
+         * nothing of the calls sent after it) */
+        if (r->seq >= g_inflight_seq) {
+            g_inflight_calls = 0;
+            g_inflight_bulk = 0;
+        }
         g_win_ns = 0;
     }
     if (owed && g_tr.recv_bulk(g_tr.t, NULL, (size_t)owed, &e))
@@ -1014,6 +1022,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (out_len)
         *out_len = w.out_len;
     *reply = w.reply;
+    sl_fe_notice_reply(call->call_id, w.reply->result, w.reply->detail);
     if (sl_log_enabled(SL_LOG_DEBUG)) {
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
         char args[2 * 24 + 1];
@@ -1201,6 +1210,7 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     }
     g_inflight_calls++;
     g_inflight_bulk += blen;
+    g_inflight_seq = g_seq;
     g_stats.async_calls++;
     if (sl_log_enabled(SL_LOG_DEBUG)) {
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);

@@ -7,12 +7,14 @@
 #include "session/contexts.h"
 #include "session/devices.h"
 #include "session/state.h"
+#include "session/waits.h"
 #include "sluice/backend_handlers.h"
 
 /* Destroys the real context behind c (primary ids stay, to be re-created lazily). */
 static CUresult ctx_destroy(sl_be_session *s, struct be_ctx *c)
 {
     CUresult rc = CUDA_SUCCESS;
+    be_waits_drain(s->waits); /* waits.c: no waiter thread uses a context that goes */
     if (c->ctx) {
         be_acct_ctx_gone(s, c->ctx); /* accounting/timing.c: its timed work is measured first */
         if (s->api->cuCtxSynchronize_v2)

@@ -95,8 +95,7 @@ void be_accept_open(struct be_server *srv, const sl_server_event *ev,
     if (why[0]) {
         sl_log(SL_LOG_WARNING, BE_COMPONENT, "refused a session of instance %s project %s: %s",
                inst, ev->identity->project_id, why);
-        be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED, inst,
-                           ev->identity->project_id, 0, why);
+        be_control_refused(srv->ctl, "limit", inst, ev->identity->project_id, why);
         sl_server_disconnect(srv->srv, ev->peer, SL_ERR_REFUSED, why, &e);
         return;
     }
@@ -108,7 +107,7 @@ void be_accept_open(struct be_server *srv, const sl_server_event *ev,
     n->fd = -1;
     n->acct_slot = n->acct_inst = -1;
     n->peer = ev->peer;
-    n->id = ++srv->next_session;
+    n->id = ev->peer; /* the channel's session number: its lines and ours name the same one */
     snprintf(n->instance, sizeof n->instance, "%s", ev->identity->instance_id);
     snprintf(n->project, sizeof n->project, "%s", ev->identity->project_id);
     snprintf(n->flavor, sizeof n->flavor, "%s", sla.flavor);
@@ -197,6 +196,7 @@ int be_accept_hook(void *user, const sl_peer_identity *id, sl_error *why)
         return 0;
     sl_log(SL_LOG_NOTICE, BE_COMPONENT, "refused instance %s project %s from %s: %s",
            id->instance_id, id->project_id, id->address[0] ? id->address : "?", reason);
+    be_control_refused(srv->ctl, "grant", id->instance_id, id->project_id, reason);
     sl_fail(why, SL_ERR_REFUSED, "%s", reason);
     return 1;
 }

@@ -201,8 +201,9 @@ static void apply_grant(struct be_control *c, const Sluice__Control__Grant *g,
 }
 
 /* GrantSet: the agent's complete grants. Every instance granted here and not in the set is
- * revoked (its live sessions end); then the set is applied. All or nothing: one malformed grant
- * refuses the whole set (the backend keeps holding new sessions). */
+ * revoked (its live sessions end); an instance in the set keeps exactly the set's certificates
+ * (one it no longer lists is refused from then on); then the set is applied. All or nothing: one
+ * malformed grant refuses the whole set (the backend keeps holding new sessions). */
 static void grant_set(struct be_control *c, uint64_t seq, const Sluice__Control__GrantSet *gs)
 {
     char why[120];
@@ -223,6 +224,8 @@ static void grant_set(struct be_control *c, uint64_t seq, const Sluice__Control_
         int kept = 0;
         for (size_t j = 0; j < gs->n_grants && !kept; j++)
             kept = !strcmp(g->g[i].uuid, gs->grants[j]->instance_uuid);
+        if (kept && !g->g[i].revoked)
+            g->g[i].n_sha = 0; /* the set's grants below add its certificates again */
         if (kept || g->g[i].revoked)
             continue;
         char uuid[64], r[200];
@@ -440,6 +443,23 @@ void be_control_session(struct be_control *c, int kind, const char *instance, co
     ev.project_id = (char *)project;
     ev.session_id = session_id;
     ev.detail = (char *)(detail ? detail : "");
+    Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
+    r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION;
+    r.session = &ev;
+    report(c, &r);
+}
+
+void be_control_refused(struct be_control *c, const char *reason, const char *instance,
+                        const char *project, const char *detail)
+{
+    if (!c)
+        return;
+    Sluice__Control__SessionEvent ev = SLUICE__CONTROL__SESSION_EVENT__INIT;
+    ev.kind = SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED;
+    ev.instance_uuid = (char *)(instance ? instance : "");
+    ev.project_id = (char *)project;
+    ev.detail = (char *)(detail ? detail : "");
+    ev.reason = (char *)reason;
     Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
     r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION;
     r.session = &ev;

@@ -44,5 +44,9 @@ size_t be_control_usage_waiting(const struct be_control *c);
 /* BackendReport{session: SessionEvent{kind (SLUICE__CONTROL__SESSION_EVENT__KIND__*), ...}}. */
 void be_control_session(struct be_control *c, int kind, const char *instance, const char *project,
                         uint64_t session_id, const char *detail);
+/* A refused session (SessionEvent REFUSED): reason "certificate", "grant" or "limit"
+ * (sluice_control.proto); instance "" when the handshake failed before it was known. */
+void be_control_refused(struct be_control *c, const char *reason, const char *instance,
+                        const char *project, const char *detail);
 
 #endif

@@ -1,7 +1,8 @@
 /* Instance uuids whose sessions the accept hook lets in (with the project, which must be
  * --project). They come from --allow FILE (one uuid per line, '#' comments) and from the agent's
- * Grant messages (optionally pinned to the certificate's SHA-256, and kept with the SLA).
- * A revoked instance is refused from then on, until granted again.
+ * Grant messages (pinned to the certificate's SHA-256, kept with the SLA). Every Grant adds its
+ * certificate to the instance's set (up to BE_GRANT_CERTS: each enrollment, of any user of the
+ * instance, keeps working). A revoked instance is refused from then on, until granted again.
  * The channel thread's accept hook (accept.c) asks them, the control channel (control.c) changes
  * them. */
 #include <errno.h>
@@ -63,14 +64,29 @@ void be_grants_add(struct be_grants *g, const char *uuid, const uint8_t *sha, si
             g->cap = cap;
         }
         x = &g->g[g->n++];
+        memset(x, 0, sizeof *x);
+        snprintf(x->uuid, sizeof x->uuid, "%s", uuid);
     }
-    memset(x, 0, sizeof *x);
-    snprintf(x->uuid, sizeof x->uuid, "%s", uuid);
-    if (sha && sha_len == 32) {
-        memcpy(x->sha, sha, 32);
-        x->pinned = 1;
+    if (x->revoked) { /* granted again after a revocation: the old certificates stay dead */
+        x->revoked = 0;
+        x->n_sha = 0;
     }
-    x->not_after = not_after;
+    if (!sha || sha_len != 32)
+        return;
+    int slot = -1;
+    for (int i = 0; i < x->n_sha && slot < 0; i++)
+        if (!memcmp(x->sha[i], sha, 32))
+            slot = i;
+    if (slot < 0 && x->n_sha < BE_GRANT_CERTS)
+        slot = x->n_sha++;
+    if (slot < 0) { /* full: the certificate that ends first goes */
+        slot = 0;
+        for (int k = 1; k < x->n_sha; k++)
+            if (x->not_after[k] < x->not_after[slot])
+                slot = k;
+    }
+    memcpy(x->sha[slot], sha, 32);
+    x->not_after[slot] = not_after;
 }
 
 void be_grants_set_sla(struct be_grants *g, const char *uuid, const struct be_sla *sla)
@@ -126,12 +142,13 @@ int be_grants_sla_from(const Sluice__Control__Sla *in, struct be_sla *out, char 
 void be_grants_revoke(struct be_grants *g, const char *uuid)
 {
     struct be_grant *x = grant_find(g, uuid);
-    if (x)
-        x->revoked = 1;
-    else {
+    if (!x) {
         be_grants_add(g, uuid, NULL, 0, 0);
-        if ((x = grant_find(g, uuid)))
-            x->revoked = 1;
+        x = grant_find(g, uuid);
+    }
+    if (x) {
+        x->revoked = 1;
+        x->n_sha = 0;
     }
 }
 
@@ -191,14 +208,19 @@ int be_grants_check(const struct be_grants *g, const char *project, const sl_pee
                  x ? " (revoked)" : "");
         return 1;
     }
-    if (x->pinned) {
+    for (int k = 0; k < x->n_sha; k++) {
         char hex[65];
         for (int i = 0; i < 32; i++)
-            snprintf(hex + 2 * i, 3, "%02x", x->sha[i]);
-        if (strcmp(hex, id->fingerprint) != 0) {
-            snprintf(why, n, "certificate of instance %s is not the one granted", id->instance_id);
-            return 1;
-        }
+            snprintf(hex + 2 * i, 3, "%02x", x->sha[k][i]);
+        if (!strcmp(hex, id->fingerprint))
+            return 0;
+    }
+    if (x->n_sha) {
+        snprintf(why, n,
+                 "certificate of instance %s is not one of the %d granted (an older enrollment, "
+                 "or another host's)",
+                 id->instance_id, x->n_sha);
+        return 1;
     }
     return 0;
 }

@@ -10,11 +10,15 @@
 #include "sluice/error.h"
 #include "sluice_control.pb-c.h"
 
+/* Certificates granted to one instance at once: every enrollment adds one (another user of the
+ * instance, a renewal), the one with the earliest end goes when the set is full. */
+#define BE_GRANT_CERTS 8
+
 struct be_grant {
     char uuid[64];
-    uint8_t sha[32];
-    int pinned;
-    int64_t not_after;
+    uint8_t sha[BE_GRANT_CERTS][32];
+    int64_t not_after[BE_GRANT_CERTS];
+    int n_sha; /* 0: not pinned (allow-listed) */
     int revoked;
     int has_sla;
     struct be_sla sla; /* the agent's Grant.sla; an allow-listed instance has none */

@@ -215,6 +215,27 @@ static void on_message(struct be_server *srv, const sl_server_event *ev)
     sl_wire_free_client(m);
 }
 
+/* A handshake that failed on the guest's certificate (none, expired, not yet valid, another
+ * CA): the session was refused before anyone was known. Other handshake failures are noise
+ * anyone can make (a scan, a flood): the channel counts them in its summary line, and they are
+ * not reported one each. */
+static int certificate_refusal(const sl_server_event *ev)
+{
+    sl_code c = ev->reason.code;
+    return ev->identity && !ev->identity->authenticated &&
+           (c == SL_ERR_CERT_EXPIRED || c == SL_ERR_UNKNOWN_CA || c == SL_ERR_NO_PEER_CERT);
+}
+
+/* The journal's fields for what one event is about (sluice/log.h). */
+static void log_fields_for(struct be_server *srv, const sl_server_event *ev)
+{
+    struct be_sess_node *n = be_sessions_find(srv, ev->peer);
+    const char *inst = n ? n->instance : ev->identity ? ev->identity->instance_id : NULL;
+    char label[32];
+    sl_log_session_label(srv->cfg->project, (unsigned long long)ev->peer, label, sizeof label);
+    sl_log_set_thread_fields(&(sl_log_fields){.instance = inst, .session = label});
+}
+
 static void on_revoke(void *user, const char *uuid, const char *reason)
 {
     struct be_server *srv = user;
@@ -253,6 +274,8 @@ static void on_shutdown(void *user, const char *reason)
 
 static void handle_event(struct be_server *srv, const sl_server_event *ev)
 {
+    if (ev->kind != SL_EV_NONE)
+        log_fields_for(srv, ev);
     switch (ev->kind) {
     case SL_EV_ACCEPTED:
         sl_log(SL_LOG_INFO, BE_COMPONENT, "peer %llu: instance %s project %s connected from %s",
@@ -270,11 +293,14 @@ static void handle_event(struct be_server *srv, const sl_server_event *ev)
         if (n)
             be_sessions_end(srv, n,
                             ev->reason.msg[0] ? ev->reason.msg : sl_code_name(ev->reason.code));
+        else if (certificate_refusal(ev))
+            be_control_refused(srv->ctl, "certificate", "", srv->cfg->project, ev->reason.msg);
         break;
     }
     default:
         break;
     }
+    sl_log_set_thread_fields(NULL);
 }
 
 /* Stopping: the agent gets up to 2 s to acknowledge the last usage records. */

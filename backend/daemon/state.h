@@ -81,7 +81,6 @@ struct be_server {
     pthread_mutex_t out_mu;
     struct be_out *out_head, *out_tail;
     struct be_sess_node *sessions;
-    uint64_t next_session;
     volatile int *stop;
     unsigned live;
     struct be_acct_shm *acct; /* the tenant's accounting page (quota.c) */

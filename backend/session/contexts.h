@@ -15,6 +15,9 @@ struct be_ctx {
     unsigned flags;
     int primary;
     CUresult sticky;
+    /* the seq of its last async call (work that may still run) and of its last successful
+     * cuCtxSynchronize: with none after that sync, the context is idle (waits.c) */
+    uint64_t async_seq, synced_seq;
 };
 
 struct be_ctx *be_ctx_find(sl_be_session *s, uint64_t id);

@@ -31,10 +31,10 @@ void be_deferred_async(struct be_deferred *d, uint64_t seq, CUresult rc)
     }
 }
 
-void be_deferred_stamp(struct be_deferred *d, uint64_t *failed_seq, int32_t *result)
+void be_deferred_stamp(struct be_deferred *d, uint64_t seq, uint64_t *failed_seq, int32_t *result)
 {
-    if (d->failed_seq == 0)
-        return;
+    if (d->failed_seq == 0 || d->failed_seq >= seq)
+        return; /* a wait's late reply (waits.c) never names a call made after it */
     *failed_seq = d->failed_seq;
     if (*result == CUDA_SUCCESS)
         *result = (int32_t)d->failed_rc;

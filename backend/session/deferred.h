@@ -16,6 +16,6 @@ int be_is_sticky(CUresult rc);
 void be_deferred_async(struct be_deferred *d, uint64_t seq, CUresult rc);
 /* Stamps a synchronous reply: failed_seq and, if the call itself succeeded, the deferred result
  * instead of its success. Clears the recorded failure. */
-void be_deferred_stamp(struct be_deferred *d, uint64_t *failed_seq, int32_t *result);
+void be_deferred_stamp(struct be_deferred *d, uint64_t seq, uint64_t *failed_seq, int32_t *result);
 
 #endif

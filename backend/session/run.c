@@ -9,6 +9,8 @@
 #include "session/deferred.h"
 #include "session/printf.h"
 #include "session/state.h"
+#include "session/waits.h"
+#include "sluice/call_facts.h"
 #include "sluice/backend_dispatch.h"
 #include "sluice/log.h"
 
@@ -48,6 +50,12 @@ CUresult be_run_call(struct sl_be_call *c)
     CUresult rc = switch_ctx(s, call->context, &cur);
     if (rc == CUDA_SUCCESS && cur && cur->sticky && !(ci && (ci->flags & SL_CALL_UNSTICKY)))
         rc = cur->sticky;
+    if (rc == CUDA_SUCCESS && ci && be_waits_outstanding(s->waits))
+        be_waits_before_release(s->waits, sl_call_released(call));
+    if (rc == CUDA_SUCCESS && ci && ci->blocks && be_waits_defer(s->waits, c, ci, cur)) {
+        c->deferred = 1; /* another thread's calls go on while the GPU works (waits.c) */
+        return CUDA_SUCCESS;
+    }
     if (rc == CUDA_SUCCESS) {
         /* after these CUDA promises device printf output: they run under the printf lock and
          * drain the pipe (launches also flush earlier kernels' output: printf.c's watcher) */
@@ -57,12 +65,21 @@ CUresult be_run_call(struct sl_be_call *c)
         rc = be_layers_run(c, ci); /* accounting and quota around the handler (accounting/) */
         if (lock)
             be_printf_unlock_drain(s);
+        if (cur && ci && (ci->flags & SL_CALL_ASYNC))
+            cur->async_seq = call->seq;
+        else if (cur && ci && ci->blocks == SL_BLOCKS_CTX && rc == CUDA_SUCCESS &&
+                 !sl_call_context_arg(call))
+            cur->synced_seq = call->seq;
         if (cur && be_is_sticky(rc) && be_ctx_find(s, call->context) == cur)
             cur->sticky = rc;
     }
     reply->result = (int32_t)rc;
     s->calls++;
-    if (rc != CUDA_SUCCESS) {
+    /* slLoadImage by hash alone answers FILE_NOT_FOUND when the image is not cached yet: the
+     * guest then sends it (frontend/module.c); that is the protocol, not a failed call (the
+     * table's answers= fact of slLoadImage, the only call that has one) */
+    int miss = ci && ci->answers && rc == (CUresult)ci->answers && !c->in;
+    if (rc != CUDA_SUCCESS && !miss) {
         s->errors++;
         if (sl_log_enabled(SL_LOG_DEBUG)) {
             const struct sl_call_info *ci = sl_call_lookup(call->call_id);

@@ -21,9 +21,11 @@
 #include "session/handles.h"
 #include "session/printf.h"
 #include "session/ranges.h"
+#include "session/reply.h"
 #include "session/run.h"
 #include "session/spin.h"
 #include "session/state.h"
+#include "session/waits.h"
 #include "sluice/backend_dispatch.h"
 #include "sluice/error.h"
 #include "sluice/log.h"
@@ -111,55 +113,6 @@ sl_code be_session_enqueue(sl_be_session *s, struct be_job *job, sl_error *e)
     return SL_OK;
 }
 
-static void send_reply(sl_be_session *s, struct sl_be_call *c)
-{
-    Sluice__Wire__Reply *reply = c->reply;
-    be_mapped_collect(s, reply); /* mapped.c: device writes to mapped host memory */
-    uint8_t *out;
-    size_t out_len;
-    be_printf_take(s, &out, &out_len);
-    if (out_len) {
-        reply->stdout_data.data = out;
-        reply->stdout_data.len = out_len;
-    }
-    be_deferred_stamp(&s->def, &reply->failed_seq, &reply->result);
-    uint8_t *bulk = NULL;
-    size_t blen = 0;
-    if (c->out) {
-        if (reply->result == CUDA_SUCCESS) {
-            bulk = c->out;
-            blen = c->out_len;
-            reply->bulk_length = blen;
-        } else {
-            free(c->out);
-        }
-        c->out = NULL;
-        c->out_len = 0;
-    }
-    Sluice__Wire__Reply *one[1] = {reply};
-    Sluice__Wire__ReplyFrame rf = SLUICE__WIRE__REPLY_FRAME__INIT;
-    rf.n_replies = 1;
-    rf.replies = one;
-    Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
-    m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES;
-    m.replies = &rf;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    sl_error e;
-    if (sl_wire_encode_server(&m, NULL, &buf, &len, &e) != SL_OK) {
-        sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu instance %s project %s: reply: %s",
-               (unsigned long long)s->id, s->instance, s->project, e.msg);
-        free(bulk);
-        be_outbox_push_close(s->srv, s->peer, SL_ERR_PROTOCOL, "backend could not encode a reply");
-    } else {
-        be_outbox_push_reply(s->srv, s->peer, buf, len, bulk, blen);
-    }
-    reply->stdout_data.data = NULL;
-    reply->stdout_data.len = 0;
-    free(out);
-    be_mapped_collect_done(reply);
-}
-
 static void run_job(sl_be_session *s, struct be_job *job)
 {
     const Sluice__Wire__CallFrame *f = job->msg->calls;
@@ -187,11 +140,13 @@ static void run_job(sl_be_session *s, struct be_job *job)
                                .in = bulk,
                                .in_len = bulk ? call->bulk_length : 0};
         CUresult rc = be_run_call(&c);
-        if (async) {
+        if (c.deferred) {
+            /* waits.c sends the reply when the GPU work is done */
+        } else if (async) {
             be_deferred_async(&s->def, call->seq, rc);
             free(c.out); /* async calls have no reply (DtoHAsync: see copy.c) */
         } else {
-            send_reply(s, &c);
+            be_session_send_reply(s, &c);
         }
         sl_be_reply_clear(&reply);
         if (ct)
@@ -265,16 +220,18 @@ static void *worker(void *arg)
     pthread_setname_np(pthread_self(), "sl-session");
     int ran = 0;
     for (;;) {
+        be_waits_finish(s->waits); /* waits.c: replies of waits the GPU completed */
         if (be_acct_ms_to_tick(s) <= 0)
             be_acct_tick(s);     /* accounting.c: the interval's usage records */
         if (ran && s->spin_ns) { /* spin.c: the next frame usually follows soon */
             uint64_t end = be_now_ns() + s->spin_ns;
-            while (!atomic_load_explicit(&s->q_jobs, memory_order_acquire) && be_now_ns() < end)
+            while (!atomic_load_explicit(&s->q_jobs, memory_order_acquire) &&
+                   !be_waits_ready(s->waits) && be_now_ns() < end)
                 sl_cpu_relax();
         }
         ran = 0;
         pthread_mutex_lock(&s->mu);
-        while (!s->qhead && !s->closing) {
+        while (!s->qhead && !s->closing && !be_waits_ready(s->waits)) {
             int64_t ms = be_acct_ms_to_tick(s);
             if (ms <= 0)
                 break;
@@ -291,7 +248,7 @@ static void *worker(void *arg)
         }
         if (!s->qhead && !s->closing) {
             pthread_mutex_unlock(&s->mu);
-            continue; /* a record is due */
+            continue; /* a record is due, or a wait completed */
         }
         struct be_job *job = s->qhead;
         if (!job) {
@@ -336,6 +293,7 @@ static void *worker(void *arg)
 
 sl_code be_session_start(sl_be_session *s, sl_error *e)
 {
+    s->waits = be_waits_new(s, BE_MAX_WAITERS, s->spin_ns); /* NULL: every wait inline */
     if (pthread_create(&s->thread, NULL, worker, s) != 0)
         return sl_fail(e, SL_ERR_NOMEM, "cannot start the session's worker thread");
     s->started = 1;
@@ -354,6 +312,8 @@ void be_session_close(sl_be_session *s)
 void be_session_release_all(sl_be_session *s)
 {
     be_callbacks_cancel(s);
+    be_waits_free(s->waits); /* waits.c: every wait ends (its reply goes if the guest is there) */
+    s->waits = NULL;
     be_acct_finish(s); /* accounting.c: the final usage record, before the contexts go */
     be_mapped_release_all(s);
     /* libraries are context-independent: unload them first (their kernels go with them) */

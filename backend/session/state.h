@@ -32,6 +32,7 @@ struct be_job;       /* session/session.h */
 struct be_map;       /* api/mapped.c */
 struct be_server;    /* the channel thread's server; NULL in a session worker process */
 struct be_vmm;       /* api/vmm.c */
+struct be_waits;     /* session/waits.c */
 
 struct sl_be_session {
     uint64_t id;
@@ -62,6 +63,7 @@ struct sl_be_session {
     uint64_t mapped_bytes;
     struct be_gstate *graph; /* graphs on guest memory, graph allocations (api/graph*.c) */
     struct be_vmm *vmm;      /* address reservations and mappings (api/vmm.c) */
+    struct be_waits *waits;  /* blocking waits off the call path (waits.c); NULL: inline */
 
     /* shared with the channel thread (mu) */
     pthread_mutex_t mu;

@@ -2,6 +2,7 @@
 #include "enroll_client.h"
 
 #include "enroll_internal.h"
+#include "status.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -621,14 +622,27 @@ sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
         }
         int not_granted = 0;
         sl_error le;
-        if (!ep[0] || se_locate(dir, ep, timeout, res, &not_granted, &le) == SL_OK)
-            return SL_OK;
-        if (!not_granted) {
+        if (ep[0] && se_locate(dir, ep, timeout, res, &not_granted, &le) != SL_OK && !not_granted)
             snprintf(res->note, sizeof res->note, "%s", le.msg);
-            return SL_OK; /* the agent may be restarting: the files stay as they are */
+        if (not_granted) { /* the agent no longer accepts the certificate: enroll anew */
+            int64_t na = res->not_after;
+            memset(res, 0, sizeof *res);
+            res->not_after = na;
+            res->regrant = 1;
+            snprintf(res->regrant_why, sizeof res->regrant_why, "%s", le.msg);
+        } else {
+            /* the agent's answer or not, the backend has the last word on the certificate (a
+             * grant it lost, a host CA that changed): only its refusal makes a new enrollment
+             * worth it; a backend that does not answer may be restarting (status.h) */
+            char bep[256];
+            if (!d.check_grant || !se_read_endpoint(dir, bep, sizeof bep))
+                return SL_OK; /* nothing to do */
+            se_grant g =
+                se_grant_probe(dir, bep, timeout, res->regrant_why, sizeof res->regrant_why);
+            if (g != SE_GRANT_REFUSED)
+                return SL_OK; /* accepted, or the backend cannot be asked now */
+            res->regrant = 1; /* a dead grant: enroll again */
         }
-        /* the agent no longer accepts the certificate: enroll anew */
-        memset(res, 0, sizeof *res);
     }
     char *body = NULL;
     size_t blen = 0;

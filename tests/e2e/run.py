@@ -39,7 +39,8 @@ SKIP = 77
 PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback", "printf_kernel",
             "many_launches", "large_copy", "failures", "cross_session", "driver_api",
             "mem_pool", "graph_kernel", "texture_objects", "mapped_memory",
-            "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm"]
+            "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm",
+            "concurrent_threads"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
