@@ -14,7 +14,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "daemon/config.h"
+#include "daemon/driver.h"
+#include "daemon/list_gpus.h"
+#include "daemon/loop.h"
+#include "daemon/worker.h"
+#include "session/image_store.h"
+#include "session/printf.h"
+#include "session/spin.h"
 #include "sluice/cli.h"
 #include "sluice/log.h"
 
@@ -90,8 +98,9 @@ static int id_ok(const char *s)
 /* Hidden modes: `--session-worker FD --driver PATH --session-id N --instance I --project P
  * [--acct-fd FD --acct-slot N --acct-inst N] [--usage-interval S] [--measure M] [--image-dir D]
  * [--spin-us N]` (a session's
- * worker process, started by server.c), `--probe-driver PATH --project P` (the start-up driver
- * check) and `--list-gpus --driver PATH` (the agent's GPU list). Returns -1 when argv is none. */
+ * worker process, started by daemon/workers.c), `--probe-driver PATH --project P` (the start-up
+ * driver check) and `--list-gpus --driver PATH` (the agent's GPU list). Returns -1 when argv is
+ * none. */
 static int hidden_mode(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "--list-gpus") && !strcmp(argv[2], "--driver")) {

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "daemon/grants.h"
 #include "ca.h"
 #include "enroll.h"
 #include "enroll_client.h"

@@ -17,7 +17,19 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "backend.h"
+#include "api/launch.h"
+#include "api/module.h"
+#include "bounds.h"
+#include "daemon/config.h"
+#include "daemon/grants.h"
+#include "daemon/loop.h"
+#include "session/deferred.h"
+#include "session/devices.h"
+#include "session/handles.h"
+#include "session/ranges.h"
+#include "session/session.h"
+#include "session/state.h"
+#include "sluice/backend_dispatch.h"
 #include "pki.h"
 #include "sluice_control.pb-c.h"
 
@@ -146,7 +158,7 @@ static CUresult dispatch(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-/* backend/occupancy.c: a kernel id is accepted as the function (the native CUkernel reaches the
+/* backend/api/occupancy.c: a kernel id is accepted as the function (the native CUkernel reaches the
  * driver), a guest callback id is refused (the frontend computes that case), the cluster calls
  * check the attribute bulk against the config. */
 static void test_occupancy_handlers(void **state)

@@ -17,10 +17,15 @@
 
 #include <cudaProfiler.h>
 
-#include "errors.h"
-#include "exports.h"
-#include "fe.h"
-#include "hooks.h"
+#include "api/context.h"
+#include "api/errors.h"
+#include "api/launch.h"
+#include "api/memory.h"
+#include "api/module.h"
+#include "call/config.h"
+#include "call/contexts.h"
+#include "call/memo.h"
+#include "exports/exports.h"
 #include "sluice/wire.h"
 
 static void config_parse(void **state)
@@ -354,7 +359,7 @@ static void pinned_host_memory(void **state)
     assert_int_equal(cuMemFreeHost(NULL), CUDA_SUCCESS);
 }
 
-/* frontend/memo.c: a clean answer is given again for the same call and context only; an
+/* frontend/call/memo.c: a clean answer is given again for the same call and context only; an
  * answer with an error, bulk or a deferred failure is never kept; clear forgets. */
 static void memo_answers(void **state)
 {
