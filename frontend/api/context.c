@@ -10,6 +10,7 @@
 #include "api/context.h"
 #include "call/connection.h"
 #include "call/contexts.h"
+#include "call/rpc_session.h"
 #include "exports/et_cls.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
@@ -29,14 +30,24 @@ void sl_fe_ctx_reset(void)
     pthread_mutex_unlock(&g_primary_lock);
 }
 
+/* Before cuInit the driver answers the context calls CUDA_ERROR_NOT_INITIALIZED and writes no
+ * out parameter (recorded on the GPU machine: docs/measurements/2026-11-26-run11). */
+#define NEED_INIT()                                                                                \
+    do {                                                                                           \
+        if (!sl_fe_rpc_initialized())                                                              \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                     \
+    } while (0)
+
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
+    NEED_INIT();
     sl_fe_ctx_set_current(ctx);
     return CUDA_SUCCESS;
 }
 
 CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
+    NEED_INIT();
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     *pctx = sl_fe_current_context();
@@ -45,6 +56,7 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
 
 CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
+    NEED_INIT();
     if (!ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
     if (sl_fe_ctx_stack_full())
@@ -60,6 +72,7 @@ CUresult cuCtxPushCurrent(CUcontext ctx)
 
 CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
+    NEED_INIT();
     CUcontext c;
     if (!sl_fe_ctx_pop(&c))
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -75,6 +88,7 @@ CUresult cuCtxPopCurrent(CUcontext *pctx)
 
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
+    NEED_INIT();
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
     if (!ctx)

@@ -20,6 +20,11 @@ void sl_fe_rpc_set_limits(const struct sl_fe_rpc_limits *l)
     pthread_mutex_unlock(&rs->io);
 }
 
+int sl_fe_rpc_initialized(void)
+{
+    return atomic_load(&sl_fe_rpc_state()->initialized);
+}
+
 void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
 {
     struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
@@ -27,6 +32,7 @@ void sl_fe_rpc_attach(const struct sl_fe_transport *tr)
     sl_fe_outbox_settle();
     rs->tr = *tr;
     rs->attached = 1;
+    atomic_store(&rs->initialized, 1);
     rs->dead = 0;
     rs->seq = 0;
     rs->inflight_calls = 0;

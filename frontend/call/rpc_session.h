@@ -12,6 +12,9 @@
 
 /* Installs the transport of a fresh session (seq restarts at 1). */
 void sl_fe_rpc_attach(const struct sl_fe_transport *tr);
+/* A session was attached once in this process: what cuInit does. Before it the driver answers
+ * the context calls with CUDA_ERROR_NOT_INITIALIZED (api/context.c). */
+int sl_fe_rpc_initialized(void);
 /* Forgets the transport (the session is gone): every later call fails with
  * CUDA_ERROR_DEVICE_UNAVAILABLE. */
 void sl_fe_rpc_detach(void);

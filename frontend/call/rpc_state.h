@@ -23,6 +23,7 @@ struct sl_fe_rpc_state {
     pthread_mutex_t io; /* the pending frame, the outbox, the transport, all of this */
     struct sl_fe_transport tr;
     int attached, dead;
+    atomic_int initialized; /* a session was attached once in this process (cuInit's work) */
     uint64_t seq;
 
     struct sl_fe_frame pf; /* the pending frame */

@@ -25,6 +25,7 @@
 #include "call/config.h"
 #include "call/contexts.h"
 #include "call/memo.h"
+#include "call/rpc_session.h"
 #include "exports/exports.h"
 #include "sluice/wire.h"
 
@@ -213,6 +214,29 @@ static void params_extra(void **state)
 /* ------------------------------------------------------------------ contexts */
 #define C1 ((CUcontext)(uintptr_t)0x0100000000000001ull)
 #define C2 ((CUcontext)(uintptr_t)0x0100000000000002ull)
+
+/* Before cuInit (no session yet) the context calls answer as the driver does:
+ * CUDA_ERROR_NOT_INITIALIZED, out parameters untouched. */
+static void ctx_calls_before_init(void **state)
+{
+    (void)state;
+    assert_false(sl_fe_rpc_initialized());
+    CUcontext c = (CUcontext)7;
+    CUdevice d = 7;
+    assert_int_equal(cuCtxGetCurrent(&c), CUDA_ERROR_NOT_INITIALIZED);
+    assert_ptr_equal(c, (CUcontext)7);
+    assert_int_equal(cuCtxGetDevice(&d), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(d, 7);
+    assert_int_equal(cuCtxSetCurrent(C1), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuCtxPushCurrent_v2(C1), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_ERROR_NOT_INITIALIZED);
+    assert_ptr_equal(c, (CUcontext)7);
+    struct sl_fe_transport none = {0}; /* what cuInit's session does: the calls work */
+    sl_fe_rpc_attach(&none);
+    assert_true(sl_fe_rpc_initialized());
+    sl_fe_rpc_reset(); /* no transport for the later tests; initialized stays */
+    assert_true(sl_fe_rpc_initialized());
+}
 
 static void ctx_stack(void **state)
 {
@@ -463,6 +487,7 @@ int main(void)
         cmocka_unit_test(sha256_vector),
         cmocka_unit_test(params_pack),
         cmocka_unit_test(params_extra),
+        cmocka_unit_test(ctx_calls_before_init), /* first: nothing attached yet */
         cmocka_unit_test(ctx_stack),
         cmocka_unit_test(ctx_stack_is_per_thread),
         cmocka_unit_test(error_names_and_strings),
