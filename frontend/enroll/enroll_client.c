@@ -24,6 +24,7 @@
 #include "sluice/channel.h"
 #include "sluice/token.h"
 #include "sluice_control.pb-c.h"
+#include "vendordata.h"
 
 #define PATH_MAX_SE 4096
 #define HDR_MAX     16384
@@ -261,57 +262,6 @@ sl_code se_fetch(const char *source, int timeout_ms, char **body, size_t *len, s
     if (strncmp(source, "http://", 7) == 0)
         return http_get(source, timeout_ms > 0 ? timeout_ms : 10000, body, len, e);
     return read_path(source, body, len, e);
-}
-
-/* ---------------------------------------------------------------- vendordata */
-
-typedef struct vd {
-    char *token, *ca, *endpoint;
-} vd;
-
-static void vd_free(vd *v)
-{
-    free(v->token);
-    free(v->ca);
-    free(v->endpoint);
-}
-
-static sl_code parse_vendordata(const char *src, const char *body, size_t len, const char *key,
-                                vd *v, sl_error *e)
-{
-    json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root || !json_is_object(root)) {
-        json_decref(root);
-        return sl_fail(e, SL_ERR_CONFIG, "%s: not a JSON object (line %d: %s)", src, je.line,
-                       je.text);
-    }
-    json_t *o = json_object_get(root, key);
-    sl_code rc = SL_OK;
-    if (!o || !json_is_object(o) || json_object_size(o) == 0) {
-        rc = sl_fail(e, SL_ERR_CONFIG,
-                     "%s has no \"%s\" entry: this instance is not placed on a Sluice host (not "
-                     "a GPU flavor, or nova-hook is not configured)",
-                     src, key);
-    } else {
-        const char *names[3] = {"token", "ca", "enroll_endpoint"};
-        char **dst[3] = {&v->token, &v->ca, &v->endpoint};
-        for (int i = 0; i < 3 && rc == SL_OK; i++) {
-            json_t *s = json_object_get(o, names[i]);
-            if (!json_is_string(s) || json_string_length(s) == 0 || json_string_length(s) > 65536)
-                rc = sl_fail(e, SL_ERR_CONFIG, "%s: \"%s\".\"%s\" missing or not a string", src,
-                             key, names[i]);
-            else if (!(*dst[i] = strdup(json_string_value(s))))
-                rc = sl_fail(e, SL_ERR_NOMEM, "no memory");
-        }
-        if (rc == SL_OK && strncmp(v->endpoint, "tcp://", 6) != 0)
-            rc = sl_fail(e, SL_ERR_CONFIG, "%s: enroll_endpoint %.80s is not tcp://HOST:PORT", src,
-                         v->endpoint);
-    }
-    json_decref(root);
-    if (rc != SL_OK)
-        vd_free(v);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- files */
@@ -587,37 +537,26 @@ static sl_code install(const char *dir, EVP_PKEY *key, const Sluice__Control__En
     return rc;
 }
 
-sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
+/* One source: its vendordata, the token's time, the exchange with the agent, the files. */
+static sl_code enroll_from(const char *src, const char *key, const char *dir, int timeout,
+                           se_result *res, sl_error *e)
 {
-    sl_error_clear(e);
-    se_opts d = {0};
-    if (o)
-        d = *o;
-    if (!res)
-        return sl_fail(e, SL_ERR_INVALID, "se_enroll: NULL result");
-    memset(res, 0, sizeof *res);
-    const char *src = d.source ? d.source : SE_DEFAULT_SOURCE;
-    const char *key = d.key ? d.key : SE_DEFAULT_KEY;
-    const char *dir = d.dir ? d.dir : SE_DEFAULT_DIR;
-    int timeout = d.timeout_ms > 0 ? d.timeout_ms : 10000;
-    if (strlen(dir) > PATH_MAX_SE - 64)
-        return sl_fail(e, SL_ERR_INVALID, "directory path too long");
-    if (!d.renew && se_check_current(dir, (int64_t)time(NULL), &res->not_after, NULL) == SL_OK)
-        return SL_OK; /* nothing to do */
     char *body = NULL;
     size_t blen = 0;
     sl_code rc = se_fetch(src, timeout, &body, &blen, e);
     if (rc != SL_OK)
         return rc;
-    vd v = {0};
-    rc = parse_vendordata(src, body, blen, key, &v, e);
+    se_vendordata v;
+    rc = se_vendordata_parse(src, body, blen, key, &v, e);
     free(body);
     if (rc != SL_OK)
         return rc;
+    rc = se_vendordata_check_time(src, &v, (int64_t)time(NULL), e);
     EVP_PKEY *pk = NULL;
     uint8_t *csr = NULL;
     size_t csr_len = 0;
-    rc = make_csr(&pk, &csr, &csr_len, e);
+    if (rc == SL_OK)
+        rc = make_csr(&pk, &csr, &csr_len, e);
     Sluice__Control__EnrollRequest q = SLUICE__CONTROL__ENROLL_REQUEST__INIT;
     q.token = v.token;
     q.csr_der.data = csr;
@@ -665,6 +604,40 @@ sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
     free(qbuf);
     free(csr);
     EVP_PKEY_free(pk);
-    vd_free(&v);
+    se_vendordata_free(&v);
+    return rc;
+}
+
+sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
+{
+    sl_error_clear(e);
+    se_opts d = {0};
+    if (o)
+        d = *o;
+    if (!res)
+        return sl_fail(e, SL_ERR_INVALID, "se_enroll: NULL result");
+    memset(res, 0, sizeof *res);
+    const char *key = d.key ? d.key : SE_DEFAULT_KEY;
+    const char *dir = d.dir ? d.dir : SE_DEFAULT_DIR;
+    int timeout = d.timeout_ms > 0 ? d.timeout_ms : 10000;
+    if (strlen(dir) > PATH_MAX_SE - 64)
+        return sl_fail(e, SL_ERR_INVALID, "directory path too long");
+    if (!d.renew && se_check_current(dir, (int64_t)time(NULL), &res->not_after, NULL) == SL_OK)
+        return SL_OK; /* nothing to do */
+    const char *srcs[2] = {d.source, NULL};
+    int n = d.source ? 1 : se_default_sources(srcs);
+    sl_code rc = SL_ERR_INVALID;
+    for (int i = 0; i < n; i++) {
+        rc = enroll_from(srcs[i], key, dir, timeout, res, e);
+        if (rc == SL_OK)
+            break;
+        if (i + 1 < n) { /* kept for the caller; the next source may work */
+            snprintf(res->tried[res->n_tried], sizeof res->tried[0], "%s: %s",
+                     se_source_is_config_drive(srcs[i]) ? "config drive" : srcs[i], e->msg);
+            res->n_tried++;
+            sl_error_clear(e);
+            res->status = 0;
+        }
+    }
     return rc;
 }
