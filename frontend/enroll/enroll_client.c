@@ -632,8 +632,7 @@ sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
         if (rc == SL_OK)
             break;
         if (i + 1 < n) { /* kept for the caller; the next source may work */
-            snprintf(res->tried[res->n_tried], sizeof res->tried[0], "%s: %s",
-                     se_source_is_config_drive(srcs[i]) ? "config drive" : srcs[i], e->msg);
+            snprintf(res->tried[res->n_tried], sizeof res->tried[0], "%s", e->msg);
             res->n_tried++;
             sl_error_clear(e);
             res->status = 0;

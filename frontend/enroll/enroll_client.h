@@ -40,8 +40,8 @@ typedef struct se_result {
     int64_t not_after;
     char endpoint[256]; /* the backend endpoint */
     char instance_id[64], project_id[64];
-    /* sources that failed before the one that decided, "SOURCE: why" (the config drive's
-     * expired token, say, before the metadata service) */
+    /* why the sources tried before the one that decided failed (the config drive's expired
+     * token, say, before the metadata service); each message names its source */
     int n_tried;
     char tried[1][320];
 } se_result;

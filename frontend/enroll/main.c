@@ -89,8 +89,7 @@ int main(int argc, char **argv)
     if (se_enroll(&o, &r, &e) != SL_OK) {
         for (int i = 0; i < r.n_tried; i++)
             fprintf(stderr, "sluice-enroll: %s\n", r.tried[i]);
-        fprintf(stderr, "sluice-enroll: %s%s\n", r.n_tried ? "then " SE_DEFAULT_SOURCE ": " : "",
-                e.msg);
+        fprintf(stderr, "sluice-enroll: %s%s\n", r.n_tried ? "then " : "", e.msg);
         return e.code == SL_ERR_REFUSED ? 3 : 1;
     }
     const char *dir = o.dir ? o.dir : SE_DEFAULT_DIR;
