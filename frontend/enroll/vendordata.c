@@ -71,8 +71,7 @@ int se_source_is_config_drive(const char *src)
     return src && strncmp(src, SE_CONFIG_DRIVE_DIR, n) == 0 && src[n] == '/';
 }
 
-sl_code se_vendordata_check_time(const char *src, const se_vendordata *v, int64_t now,
-                                 sl_error *e)
+sl_code se_vendordata_check_time(const char *src, const se_vendordata *v, int64_t now, sl_error *e)
 {
     if (!v->expires || now <= v->expires + SE_TOKEN_SKEW_S)
         return SL_OK;

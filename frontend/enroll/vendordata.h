@@ -30,8 +30,7 @@ sl_code se_vendordata_parse(const char *src, const char *body, size_t len, const
 
 /* SL_OK while the token is usable at now (expires + SE_TOKEN_SKEW_S); else
  * SL_ERR_CERT_EXPIRED with when it expired and, for a config drive, why it cannot be newer. */
-sl_code se_vendordata_check_time(const char *src, const se_vendordata *v, int64_t now,
-                                 sl_error *e);
+sl_code se_vendordata_check_time(const char *src, const se_vendordata *v, int64_t now, sl_error *e);
 
 void se_vendordata_free(se_vendordata *v);
 
