@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fe.h"
@@ -138,7 +139,13 @@ static CUresult connect_now(void)
     struct sl_fe_config cfg;
     sl_error err;
     if (sl_fe_config_load(NULL, &cfg, &err)) {
-        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "no Sluice backend configured: %s", err.msg);
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "no Sluice backend configured: %s; %s", err.msg,
+               sl_fe_advice(SL_ERR_CONFIG));
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    if (sl_fe_config_check_cert(&cfg, (int64_t)time(NULL), &err)) {
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot use the Sluice backend %s: %s; %s",
+               cfg.endpoint, err.msg, sl_fe_advice(err.code));
         return CUDA_ERROR_NO_DEVICE;
     }
     sl_tls_config tls = {.mode = SL_TLS_MUTUAL,
@@ -157,14 +164,14 @@ static CUresult connect_now(void)
                                        SL_FE_SPIN_US_MAX);
     sl_client *c = NULL;
     if (sl_client_connect(cfg.endpoint, &tls, &opts, &c, &err)) {
-        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot connect to the Sluice backend %s: %s",
-               cfg.endpoint, err.msg);
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot connect to the Sluice backend %s: %s; %s",
+               cfg.endpoint, err.msg, sl_fe_advice(err.code));
         return CUDA_ERROR_NO_DEVICE;
     }
     CUresult rc = CUDA_ERROR_NO_DEVICE;
     if (open_session(c, &err, &rc)) {
-        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot open a session with %s: %s", cfg.endpoint,
-               err.msg);
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "cannot open a session with %s: %s; %s", cfg.endpoint,
+               err.msg, sl_fe_advice(err.code));
         sl_client_close(c);
         free_devices();
         return CUDA_ERROR_NO_DEVICE;

@@ -26,6 +26,10 @@ struct sl_fe_config {
 /* Reads <dir>/backend.conf and checks that the three credential files are readable.
  * dir NULL: $SLUICE_CONFIG_DIR, else /etc/sluice. The error names the missing file. */
 sl_code sl_fe_config_load(const char *dir, struct sl_fe_config *cfg, sl_error *err);
+/* SL_ERR_CERT_EXPIRED (saying since when) when cfg->cert is not valid at now (unix time). */
+sl_code sl_fe_config_check_cert(const struct sl_fe_config *cfg, int64_t now, sl_error *err);
+/* What the tenant should do after a failure of this kind (advice.c): one sentence. */
+const char *sl_fe_advice(sl_code code);
 /* Parses backend.conf text ("endpoint = tcp://HOST:PORT", '#' comments, blank lines). */
 sl_code sl_fe_config_parse(const char *text, struct sl_fe_config *cfg, sl_error *err);
 /* The environment variable name as a whole number 0..max; unset or empty gives dflt, anything

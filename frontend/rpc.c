@@ -288,13 +288,30 @@ static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, si
     return CUDA_SUCCESS;
 }
 
+/* An allocation the backend refused with a reason (the instance's memory quota): said to the
+ * tenant, the first time and then every 100th, since the program sees only "out of memory". */
+static void refused(uint32_t call_id, const char *detail)
+{
+    static atomic_ulong count;
+    unsigned long n = atomic_fetch_add(&count, 1) + 1;
+    if ((n - 1) % 100)
+        return;
+    const struct sl_call_info *ci = sl_call_lookup(call_id);
+    sl_log(SL_LOG_WARNING, SL_FE_COMPONENT, "%s: out of memory: %s%s (%lu so far)",
+           ci ? ci->name : "allocation", detail,
+           strstr(detail, "quota") ? "; the quota comes with the instance's flavor: free GPU "
+                                     "memory first, or use a flavor with a larger quota"
+                                   : "",
+           n);
+}
+
 static CUresult lost(const char *what, const sl_error *e)
 {
     if (!g_dead)
         sl_log(SL_LOG_ERR, SL_FE_COMPONENT,
                "connection to the backend lost (%s: %s); CUDA calls now fail with "
-               "CUDA_ERROR_DEVICE_UNAVAILABLE",
-               what, e ? e->msg : "closed");
+               "CUDA_ERROR_DEVICE_UNAVAILABLE; %s",
+               what, e ? e->msg : "closed", sl_fe_advice(e ? e->code : SL_ERR_CLOSED));
     g_dead = 1;
     sl_fe_idle_forget();
     pending_clear();
@@ -847,6 +864,8 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
                w.reply->detail && *w.reply->detail ? ": " : "",
                w.reply->detail ? w.reply->detail : "");
     }
+    if (w.reply->result == CUDA_ERROR_OUT_OF_MEMORY && w.reply->detail && *w.reply->detail)
+        refused(call->call_id, w.reply->detail);
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
     if (changes_state(call, w.reply)) {
