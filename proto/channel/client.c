@@ -18,6 +18,7 @@ struct sl_client {
     sl_channel_opts opts;
     int dead;
     sl_error dead_err;
+    int lost; /* the monitor saw the connection drop; what arrived before it is still read */
     char endpoint[256];
 };
 
@@ -56,19 +57,23 @@ static sl_code wait_frame(sl_client *c, int64_t deadline, sl_error *err)
             if (wait < 0)
                 wait = 0;
         }
-        int n = zmq_poll(it, 2, wait);
+        int n = zmq_poll(it, c->lost ? 1 : 2, c->lost ? 0 : wait);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             return sl_fail(err, SL_ERR_IO, "zmq_poll: %s", zmq_strerror(errno));
         }
-        if (it[1].revents & ZMQ_POLLIN) {
-            int ev = ch_monitor_read(c->mon);
-            if (ev == ZMQ_EVENT_DISCONNECTED)
-                return sl_fail(err, SL_ERR_PEER_LOST,
-                               "connection to %s lost (closed, or heartbeats timed out)",
-                               c->endpoint);
+        /* A server that closes a session (a revocation, its shutdown) sends a CLOSE record,
+         * then drops the connection: the record may be queued when the monitor reports the
+         * drop. Frames that arrived first are read first, so the session's reason wins. */
+        if (!c->lost && (it[1].revents & ZMQ_POLLIN) &&
+            ch_monitor_read(c->mon) == ZMQ_EVENT_DISCONNECTED) {
+            c->lost = 1;
+            continue;
         }
+        if (c->lost && !(it[0].revents & ZMQ_POLLIN))
+            return sl_fail(err, SL_ERR_PEER_LOST,
+                           "connection to %s lost (closed, or heartbeats timed out)", c->endpoint);
         if (it[0].revents & ZMQ_POLLIN) {
             zmq_msg_t m;
             zmq_msg_init(&m);
