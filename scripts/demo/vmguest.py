@@ -31,6 +31,10 @@ class VmGuest:
         if missing:
             raise DemoError(f"--guest vm: no guest image in {self.image} (scripts/guest-image "
                             f"--build {demo.build} makes it; scripts/run-demo --guest vm does)")
+        ldd = subprocess.run(["ldd", demo.bin["libcuda"]], capture_output=True, text=True).stdout
+        if "libasan" in ldd:
+            raise DemoError("--guest vm: this build's libcuda.so.1 is sanitized and the guest "
+                            "image has no ASan runtime: use a build without SLUICE_SANITIZE")
         if subprocess.run([NOVA_PYTHON, "-c", "import nova.virt.libvirt.config"],
                           capture_output=True).returncode != 0:
             raise DemoError("--guest vm: Debian's python3-nova is missing (scripts/install-deps)")
