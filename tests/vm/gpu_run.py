@@ -80,7 +80,7 @@ class Run:
         if not os.path.exists(os.path.join(g, "root.img")):
             os.makedirs(g, exist_ok=True)
             t0 = time.time()
-            sh("tar", "-C", g, "-xJSf", os.path.join(self.c2, "guest.tar.xz"), timeout=300)
+            sh("tar", "-C", g, "-xJf", os.path.join(self.c2, "guest.tar.xz"), timeout=300)
             say(f"guest image unpacked in {time.time() - t0:.0f} s")
         self.g = g
         sh(os.path.join(REPO, "scripts", "make-demo-pki"), os.path.join(self.w, "pki"))
