@@ -12,6 +12,7 @@
 #include "sluice_control.pb-c.h"
 
 #define AG_CONTROL_MAX_MSG (1u << 20) /* larger frames are dropped */
+#define AG_CONTROL_KEY_LEN 32         /* BackendControl.agent_key (the backend's --control-key) */
 
 typedef struct ag_control ag_control;
 

@@ -204,7 +204,7 @@ static void resync_end(ag_core *c)
         if (all[i].resync_gen != c->gen)
             on_gone(c, &all[i], "undefined (not listed at resync)");
     free(all);
-    ag_supervisor_prune(c->sup);
+    ag_supervisor_resynced(c->sup);
     c->in_resync = 0;
 }
 

@@ -2,10 +2,8 @@
  * turned into the instance table, backends started for a project's first running GPU instance
  * and stopped after its last, revocations after a stop (debounced for reboots), timers.
  * One thread runs ag_core_run_once; other threads may call ag_instances_get and the
- * ag_backend_* functions. The backends are forked by that thread with PR_SET_PDEATHSIG=SIGTERM,
- * which fires when the forking *thread* exits: call ag_core_free on the same thread, before it
- * ends, or the backends get SIGTERM before their Shutdown (sent to a vanished peer:
- * "Host unreachable"). */
+ * ag_backend_* functions. ag_core_free stops the backends (Shutdown); a core that is never
+ * freed (the agent crashed) leaves them running for the next agent to adopt. */
 #ifndef AG_CORE_H
 #define AG_CORE_H
 

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+
 #include "replay.h"
 #include "sluice/channel.h"
 #include "sluice/log.h"
@@ -48,6 +50,7 @@ static const char *const status_names[] = {
     "BAD_CSR",
     "RATE_LIMITED",
     "INTERNAL",
+    "NOT_GRANTED",
 };
 
 const char *ag_enroll_status_name(int status)
@@ -273,6 +276,53 @@ static int refuse(verdict *v, int status, int counts, const char *fmt, ...)
 
 #define S(x) SLUICE__CONTROL__ENROLL_REPLY__STATUS__##x
 
+/* A locate request: the guest's current certificate, for the endpoint of its backend now. The
+ * certificate counts only as the fingerprint (SHA-256 of its DER) of a grant the agent holds
+ * and that has not expired, so only certificates this agent issued and has not revoked are
+ * answered; the rest of the checks are enrollment's (running GPU domain, source address). The
+ * answer is no secret (a port on the host), and proof of the key is left to the backend. */
+static int locate(ag_enroll *en, const char *addr, const Sluice__Control__EnrollRequest *q,
+                  Reply *r, char *endpoint, size_t endpoint_n, verdict *v, char *who, size_t who_n)
+{
+    if ((q->token && *q->token) || q->csr_der.len)
+        return refuse(v, S(NOT_GRANTED), 1, "a locate request carries no token and no CSR");
+    uint8_t md[32];
+    unsigned mdn = 0;
+    char fp[65], uuid[64] = "";
+    if (EVP_Digest(q->locate_cert_der.data, q->locate_cert_der.len, md, &mdn, EVP_sha256(), NULL) !=
+            1 ||
+        mdn != sizeof md)
+        return refuse(v, S(INTERNAL), 0, "cannot hash the certificate");
+    for (int i = 0; i < 32; i++)
+        snprintf(fp + 2 * i, 3, "%02x", md[i]);
+    snprintf(who, who_n, " (locate, certificate sha256 %.16s...)", fp);
+    if (!en->env.granted || !en->env.granted(en->env.user, fp, uuid, sizeof uuid))
+        return refuse(v, S(NOT_GRANTED), 1,
+                      "the certificate is not one this host's backends accept (not issued here, "
+                      "expired or revoked): enroll again");
+    ag_instance inst;
+    if (!en->env.lookup(en->env.user, uuid, &inst) || !inst.running)
+        return refuse(v, S(UNKNOWN_DOMAIN), 1, "domain %s is not running here", uuid);
+    if (!inst.gpu)
+        return refuse(v, S(NOT_GPU_FLAVOR), 1, "flavor %s of domain %s is not a GPU flavor",
+                      inst.flavor, uuid);
+    if (!source_allowed(&inst, addr))
+        return refuse(v, S(WRONG_SOURCE), 1,
+                      "connection from %s is not from one of the %d port address(es) of domain %s",
+                      addr, inst.n_ips, uuid);
+    if (!en->env.backend_endpoint(en->env.user, inst.project_id, endpoint, endpoint_n) ||
+        !*endpoint)
+        return refuse(v, S(INTERNAL), 0, "the backend of project %s is not running; retry",
+                      inst.project_id);
+    snprintf(who, who_n, " instance %.40s project %.64s (locate)", uuid, inst.project_id);
+    r->backend_endpoint = endpoint;
+    v->status = S(OK);
+    snprintf(v->detail, sizeof v->detail, "backend %s", endpoint);
+    sl_log(SL_LOG_INFO, COMPONENT, "located the backend of instance %s project %s for %s: %s", uuid,
+           inst.project_id, addr, endpoint);
+    return S(OK);
+}
+
 /* Decides one request; on OK fills the reply's certificate fields (cert is malloc'd). */
 static int decide(ag_enroll *en, const char *addr, const void *msg, size_t len, uint64_t bulk,
                   Reply *r, uint8_t **cert, char *endpoint, size_t endpoint_n, verdict *v,
@@ -289,6 +339,11 @@ static int decide(ag_enroll *en, const char *addr, const void *msg, size_t len, 
     if (!q)
         return refuse(v, S(BAD_TOKEN), 1, "malformed request: %zu bytes are not an EnrollRequest",
                       len);
+    if (q->locate_cert_der.len) {
+        int ls = locate(en, addr, q, r, endpoint, endpoint_n, v, who, who_n);
+        sluice__control__enroll_request__free_unpacked(q, NULL);
+        return ls;
+    }
     int st = S(OK);
     sl_error err;
     sl_token_claims c;
@@ -369,16 +424,15 @@ static int decide(ag_enroll *en, const char *addr, const void *msg, size_t len, 
     return st;
 }
 
-static void handle(ag_enroll *en, const sl_server_event *ev)
+int ag_enroll_answer(ag_enroll *en, const char *addr, const void *msg, size_t len, uint64_t bulk,
+                     uint8_t **out, size_t *out_len)
 {
-    const char *addr =
-        ev->identity && ev->identity->address[0] ? ev->identity->address : "unknown-address";
     Reply r = SLUICE__CONTROL__ENROLL_REPLY__INIT;
     uint8_t *cert = NULL;
     char endpoint[256] = "", who[320] = "";
     verdict v = {0};
-    int st = decide(en, addr, ev->msg, ev->len, ev->bulk_len, &r, &cert, endpoint, sizeof endpoint,
-                    &v, who, sizeof who);
+    int st =
+        decide(en, addr, msg, len, bulk, &r, &cert, endpoint, sizeof endpoint, &v, who, sizeof who);
     r.status = (Sluice__Control__EnrollReply__Status)st;
     r.detail = v.detail;
     if (st == S(OK)) {
@@ -392,14 +446,25 @@ static void handle(ag_enroll *en, const sl_server_event *ev)
     }
     size_t n = sluice__control__enroll_reply__get_packed_size(&r);
     uint8_t *buf = malloc(n ? n : 1);
-    sl_error err;
-    if (buf) {
+    if (buf)
         sluice__control__enroll_reply__pack(&r, buf);
-        if (sl_server_send(en->srv, ev->peer, buf, n, NULL, 0, &err) != SL_OK)
-            sl_log(SL_LOG_WARNING, COMPONENT, "cannot answer %s: %s", addr, err.msg);
-    }
-    free(buf);
     free(cert);
+    *out = buf;
+    *out_len = buf ? n : 0;
+    return st;
+}
+
+static void handle(ag_enroll *en, const sl_server_event *ev)
+{
+    const char *addr =
+        ev->identity && ev->identity->address[0] ? ev->identity->address : "unknown-address";
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    ag_enroll_answer(en, addr, ev->msg, ev->len, ev->bulk_len, &buf, &n);
+    sl_error err;
+    if (buf && sl_server_send(en->srv, ev->peer, buf, n, NULL, 0, &err) != SL_OK)
+        sl_log(SL_LOG_WARNING, COMPONENT, "cannot answer %s: %s", addr, err.msg);
+    free(buf);
     sl_server_disconnect(en->srv, ev->peer, SL_ERR_CLOSED, "enrollment answered", &err);
 }
 

@@ -17,6 +17,11 @@
  * then the certificate is signed, env->issued() is called, and OK carries the certificate, the
  * CA chain, the backend endpoint and notAfter.
  *
+ * A locate request (EnrollRequest.locate_cert_der, no token, no CSR) asks where the guest's
+ * backend is now: rate limit; the certificate's SHA-256 is a granted, unexpired fingerprint
+ * (env->granted), else NOT_GRANTED; then the domain, flavor, source and backend checks above;
+ * OK carries only the backend endpoint (docs/enrollment.md, "The backend moved").
+ *
  * Single-threaded: every call (and every callback) happens on the caller's thread. */
 #ifndef SLUICE_AGENT_ENROLL_H
 #define SLUICE_AGENT_ENROLL_H
@@ -57,6 +62,9 @@ typedef struct ag_enroll_env {
     void (*issued)(void *user, const ag_instance *inst, const char *fingerprint_hex,
                    int64_t not_after);
     void *user;
+    /* 1 and the instance uuid when the certificate fingerprint (64 hex digits) is granted and
+     * unexpired; NULL: every locate request is refused */
+    int (*granted)(void *user, const char *fingerprint_hex, char *instance, size_t n);
 } ag_enroll_env;
 
 /* Opens the replay store, issues the server certificate, loads the token key and binds. The
@@ -76,6 +84,12 @@ sl_code ag_enroll_poll(ag_enroll *e, int timeout_ms, sl_error *err);
 
 /* The bound endpoint with the real port (tests bind "tcp://127.0.0.1:*"). */
 const char *ag_enroll_endpoint(const ag_enroll *e);
+
+/* Decides one request as the server does for each message (addr: the source address, bulk:
+ * bulk bytes that came with it) and encodes the EnrollReply into *out (malloc'd; NULL when out
+ * of memory). Returns the reply's status. The fuzz target tests/fuzz/fuzz_enroll.c drives it. */
+int ag_enroll_answer(ag_enroll *en, const char *addr, const void *msg, size_t len, uint64_t bulk,
+                     uint8_t **out, size_t *out_len);
 
 /* Counters, for tests and metrics. */
 typedef struct ag_enroll_stats {

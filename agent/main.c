@@ -103,6 +103,10 @@ static void env_issued(void *user, const ag_instance *inst, const char *fp, int6
 {
     ag_backend_grant(ag_core_supervisor(user), inst, fp, not_after);
 }
+static int env_granted(void *user, const char *fp, char *instance, size_t n)
+{
+    return ag_backend_granted(ag_core_supervisor(user), fp, instance, n);
+}
 /* Runs after every wait of the loop, so at least once a second (the channel's timers; ZMQ_FD is
  * edge-triggered). The server re-binds when it renews its certificate: the fd may change. */
 static int on_enroll(void *user)
@@ -280,7 +284,7 @@ int main(int argc, char **argv)
     eo.replay_db = replay;
     eo.ratelimit.per_minute = cfg.enroll_fail_per_minute;
     eo.ratelimit.burst = cfg.enroll_fail_burst;
-    ag_enroll_env env = {env_lookup, env_endpoint, env_issued, core};
+    ag_enroll_env env = {env_lookup, env_endpoint, env_issued, core, env_granted};
     if (ag_enroll_open(&eo, ca, &env, &run.enr, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, COMPONENT, "enrollment server: %s", e.msg);
         return shut(&run, 1);

@@ -1,82 +1,20 @@
-/* Tenant backend supervision and the grants they hold. */
+/* Tenant backend supervision: the public functions, the tick and the backends' reports. */
 #include "supervisor.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <grp.h>
-#include <netinet/in.h>
-#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "control.h"
 #include "sluice/log.h"
+#include "supervisor_internal.h"
 #include "usage_ingest.h"
-
-#define COMPONENT       "agent"
-#define RETRANSMIT_MS   2000
-#define PING_MS         10000
-#define SILENCE_MS      30000 /* no report for this long: the backend is killed and restarted */
-#define HELLO_MS        30000 /* no hello this long after the start: same */
-#define STABLE_MS       60000 /* a backend that ran this long restarts with the first backoff */
-#define KILL_AFTER_TERM 2000
-
-typedef struct grant {
-    char uuid[40];
-    char sha[65];
-    int64_t not_after;
-} grant;
-
-typedef struct pending {
-    uint64_t seq;
-    void *buf;
-    size_t len;
-    int64_t sent_ms;
-} pending;
-
-typedef struct backend {
-    char project[64];
-    int port;
-    pid_t pid;
-    int wanted, stopping, termed;
-    int64_t started_ms, next_start_ms, term_at_ms, kill_at_ms;
-    int64_t cert_issued_ms; /* when its server certificate was issued (0: none issued) */
-    int backoff_ms, restarts;
-    int connected;
-    ag_ctl_peer peer;
-    int64_t last_heard_ms, last_ping_ms;
-    uint64_t seq;
-    grant *grants;
-    size_t n_grants, cap_grants;
-    pending *pend;
-    size_t n_pend, cap_pend;
-} backend;
-
-struct ag_supervisor {
-    pthread_mutex_t mu;
-    const ag_config *cfg;
-    ag_instances *inst;
-    ag_issue_fn issue;
-    void *issue_user;
-    ag_control *ctl;
-    char ctl_path[600];
-    uid_t uid;
-    gid_t gid;
-    int switch_user;
-    backend **b;
-    size_t n;
-    ag_usage *usage; /* NULL: usage records are dropped unacknowledged */
-};
 
 int64_t ag_now_ms(void)
 {
@@ -85,131 +23,7 @@ int64_t ag_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ------------------------------------------------------------------ ports */
-
-static int bindable(const char *addr, int port)
-{
-    struct sockaddr_storage ss;
-    socklen_t len;
-    memset(&ss, 0, sizeof ss);
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        len = sizeof *a4;
-    } else if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        len = sizeof *a6;
-    } else {
-        return 0;
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    int ok = bind(fd, (struct sockaddr *)&ss, len) == 0;
-    close(fd);
-    return ok;
-}
-
-int ag_ports_pick(int min, int max, const int *used, size_t n_used, const char *bind_addr)
-{
-    for (int p = min; p <= max; p++) {
-        int taken = 0;
-        for (size_t i = 0; i < n_used && !taken; i++)
-            taken = used[i] == p;
-        if (!taken && (!bind_addr || bindable(bind_addr, p)))
-            return p;
-    }
-    return -1;
-}
-
-/* ------------------------------------------------------------------ grants file */
-
-static void grants_path(const ag_supervisor *s, const char *project, char *out, size_t n)
-{
-    snprintf(out, n, "%s/grants/%s", s->cfg->state_dir, project);
-}
-
-static void grants_save(const ag_supervisor *s, const backend *b)
-{
-    char path[700], tmp[720];
-    grants_path(s, b->project, path, sizeof path);
-    if (!b->n_grants) {
-        unlink(path);
-        return;
-    }
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        sl_log(SL_LOG_WARNING, COMPONENT, "grants file %s: %s (grants kept in memory only)", tmp,
-               strerror(errno));
-        return;
-    }
-    for (size_t i = 0; i < b->n_grants; i++)
-        fprintf(f, "%s %s %lld\n", b->grants[i].uuid, b->grants[i].sha,
-                (long long)b->grants[i].not_after);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0 || rename(tmp, path) != 0)
-        sl_log(SL_LOG_WARNING, COMPONENT, "grants file %s: %s", path, strerror(errno));
-}
-
-static int hex64(const char *s)
-{
-    if (strlen(s) != 64)
-        return 0;
-    for (; *s; s++)
-        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
-            return 0;
-    return 1;
-}
-
-static void add_grant(backend *b, const char *uuid, const char *sha, int64_t not_after)
-{
-    for (size_t i = 0; i < b->n_grants; i++)
-        if (!strcmp(b->grants[i].uuid, uuid) && !strcmp(b->grants[i].sha, sha)) {
-            b->grants[i].not_after = not_after;
-            return;
-        }
-    if (b->n_grants == b->cap_grants) {
-        size_t cap = b->cap_grants ? b->cap_grants * 2 : 8;
-        grant *g = realloc(b->grants, cap * sizeof *g);
-        if (!g)
-            return;
-        b->grants = g;
-        b->cap_grants = cap;
-    }
-    grant *g = &b->grants[b->n_grants++];
-    snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
-    snprintf(g->sha, sizeof g->sha, "%s", sha);
-    g->not_after = not_after;
-}
-
-static void grants_load(const ag_supervisor *s, backend *b)
-{
-    char path[700], line[256];
-    grants_path(s, b->project, path, sizeof path);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    int64_t now = time(NULL);
-    while (fgets(line, sizeof line, f)) {
-        char uuid[40], sha[65];
-        long long na;
-        if (sscanf(line, "%39s %64s %lld", uuid, sha, &na) == 3 && hex64(sha) && na > now)
-            add_grant(b, uuid, sha, na);
-    }
-    fclose(f);
-    if (b->n_grants)
-        sl_log(SL_LOG_INFO, COMPONENT, "project %s: %zu grants restored from %s", b->project,
-               b->n_grants, path);
-}
-
-/* ------------------------------------------------------------------ backends */
-
-static backend *find(ag_supervisor *s, const char *project)
+backend *sv_find(ag_supervisor *s, const char *project)
 {
     for (size_t i = 0; i < s->n; i++)
         if (!strcmp(s->b[i]->project, project))
@@ -217,9 +31,9 @@ static backend *find(ag_supervisor *s, const char *project)
     return NULL;
 }
 
-static backend *find_or_add(ag_supervisor *s, const char *project)
+backend *sv_find_or_add(ag_supervisor *s, const char *project)
 {
-    backend *b = find(s, project);
+    backend *b = sv_find(s, project);
     if (b || strlen(project) >= sizeof b->project)
         return b;
     backend **v = realloc(s->b, (s->n + 1) * sizeof *v);
@@ -231,16 +45,9 @@ static backend *find_or_add(ag_supervisor *s, const char *project)
         return NULL;
     snprintf(b->project, sizeof b->project, "%s", project);
     b->backoff_ms = 1000;
-    grants_load(s, b);
+    sv_grants_load(s, b);
     s->b[s->n++] = b;
     return b;
-}
-
-static void clear_pending(backend *b)
-{
-    for (size_t i = 0; i < b->n_pend; i++)
-        free(b->pend[i].buf);
-    b->n_pend = 0;
 }
 
 static void drop(ag_supervisor *s, backend *b)
@@ -250,310 +57,10 @@ static void drop(ag_supervisor *s, backend *b)
             s->b[i] = s->b[--s->n];
             break;
         }
-    clear_pending(b);
+    sv_clear_pending(b);
     free(b->pend);
     free(b->grants);
     free(b);
-}
-
-/* Sends msg (seq assigned here) and keeps it until acked. Not connected: nothing is sent (the
- * next hello replays the grants). */
-static void send_ctl(ag_supervisor *s, backend *b, Sluice__Control__BackendControl *msg, int track)
-{
-    if (!b->connected)
-        return;
-    msg->seq = ++b->seq;
-    size_t len;
-    void *buf = ag_control_pack(msg, &len);
-    if (!buf)
-        return;
-    sl_error e;
-    if (ag_control_send(s->ctl, &b->peer, buf, len, &e) != SL_OK)
-        sl_log(SL_LOG_WARNING, COMPONENT, "project %s: %s", b->project, e.msg);
-    if (!track || b->n_pend >= 4096) {
-        free(buf);
-        return;
-    }
-    if (b->n_pend == b->cap_pend) {
-        size_t cap = b->cap_pend ? b->cap_pend * 2 : 16;
-        pending *p = realloc(b->pend, cap * sizeof *p);
-        if (!p) {
-            free(buf);
-            return;
-        }
-        b->pend = p;
-        b->cap_pend = cap;
-    }
-    b->pend[b->n_pend++] = (pending){msg->seq, buf, len, ag_now_ms()};
-}
-
-static void send_grant(ag_supervisor *s, backend *b, const grant *g)
-{
-    ag_instance in;
-    if (!ag_instances_get(s->inst, g->uuid, &in) || !in.gpu) {
-        sl_log(SL_LOG_INFO, COMPONENT, "instance %s: not a known GPU instance, grant not sent",
-               g->uuid);
-        return;
-    }
-    uint8_t sha[32];
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        sscanf(g->sha + 2 * i, "%2x", &v);
-        sha[i] = (uint8_t)v;
-    }
-    char *gpus[32];
-    size_t ng = 0;
-    char gbuf[sizeof in.sla.gpus];
-    memcpy(gbuf, in.sla.gpus, sizeof gbuf);
-    if (strcmp(gbuf, "all")) {
-        char *save;
-        for (char *t = strtok_r(gbuf, ",", &save); t && ng < 32; t = strtok_r(NULL, ",", &save))
-            gpus[ng++] = t;
-    }
-    Sluice__Control__Sla sla = SLUICE__CONTROL__SLA__INIT;
-    sla.flavor = in.flavor;
-    sla.tier = in.sla.tier;
-    sla.gpu_share = in.sla.gpu_share;
-    sla.memory_quota_bytes = in.sla.memory_quota;
-    sla.max_sessions = in.sla.max_sessions;
-    sla.gpu_uuids = gpus;
-    sla.n_gpu_uuids = ng;
-    Sluice__Control__Grant gr = SLUICE__CONTROL__GRANT__INIT;
-    gr.instance_uuid = in.uuid;
-    gr.project_id = in.project_id;
-    gr.cert_sha256 = (ProtobufCBinaryData){32, sha};
-    gr.not_after_unix = g->not_after;
-    gr.sla = &sla;
-    gr.domain_name = in.domain;
-    Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
-    m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_GRANT;
-    m.grant = &gr;
-    send_ctl(s, b, &m, 1);
-}
-
-static void send_revoke(ag_supervisor *s, backend *b, const char *uuid, const char *reason)
-{
-    Sluice__Control__Revoke r = SLUICE__CONTROL__REVOKE__INIT;
-    r.instance_uuid = (char *)uuid;
-    r.reason = (char *)reason;
-    Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
-    m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_REVOKE;
-    m.revoke = &r;
-    send_ctl(s, b, &m, 1);
-}
-
-static void send_shutdown(ag_supervisor *s, backend *b, const char *reason)
-{
-    Sluice__Control__Shutdown sd = SLUICE__CONTROL__SHUTDOWN__INIT;
-    sd.reason = (char *)reason;
-    Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
-    m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_SHUTDOWN;
-    m.shutdown = &sd;
-    send_ctl(s, b, &m, 0);
-}
-
-static sl_code write_file(const char *path, const char *text, mode_t mode, gid_t gid, sl_error *e)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0)
-        return sl_fail(e, SL_ERR_IO, "%s: %s", path, strerror(errno));
-    size_t n = strlen(text);
-    ssize_t w = write(fd, text, n);
-    int ok = w == (ssize_t)n && fchmod(fd, mode) == 0;
-    if (ok && gid != (gid_t)-1 && fchown(fd, (uid_t)-1, gid) != 0)
-        ok = 0;
-    close(fd);
-    return ok ? SL_OK : sl_fail(e, SL_ERR_IO, "%s: %s", path, strerror(errno));
-}
-
-static void free_secret(char *p)
-{
-    if (p)
-        memset(p, 0, strlen(p));
-    free(p);
-}
-
-static sl_code issue_cert(ag_supervisor *s, backend *b, const char *dir, sl_error *e);
-
-/* RUN_DIR/backends/PROJECT with the server certificate, key and CA. */
-static sl_code prepare_dir(ag_supervisor *s, backend *b, char *dir, size_t n, sl_error *e)
-{
-    gid_t gid = s->switch_user ? s->gid : (gid_t)-1;
-    char base[600];
-    snprintf(base, sizeof base, "%s/backends", s->cfg->run_dir);
-    mkdir(base, 0755);
-    snprintf(dir, n, "%s/%s", base, b->project);
-    if (mkdir(dir, 0750) != 0 && errno != EEXIST)
-        return sl_fail(e, SL_ERR_IO, "%s: %s", dir, strerror(errno));
-    chmod(dir, 0750);
-    if (gid != (gid_t)-1 && chown(dir, (uid_t)-1, gid) != 0)
-        return sl_fail(e, SL_ERR_IO, "%s: chgrp: %s", dir, strerror(errno));
-    char state[700];
-    snprintf(state, sizeof state, "%s/backends", s->cfg->state_dir);
-    mkdir(state, 0755);
-    snprintf(state, sizeof state, "%s/backends/%s", s->cfg->state_dir, b->project);
-    if (mkdir(state, 0750) == 0 && s->switch_user && chown(state, s->uid, s->gid) != 0)
-        sl_log(SL_LOG_WARNING, COMPONENT, "%s: chown: %s", state, strerror(errno));
-    return issue_cert(s, b, dir, e);
-}
-
-/* The backend's server certificate, key and CA into dir (RUN_DIR/backends/PROJECT). */
-static sl_code issue_cert(ag_supervisor *s, backend *b, const char *dir, sl_error *e)
-{
-    gid_t gid = s->switch_user ? s->gid : (gid_t)-1;
-    if (!s->issue)
-        return SL_OK;
-    char *cert = NULL, *key = NULL, *ca = NULL;
-    char cn[128];
-    snprintf(cn, sizeof cn, "sluice-backend %s", b->project);
-    const char *sans[] = {s->cfg->advertise_address};
-    sl_code rc = s->issue(s->issue_user, cn, sans, 1, &cert, &key, &ca, e);
-    char p[800];
-    if (rc == SL_OK) {
-        snprintf(p, sizeof p, "%s/cert.pem", dir);
-        rc = write_file(p, cert, 0644, gid, e);
-    }
-    if (rc == SL_OK) {
-        snprintf(p, sizeof p, "%s/key.pem", dir);
-        rc = write_file(p, key, gid != (gid_t)-1 ? 0640 : 0600, gid, e);
-    }
-    if (rc == SL_OK) {
-        snprintf(p, sizeof p, "%s/ca.pem", dir);
-        rc = write_file(p, ca, 0644, gid, e);
-    }
-    free(cert);
-    free_secret(key);
-    free(ca);
-    if (rc == SL_OK)
-        b->cert_issued_ms = ag_now_ms();
-    return rc;
-}
-
-/* A running backend's certificate is renewed when a third of its lifetime is left: new files,
- * then SIGHUP, on which the backend loads them for the sessions it accepts from then on (live
- * sessions are not disturbed). */
-static void renew_cert(ag_supervisor *s, backend *b, int64_t now)
-{
-    int64_t life_ms = (int64_t)s->cfg->server_cert_lifetime_s * 1000;
-    if (!s->issue || !b->cert_issued_ms || life_ms <= 0 ||
-        now - b->cert_issued_ms < life_ms * 2 / 3)
-        return;
-    char dir[700];
-    snprintf(dir, sizeof dir, "%s/backends/%s", s->cfg->run_dir, b->project);
-    sl_error e = {0};
-    if (issue_cert(s, b, dir, &e) != SL_OK) {
-        sl_log(SL_LOG_ERR, COMPONENT, "project %s: cannot renew the backend's certificate: %s",
-               b->project, e.msg);
-        b->cert_issued_ms = now - life_ms * 2 / 3 + 60000; /* try again in a minute */
-        return;
-    }
-    kill(b->pid, SIGHUP);
-    sl_log(SL_LOG_NOTICE, COMPONENT, "project %s: backend certificate renewed (pid %d reloads it)",
-           b->project, (int)b->pid);
-}
-
-static void spawn(ag_supervisor *s, backend *b, int64_t now)
-{
-    sl_error e = {0};
-    if (!b->port) {
-        int used[256];
-        size_t nu = 0;
-        for (size_t i = 0; i < s->n && nu < 256; i++)
-            if (s->b[i]->port)
-                used[nu++] = s->b[i]->port;
-        int p = ag_ports_pick(s->cfg->port_min, s->cfg->port_max, used, nu, s->cfg->backend_bind);
-        if (p < 0) {
-            sl_log(SL_LOG_ERR, COMPONENT, "project %s: no free port in %d..%d", b->project,
-                   s->cfg->port_min, s->cfg->port_max);
-            b->next_start_ms = now + 10000;
-            return;
-        }
-        b->port = p;
-    }
-    char dir[700];
-    if (prepare_dir(s, b, dir, sizeof dir, &e) != SL_OK) {
-        sl_log(SL_LOG_ERR, COMPONENT, "project %s: cannot prepare the backend: %s", b->project,
-               e.msg);
-        b->next_start_ms = now + b->backoff_ms;
-        return;
-    }
-    char listen[128], control[700], cert[800], key[800], ca[800], state[700], spin[16];
-    snprintf(spin, sizeof spin, "%d", s->cfg->backend_spin_us);
-    const char *fmt = strchr(s->cfg->backend_bind, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d";
-    snprintf(listen, sizeof listen, fmt, s->cfg->backend_bind, b->port);
-    snprintf(control, sizeof control, "ipc://%s", s->ctl_path);
-    snprintf(cert, sizeof cert, "%s/cert.pem", dir);
-    snprintf(key, sizeof key, "%s/key.pem", dir);
-    snprintf(ca, sizeof ca, "%s/ca.pem", dir);
-    snprintf(state, sizeof state, "%s/backends/%s", s->cfg->state_dir, b->project);
-    char *argv[] = {(char *)s->cfg->backend_path,
-                    "--project",
-                    b->project,
-                    "--listen",
-                    listen,
-                    "--control",
-                    control,
-                    "--cert",
-                    cert,
-                    "--key",
-                    key,
-                    "--ca",
-                    ca,
-                    "--driver",
-                    (char *)s->cfg->driver_path,
-                    "--state-dir",
-                    state,
-                    s->cfg->backend_spin_us >= 0 ? "--spin-us" : NULL,
-                    spin,
-                    NULL};
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        sl_log(SL_LOG_ERR, COMPONENT, "project %s: fork: %s", b->project, strerror(errno));
-        b->next_start_ms = now + b->backoff_ms;
-        return;
-    }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(126);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        if (s->switch_user && (setgroups(1, &s->gid) != 0 || setgid(s->gid) != 0 ||
-                               setuid(s->uid) != 0 || (s->uid != 0 && setuid(0) == 0)))
-            _exit(126);
-        for (int fd = 3; fd < 1024; fd++)
-            close(fd);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    b->pid = pid;
-    b->started_ms = now;
-    b->connected = 0;
-    b->termed = 0;
-    sl_log(SL_LOG_NOTICE, COMPONENT, "project %s: backend started (pid %d, %s)", b->project,
-           (int)pid, listen);
-}
-
-static void describe_exit(int st, char *out, size_t n)
-{
-    if (WIFEXITED(st))
-        snprintf(out, n, "exited with status %d", WEXITSTATUS(st));
-    else if (WIFSIGNALED(st))
-        snprintf(out, n, "killed by signal %d (%s)%s", WTERMSIG(st), strsignal(WTERMSIG(st)),
-                 WCOREDUMP(st) ? ", core dumped" : "");
-    else
-        snprintf(out, n, "ended (status 0x%x)", st);
-}
-
-static void kill_backend(backend *b, int sig, const char *why)
-{
-    if (b->pid <= 0)
-        return;
-    sl_log(SL_LOG_WARNING, COMPONENT, "project %s: backend pid %d: %s; sending %s", b->project,
-           (int)b->pid, why, sig == SIGKILL ? "SIGKILL" : "SIGTERM");
-    kill(b->pid, sig);
 }
 
 /* ------------------------------------------------------------------ reports */
@@ -569,33 +76,37 @@ static backend *by_peer(ag_supervisor *s, const ag_ctl_peer *p)
 
 static void on_hello(ag_supervisor *s, const ag_ctl_peer *p, const Sluice__Control__BackendHello *h)
 {
-    backend *b = h->project_id ? find(s, h->project_id) : NULL;
+    backend *b = h->project_id ? sv_find(s, h->project_id) : NULL;
     if (!b || b->pid <= 0 || b->stopping) {
         sl_log(SL_LOG_WARNING, COMPONENT,
-               "control: hello for project %.64s refused: no such "
-               "backend running",
+               "control: hello for project %.64s refused: no such backend running",
                h->project_id ? h->project_id : "");
         return;
     }
     if (h->pid != (uint32_t)b->pid) {
         sl_log(SL_LOG_WARNING, COMPONENT,
-               "control: hello for project %s refused: pid %u, the "
-               "backend started is %d",
+               "control: hello for project %s refused: pid %u, the backend started is %d",
                b->project, h->pid, (int)b->pid);
         return;
     }
     b->peer = *p;
     b->connected = 1;
+    b->synced = 0;
     b->last_heard_ms = b->last_ping_ms = ag_now_ms();
-    clear_pending(b);
-    ag_usage_backend_reset(s->usage, b->project); /* a (re)started backend has no sessions */
-    sl_log(SL_LOG_NOTICE, COMPONENT,
-           "project %s: backend pid %d ready at %.128s (%.32s), "
-           "replaying %zu grants",
+    sv_clear_pending(b);
+    /* the open-session gauges start again: a fresh backend has no sessions, an adopted one
+     * reports its live sessions right after its hello */
+    ag_usage_backend_reset(s->usage, b->project);
+    sl_log(SL_LOG_NOTICE, COMPONENT, "project %s: backend pid %d ready at %.128s (%.32s)%s",
            b->project, (int)b->pid, h->endpoint ? h->endpoint : "", h->version ? h->version : "",
-           b->n_grants);
-    for (size_t i = 0; i < b->n_grants; i++)
-        send_grant(s, b, &b->grants[i]);
+           b->adopted ? ", adopted from an earlier agent" : "");
+    if (s->resynced)
+        sv_send_grant_set(s, b, b->adopted ? "adopted by a new agent" : "hello");
+    else
+        sl_log(SL_LOG_NOTICE, COMPONENT,
+               "project %s: its grant set waits for the resync with libvirt (new sessions are "
+               "held until then)",
+               b->project);
 }
 
 /* UsageAck for records now durable in the usage store (agent/usage_ingest.h). Not tracked for
@@ -603,7 +114,7 @@ static void on_hello(ag_supervisor *s, const ag_ctl_peer *p, const Sluice__Contr
 static void send_usage_ack(void *user, const char *project, char *const *ids, size_t n)
 {
     ag_supervisor *s = user;
-    backend *b = find(s, project);
+    backend *b = sv_find(s, project);
     if (!b || !b->connected)
         return;
     Sluice__Control__UsageAck ua = SLUICE__CONTROL__USAGE_ACK__INIT;
@@ -612,7 +123,7 @@ static void send_usage_ack(void *user, const char *project, char *const *ids, si
     Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
     m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_USAGE_ACK;
     m.usage_ack = &ua;
-    send_ctl(s, b, &m, 0);
+    sv_send_ctl(s, b, &m, 0);
 }
 
 /* Returns 1 when r was handed over (to the usage queue) and must not be freed. */
@@ -638,16 +149,13 @@ static int on_report(ag_supervisor *s, const ag_ctl_peer *p, Sluice__Control__Ba
             }
         if (!r->ack->ok)
             sl_log(SL_LOG_WARNING, COMPONENT,
-                   "project %s: backend refused control seq %llu: "
-                   "%.200s",
-                   b->project, (unsigned long long)r->ack->control_seq,
-                   r->ack->detail ? r->ack->detail : "");
+                   "project %s: backend refused control seq %llu: %.200s", b->project,
+                   (unsigned long long)r->ack->control_seq, r->ack->detail ? r->ack->detail : "");
         break;
     case SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION:
         sl_log(SL_LOG_INFO, COMPONENT,
-               "project %s: session %llu of instance %.40s: event %d "
-               "%.200s",
-               b->project, (unsigned long long)r->session->session_id,
+               "project %s: session %llu of instance %.40s: event %d %.200s", b->project,
+               (unsigned long long)r->session->session_id,
                r->session->instance_uuid ? r->session->instance_uuid : "", r->session->kind,
                r->session->detail ? r->session->detail : "");
         ag_usage_session(s->usage, b->project, r->session);
@@ -713,11 +221,13 @@ sl_code ag_supervisor_new(const ag_supervisor_opts *o, ag_supervisor **out, sl_e
         sl_log(SL_LOG_WARNING, COMPONENT, "%s: %s (grants kept in memory only)", gdir,
                strerror(errno));
     snprintf(s->ctl_path, sizeof s->ctl_path, "%s/control.sock", o->cfg->run_dir);
+    snprintf(s->state_path, sizeof s->state_path, "%s/backends.state", o->cfg->state_dir);
     sl_code rc = ag_control_bind(s->ctl_path, gid, &s->ctl, e);
     if (rc != SL_OK) {
         ag_supervisor_free(s);
         return rc;
     }
+    sv_state_load(s); /* ports, and the backends an earlier agent left running */
     *out = s;
     return SL_OK;
 }
@@ -730,7 +240,7 @@ int ag_supervisor_fd(ag_supervisor *s)
 void ag_supervisor_ensure(ag_supervisor *s, const char *project_id)
 {
     pthread_mutex_lock(&s->mu);
-    backend *b = find_or_add(s, project_id);
+    backend *b = sv_find_or_add(s, project_id);
     if (b && !b->wanted) {
         b->wanted = 1;
         if (!b->stopping)
@@ -743,7 +253,7 @@ void ag_supervisor_revoke(ag_supervisor *s, const char *project_id, const char *
                           const char *reason)
 {
     pthread_mutex_lock(&s->mu);
-    backend *b = find(s, project_id);
+    backend *b = sv_find(s, project_id);
     if (b) {
         size_t before = b->n_grants;
         for (size_t i = 0; i < b->n_grants;)
@@ -752,12 +262,32 @@ void ag_supervisor_revoke(ag_supervisor *s, const char *project_id, const char *
             else
                 i++;
         if (before != b->n_grants)
-            grants_save(s, b);
-        send_revoke(s, b, uuid, reason);
+            sv_grants_save(s, b);
+        if (b->synced)
+            sv_send_revoke(s, b, uuid, reason);
+        else if (s->resynced)
+            sv_send_grant_set(s, b, reason); /* no-op while not connected */
         sl_log(SL_LOG_NOTICE, COMPONENT, "instance %s (project %s): revoked (%s)%s", uuid,
                project_id, reason, b->connected ? "" : "; backend not connected");
     }
     pthread_mutex_unlock(&s->mu);
+}
+
+static void release(ag_supervisor *s, backend *b, const char *why)
+{
+    if (!b->wanted && !b->adopted)
+        return;
+    b->wanted = 0;
+    if (b->pid > 0 && !b->stopping) {
+        int64_t now = ag_now_ms();
+        b->stopping = 1;
+        b->term_at_ms = now + s->cfg->backend_stop_grace_s * 1000;
+        b->kill_at_ms = b->term_at_ms + KILL_AFTER_TERM;
+        sv_send_shutdown(s, b, why);
+        if (!b->connected)
+            b->term_at_ms = now;
+        sl_log(SL_LOG_NOTICE, COMPONENT, "project %s: %s, stopping the backend", b->project, why);
+    }
 }
 
 void ag_supervisor_release(ag_supervisor *s, const char *project_id)
@@ -765,23 +295,9 @@ void ag_supervisor_release(ag_supervisor *s, const char *project_id)
     if (ag_instances_running_gpu(s->inst, project_id))
         return;
     pthread_mutex_lock(&s->mu);
-    backend *b = find(s, project_id);
-    if (b && b->wanted) {
-        b->wanted = 0;
-        if (b->pid > 0 && !b->stopping) {
-            int64_t now = ag_now_ms();
-            b->stopping = 1;
-            b->term_at_ms = now + s->cfg->backend_stop_grace_s * 1000;
-            b->kill_at_ms = b->term_at_ms + KILL_AFTER_TERM;
-            send_shutdown(s, b, "no running GPU instance of the project on this host");
-            if (!b->connected)
-                b->term_at_ms = now;
-            sl_log(SL_LOG_NOTICE, COMPONENT,
-                   "project %s: last GPU instance gone, stopping the "
-                   "backend",
-                   project_id);
-        }
-    }
+    backend *b = sv_find(s, project_id);
+    if (b && b->wanted)
+        release(s, b, "last GPU instance gone");
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -793,94 +309,109 @@ void ag_supervisor_prune(ag_supervisor *s)
         size_t before = b->n_grants;
         for (size_t j = 0; j < b->n_grants;) {
             ag_instance in;
-            if (!ag_instances_get(s->inst, b->grants[j].uuid, &in) || !in.running)
+            /* an instance waiting out the reboot debounce keeps its grant until revoked */
+            if (!ag_instances_get(s->inst, b->grants[j].uuid, &in) ||
+                (!in.running && !in.revoke_at_ms))
                 b->grants[j] = b->grants[--b->n_grants];
             else
                 j++;
         }
         if (before != b->n_grants) {
             sl_log(SL_LOG_INFO, COMPONENT,
-                   "project %s: %zu grants of instances not running "
-                   "dropped",
-                   b->project, before - b->n_grants);
-            grants_save(s, b);
+                   "project %s: %zu grants of instances not running dropped", b->project,
+                   before - b->n_grants);
+            sv_grants_save(s, b);
         }
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void ag_supervisor_resynced(ag_supervisor *s)
+{
+    ag_supervisor_prune(s);
+    pthread_mutex_lock(&s->mu);
+    s->resynced = 1;
+    for (size_t i = 0; i < s->n; i++) {
+        backend *b = s->b[i];
+        /* an adopted backend no running instance wants is stopped; the others follow their
+         * instances' events and the reboot debounce as always */
+        if (b->adopted && !b->wanted && b->pid > 0 && !b->stopping &&
+            !ag_instances_running_gpu(s->inst, b->project)) {
+            release(s, b, "no running GPU instance of the project after the resync");
+            continue;
+        }
+        sv_send_grant_set(s, b, "resync with libvirt"); /* its grants are exactly these now */
     }
     pthread_mutex_unlock(&s->mu);
 }
 
 static void tick_backend(ag_supervisor *s, backend *b, int64_t now)
 {
-    if (b->pid > 0) {
-        int st;
-        pid_t r = waitpid(b->pid, &st, WNOHANG);
-        if (r == b->pid || (r < 0 && errno == ECHILD)) {
-            char why[128] = "lost (not our child)";
-            if (r == b->pid)
-                describe_exit(st, why, sizeof why);
-            b->pid = 0;
-            b->connected = 0;
-            clear_pending(b);
-            ag_usage_backend_reset(s->usage, b->project);
-            if (b->stopping) {
-                sl_log(SL_LOG_NOTICE, COMPONENT, "project %s: backend stopped (%s)", b->project,
-                       why);
-                b->stopping = 0;
-                b->next_start_ms = now;
-            } else {
-                if (now - b->started_ms > STABLE_MS)
-                    b->backoff_ms = 1000;
-                b->next_start_ms = now + b->backoff_ms;
-                b->restarts++;
-                sl_log(SL_LOG_ERR, COMPONENT,
-                       "project %s: backend %s; restarting in %d ms (restart %d)", b->project, why,
-                       b->backoff_ms, b->restarts);
-                b->backoff_ms *= 2;
-                if (b->backoff_ms > s->cfg->restart_backoff_max_s * 1000)
-                    b->backoff_ms = s->cfg->restart_backoff_max_s * 1000;
-            }
+    char why[160];
+    if (b->pid > 0 && sv_ended(b, why, sizeof why)) {
+        b->pid = 0;
+        b->start = 0;
+        b->connected = 0;
+        b->synced = 0;
+        sv_clear_pending(b);
+        sv_state_update(s, b);
+        /* its sessions ended with it: those without their final record are closed now */
+        ag_usage_backend_ended(s->usage, b->project, why);
+        if (b->stopping) {
+            sl_log(SL_LOG_NOTICE, COMPONENT, "project %s: backend stopped (%s)", b->project, why);
+            b->stopping = 0;
+            b->termed = 0;
+            b->adopted = 0;
+            b->next_start_ms = now;
+        } else {
+            if (now - b->started_ms > STABLE_MS)
+                b->backoff_ms = 1000;
+            b->next_start_ms = now + b->backoff_ms;
+            b->restarts++;
+            sl_log(SL_LOG_ERR, COMPONENT,
+                   "project %s: backend %s; restarting in %d ms (restart %d)", b->project, why,
+                   b->backoff_ms, b->restarts);
+            b->backoff_ms *= 2;
+            if (b->backoff_ms > s->cfg->restart_backoff_max_s * 1000)
+                b->backoff_ms = s->cfg->restart_backoff_max_s * 1000;
+            b->adopted = 0;
         }
     }
     if (b->pid > 0 && b->stopping) {
         if (now >= b->kill_at_ms)
-            kill_backend(b, SIGKILL, "did not stop");
+            sv_kill(b, SIGKILL, "did not stop");
         else if (now >= b->term_at_ms && !b->termed) {
             b->termed = 1;
-            kill(b->pid, SIGTERM);
+            sv_kill(b, SIGTERM, NULL);
         }
         return;
     }
     if (b->pid <= 0) {
         if (b->wanted && now >= b->next_start_ms)
-            spawn(s, b, now);
+            sv_spawn(s, b, now);
         return;
     }
     if (!b->connected) {
         if (now - b->started_ms > HELLO_MS) {
-            kill_backend(b, SIGKILL, "no hello on the control channel within 30 s");
+            sv_kill(b, SIGKILL, "no hello on the control channel within 30 s");
             b->started_ms = now;
         }
         return;
     }
     if (now - b->last_heard_ms > SILENCE_MS) {
-        kill_backend(b, SIGKILL, "silent on the control channel for 30 s");
+        sv_kill(b, SIGKILL, "silent on the control channel for 30 s");
         b->last_heard_ms = now;
         return;
     }
-    renew_cert(s, b, now);
-    for (size_t i = 0; i < b->n_pend; i++)
-        if (now - b->pend[i].sent_ms >= RETRANSMIT_MS) {
-            sl_error e;
-            ag_control_send(s->ctl, &b->peer, b->pend[i].buf, b->pend[i].len, &e);
-            b->pend[i].sent_ms = now;
-        }
+    sv_renew_cert(s, b, now);
+    sv_retransmit(s, b, now);
     if (now - b->last_ping_ms >= PING_MS) {
         Sluice__Control__Ping ping = SLUICE__CONTROL__PING__INIT;
         ping.nonce = (uint64_t)now;
         Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
         m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_PING;
         m.ping = &ping;
-        send_ctl(s, b, &m, 0);
+        sv_send_ctl(s, b, &m, 0);
         b->last_ping_ms = now;
     }
 }
@@ -923,7 +454,7 @@ void ag_supervisor_stop_all(ag_supervisor *s)
             b->stopping = 1;
             b->term_at_ms = b->connected ? now + s->cfg->backend_stop_grace_s * 1000 : now;
             b->kill_at_ms = b->term_at_ms + KILL_AFTER_TERM;
-            send_shutdown(s, b, "agent stopping");
+            sv_send_shutdown(s, b, "agent stopping");
         }
     }
     pthread_mutex_unlock(&s->mu);
@@ -946,12 +477,15 @@ void ag_supervisor_free(ag_supervisor *s)
     while (s->n) {
         backend *b = s->b[0];
         if (b->pid > 0) {
-            kill(b->pid, SIGKILL);
-            waitpid(b->pid, NULL, 0);
+            sv_kill(b, SIGKILL, NULL);
+            char why[160];
+            for (int i = 0; i < 200 && !sv_ended(b, why, sizeof why); i++)
+                usleep(10000);
         }
         drop(s, b);
     }
     free(s->b);
+    free(s->st);
     ag_control_close(s->ctl);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -960,7 +494,7 @@ void ag_supervisor_free(ag_supervisor *s)
 int ag_backend_endpoint(ag_supervisor *s, const char *project_id, char *out, size_t n)
 {
     pthread_mutex_lock(&s->mu);
-    backend *b = find(s, project_id);
+    backend *b = sv_find(s, project_id);
     int ok = b && b->pid > 0 && b->connected && !b->stopping;
     if (ok) {
         const char *a = s->cfg->advertise_address;
@@ -970,34 +504,60 @@ int ag_backend_endpoint(ag_supervisor *s, const char *project_id, char *out, siz
     return ok;
 }
 
+int ag_backend_granted(ag_supervisor *s, const char *cert_sha256_hex, char *instance, size_t n)
+{
+    pthread_mutex_lock(&s->mu);
+    int ok = 0;
+    int64_t now = time(NULL);
+    for (size_t k = 0; k < s->n && !ok; k++) {
+        backend *b = s->b[k];
+        for (size_t i = 0; i < b->n_grants && !ok; i++)
+            if (!strcmp(b->grants[i].sha, cert_sha256_hex) && b->grants[i].not_after > now) {
+                snprintf(instance, n, "%s", b->grants[i].uuid);
+                ok = 1;
+            }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
 void ag_backend_grant(ag_supervisor *s, const ag_instance *inst, const char *cert_sha256_hex,
                       int64_t not_after)
 {
-    if (!hex64(cert_sha256_hex)) {
+    if (!sv_hex64(cert_sha256_hex)) {
         sl_log(SL_LOG_ERR, COMPONENT, "instance %s: grant with a malformed fingerprint ignored",
                inst->uuid);
         return;
     }
     pthread_mutex_lock(&s->mu);
-    backend *b = find_or_add(s, inst->project_id);
+    backend *b = sv_find_or_add(s, inst->project_id);
     if (b) {
-        add_grant(b, inst->uuid, cert_sha256_hex, not_after);
-        grants_save(s, b);
+        sv_grant_add(b, inst->uuid, cert_sha256_hex, not_after);
+        sv_grants_save(s, b);
         sl_log(SL_LOG_NOTICE, COMPONENT, "instance %s (project %s): granted certificate %.16s...",
                inst->uuid, inst->project_id, cert_sha256_hex);
         grant g;
         snprintf(g.uuid, sizeof g.uuid, "%s", inst->uuid);
         snprintf(g.sha, sizeof g.sha, "%s", cert_sha256_hex);
         g.not_after = not_after;
-        send_grant(s, b, &g);
+        sv_send_grant(s, b, &g);
     }
     pthread_mutex_unlock(&s->mu);
+}
+
+/* Sessions of projects whose backend is not running now (it ended while no agent watched)
+ * have ended: the usage store closes those it still holds open. */
+static int project_alive(void *user, const char *project)
+{
+    backend *b = sv_find(user, project);
+    return b && b->pid > 0;
 }
 
 void ag_supervisor_set_usage(ag_supervisor *s, ag_usage *u)
 {
     pthread_mutex_lock(&s->mu);
     s->usage = u;
+    ag_usage_close_orphans(u, project_alive, s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1014,16 +574,25 @@ unsigned ag_supervisor_running(ag_supervisor *s)
 int ag_backend_pid(ag_supervisor *s, const char *project_id)
 {
     pthread_mutex_lock(&s->mu);
-    backend *b = find(s, project_id);
+    backend *b = sv_find(s, project_id);
     int pid = b && b->connected ? (int)b->pid : 0;
     pthread_mutex_unlock(&s->mu);
     return pid;
 }
 
+int ag_backend_port(ag_supervisor *s, const char *project_id)
+{
+    pthread_mutex_lock(&s->mu);
+    backend *b = sv_find(s, project_id);
+    int port = b ? b->port : 0;
+    pthread_mutex_unlock(&s->mu);
+    return port;
+}
+
 int ag_backend_restarts(ag_supervisor *s, const char *project_id)
 {
     pthread_mutex_lock(&s->mu);
-    backend *b = find(s, project_id);
+    backend *b = sv_find(s, project_id);
     int n = b ? b->restarts : 0;
     pthread_mutex_unlock(&s->mu);
     return n;
@@ -1032,7 +601,7 @@ int ag_backend_restarts(ag_supervisor *s, const char *project_id)
 size_t ag_backend_grants(ag_supervisor *s, const char *project_id)
 {
     pthread_mutex_lock(&s->mu);
-    backend *b = find(s, project_id);
+    backend *b = sv_find(s, project_id);
     size_t n = b ? b->n_grants : 0;
     pthread_mutex_unlock(&s->mu);
     return n;

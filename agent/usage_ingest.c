@@ -1,6 +1,7 @@
 /* Usage ingestion: check, complete, commit, acknowledge; lifetimes; metrics. */
 #include "usage_ingest.h"
 
+#include <openssl/rand.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,6 +295,153 @@ void ag_usage_session(ag_usage *u, const char *project, const Sluice__Control__S
     char domain[256];
     domain_of(u, ev->instance_uuid, domain, sizeof domain);
     ag_metrics_session(u->metrics, project, ev->instance_uuid, domain, kind);
+    sl_error e;
+    if (kind == AG_SESSION_OPENED && ev->session_id &&
+        ag_usage_store_session_opened(u->store, project, ev->session_id, ev->instance_uuid,
+                                      now_ns(), &e) != SL_OK)
+        sl_log(SL_LOG_WARNING, COMPONENT, "%s (the session is closed from its records only)",
+               e.msg);
+}
+
+/* ---------------------------------------------------------------- closing what a backend left */
+
+typedef struct closer {
+    queued q; /* the record and its completion */
+    char id[37], project[65], instance[40], flavor[256], gpu[65];
+    uint64_t session;
+    int64_t start, end;
+} closer;
+
+typedef struct closing {
+    closer *c;
+    size_t n, cap;
+    int (*keep)(void *user, const char *project); /* 1: leave this project's sessions open */
+    void *user;
+    int64_t end; /* 0: each at its last known time */
+} closing;
+
+static int collect(const ag_usage_open *o, void *ud)
+{
+    closing *cl = ud;
+    if (cl->keep && cl->keep(cl->user, o->project))
+        return 0;
+    if (cl->n == cl->cap) {
+        size_t cap = cl->cap ? cl->cap * 2 : 16;
+        closer *v = realloc(cl->c, cap * sizeof *v);
+        if (!v)
+            return 1;
+        cl->c = v;
+        cl->cap = cap;
+    }
+    closer *c = &cl->c[cl->n++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->project, sizeof c->project, "%s", o->project);
+    snprintf(c->instance, sizeof c->instance, "%s", o->instance);
+    snprintf(c->flavor, sizeof c->flavor, "%s", o->flavor);
+    snprintf(c->gpu, sizeof c->gpu, "%s", o->gpu_uuid);
+    c->session = o->session_id;
+    c->start = o->last_end_ns > o->opened_ns ? o->last_end_ns : o->opened_ns;
+    c->end = cl->end > c->start ? cl->end : c->start;
+    return 0;
+}
+
+static void record_id(char out[37])
+{
+    uint8_t r[16];
+    if (RAND_bytes(r, sizeof r) != 1)
+        for (size_t i = 0; i < sizeof r; i++)
+            r[i] = (uint8_t)(rand() & 0xff);
+    r[6] = (uint8_t)((r[6] & 0x0f) | 0x40);
+    r[8] = (uint8_t)((r[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0],
+             r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13],
+             r[14], r[15]);
+}
+
+/* Writes a final record marked closed_by_agent for each open session of the projects cl keeps
+ * not (project: only that one), in one transaction. */
+static void close_open(ag_usage *u, const char *project, closing *cl, const char *why)
+{
+    sl_error e;
+    if (ag_usage_store_open_sessions(u->store, project, collect, cl, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, COMPONENT, "%s (open sessions not closed)", e.msg);
+        free(cl->c);
+        return;
+    }
+    if (!cl->n) {
+        free(cl->c);
+        return;
+    }
+    const Sluice__Control__UsageRecord **recs = calloc(cl->n, sizeof *recs);
+    unsigned char *is_new = calloc(cl->n, 1);
+    for (size_t i = 0; recs && is_new && i < cl->n; i++) {
+        closer *c = &cl->c[i];
+        record_id(c->id);
+        Sluice__Control__UsageRecord *r = &c->q.rec;
+        sluice__control__usage_record__init(r);
+        r->record_id = c->id;
+        r->instance_uuid = c->instance;
+        r->project_id = c->project;
+        r->flavor = c->flavor;
+        r->gpu_uuid = c->gpu;
+        r->session_id = c->session;
+        r->interval_start_ns = c->start;
+        r->interval_end_ns = c->end;
+        r->measurement = "none";
+        r->final = 1;
+        r->closed_by_agent = 1;
+        complete(u, &c->q);
+        recs[i] = r;
+    }
+    sl_code rc = recs && is_new
+                     ? ag_usage_store_put(u->store, recs, cl->n, (int64_t)time(NULL), is_new, &e)
+                     : sl_fail(&e, SL_ERR_NOMEM, "out of memory");
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERR, COMPONENT, "usage store: %zu sessions not closed: %s", cl->n, e.msg);
+    } else {
+        for (size_t i = 0; i < cl->n; i++) {
+            closer *c = &cl->c[i];
+            sl_log(SL_LOG_WARNING, COMPONENT,
+                   "project %s: session %llu of instance %s closed by the agent (its backend %s): "
+                   "record %s, not measured for the last %.1f s",
+                   c->project, (unsigned long long)c->session, c->instance, why, c->id,
+                   (double)(c->end - c->start) / 1e9);
+            if (!is_new[i])
+                continue;
+            sl_usage_rec row;
+            ag_usage_record_row(&c->q.rec, &row);
+            ag_metrics_record(u->metrics, &row);
+            count(u, &u->st.stored, 1);
+        }
+        uint64_t pending;
+        if (ag_usage_store_pending(u->store, &pending, &e) == SL_OK)
+            ag_metrics_pending(u->metrics, pending);
+        if (u->stored)
+            u->stored(u->stored_user);
+    }
+    free(recs);
+    free(is_new);
+    free(cl->c);
+}
+
+void ag_usage_backend_ended(ag_usage *u, const char *project, const char *why)
+{
+    if (!u)
+        return;
+    ag_metrics_sessions_reset(u->metrics, project);
+    closing cl = {0};
+    cl.end = now_ns();
+    close_open(u, project, &cl, why);
+}
+
+void ag_usage_close_orphans(ag_usage *u, int (*alive)(void *user, const char *project), void *user)
+{
+    if (!u)
+        return;
+    closing cl = {0};
+    cl.keep = alive;
+    cl.user = user;
+    close_open(u, NULL, &cl, "ended while no agent was running");
 }
 
 void ag_usage_backend_reset(ag_usage *u, const char *project)

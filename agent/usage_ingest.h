@@ -47,10 +47,18 @@ typedef void (*ag_usage_ack_fn)(void *user, const char *project, char *const *id
 /* Commits what ag_usage_take queued, acknowledges, frees the queued reports. */
 void ag_usage_commit(ag_usage *u, ag_usage_ack_fn ack, void *user);
 
-/* A SessionEvent from the backend of project (open-session gauge). */
+/* A SessionEvent from the backend of project: the open-session gauge, and for OPENED the
+ * store's open sessions (what ag_usage_backend_ended closes). */
 void ag_usage_session(ag_usage *u, const char *project, const Sluice__Control__SessionEvent *ev);
-/* The project's backend exited or said hello again: it has no sessions. */
+/* The project's backend said hello: its sessions are counted again from its reports. */
 void ag_usage_backend_reset(ag_usage *u, const char *project);
+/* The project's backend ended (why: its exit): every session of it the store holds open (no
+ * final record came) is closed with a final record marked closed_by_agent, from the end of its
+ * last record (or its opening) to now, measuring nothing (docs/usage.md). */
+void ag_usage_backend_ended(ag_usage *u, const char *project, const char *why);
+/* At the agent's start: the open sessions of every project for which alive() says no backend
+ * runs (it ended while no agent watched) are closed the same way, at their last known time. */
+void ag_usage_close_orphans(ag_usage *u, int (*alive)(void *user, const char *project), void *user);
 
 /* Lifetime heartbeat (when the set of running GPU instances changed, else every
  * AG_USAGE_BEAT_S) and health gauges; cheap to call often. */

@@ -64,6 +64,8 @@ int ag_usage_record_check(const Sluice__Control__UsageRecord *r, const char *pro
         return bad(why, n, "%s: not a project id (1..64 hex digits and '-')", "project_id");
     if (project && strcmp(project, r->project_id))
         return bad(why, n, "%s: not the project of the backend that sent it", "project_id");
+    if (r->closed_by_agent)
+        return bad(why, n, "%s: only the agent writes it", "closed_by_agent");
     const struct {
         const char *name, *v;
         size_t max;
@@ -120,6 +122,7 @@ void ag_usage_record_row(const Sluice__Control__UsageRecord *r, sl_usage_rec *o)
     o->gpu_share = r->gpu_share;
     o->start_ns = r->interval_start_ns;
     o->end_ns = r->interval_end_ns;
+    o->closed_by_agent = r->closed_by_agent;
     o->gpu_busy_ns = r->gpu_busy_ns;
     o->kernel_ns = r->kernel_ns;
     o->kernels = r->kernels;

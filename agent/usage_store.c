@@ -3,18 +3,10 @@
  * session ids as their two's complement). */
 #include "usage_store.h"
 
-#include <pthread.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sluice/db.h"
-
-struct ag_usage_store {
-    sqlite3 *db;
-    pthread_mutex_t mu;
-    int readonly;
-};
+#include "usage_store_internal.h"
 
 static const char *const schema_v1[] = {
     "CREATE TABLE records ("
@@ -80,15 +72,22 @@ static const char *const schema_v1[] = {
     NULL,
 };
 
-static sl_code db_fail(ag_usage_store *s, sl_error *e, const char *what)
-{
-    return sl_fail(e, SL_ERR_IO, "usage store: %s: %s", what, sqlite3_errmsg(s->db));
-}
-
-static sl_code exec1(ag_usage_store *s, const char *sql, sl_error *e)
-{
-    return sl_db_exec(s->db, "usage store", sql, e);
-}
+/* Version 2: records the agent wrote to close a session whose backend ended without its final
+ * record, and the sessions open now (usage_store_sessions.c). */
+static const char *const schema_v2[] = {
+    "ALTER TABLE records ADD COLUMN closed_by_agent INTEGER NOT NULL DEFAULT 0",
+    "CREATE TABLE open_sessions ("
+    " project TEXT NOT NULL,"
+    " session_id INTEGER NOT NULL,"
+    " instance TEXT NOT NULL,"
+    " flavor TEXT NOT NULL,"
+    " gpu_uuid TEXT NOT NULL,"
+    " opened_ns INTEGER NOT NULL,"
+    " last_end_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (project, session_id))",
+    "PRAGMA user_version = 2",
+    NULL,
+};
 
 static sl_code migrate(ag_usage_store *s, sl_error *e)
 {
@@ -101,8 +100,8 @@ static sl_code migrate(ag_usage_store *s, sl_error *e)
                        AG_USAGE_STORE_SCHEMA);
     if (s->readonly)
         return sl_fail(e, SL_ERR_CONFIG, "usage store: no usage schema (not an agent usage db?)");
-    static const char *const *const steps[] = {schema_v1};
-    return sl_db_migrate(s->db, "usage store", v, steps, 1, e);
+    static const char *const *const steps[] = {schema_v1, schema_v2};
+    return sl_db_migrate(s->db, "usage store", v, steps, 2, e);
 }
 
 sl_code ag_usage_store_open(const char *path, int readonly, ag_usage_store **out, sl_error *e)
@@ -139,45 +138,13 @@ void ag_usage_store_close(ag_usage_store *s)
     free(s);
 }
 
-/* ------------------------------------------------------------------------------ helpers */
-
-static sl_code prep(ag_usage_store *s, const char *sql, sqlite3_stmt **st, sl_error *e)
-{
-    if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
-        return db_fail(s, e, "preparing a statement");
-    return SL_OK;
-}
-
-static void text(sqlite3_stmt *st, int i, const char *v)
-{
-    sqlite3_bind_text(st, i, v ? v : "", -1, SQLITE_STATIC);
-}
-
-static const char *col(sqlite3_stmt *st, int i)
-{
-    return sl_db_text(st, i);
-}
-
-static uint64_t u64(sqlite3_stmt *st, int i)
-{
-    return (uint64_t)sqlite3_column_int64(st, i);
-}
-
-static void copy(char *dst, size_t cap, const char *src)
-{
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 /* ------------------------------------------------------------------------------ records */
 
 #define RECORD_COLS                                                                                \
     "record_id, instance, project, flavor, gpu_uuid, session_id, start_ns, end_ns, gpu_busy_ns, "  \
     "kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water, calls, errors, throttled_ns, " \
-    "quota_refusals, measurement, final, instance_name, domain, sla_tier, gpu_share"
+    "quota_refusals, measurement, final, instance_name, domain, sla_tier, gpu_share, "             \
+    "closed_by_agent"
 
 static sl_code insert(ag_usage_store *s, sqlite3_stmt *st, const Sluice__Control__UsageRecord *r,
                       int64_t now_s, int *added, sl_error *e)
@@ -205,7 +172,8 @@ static sl_code insert(ag_usage_store *s, sqlite3_stmt *st, const Sluice__Control
     text(st, 22, r->domain_name);
     text(st, 23, r->sla_tier);
     sqlite3_bind_double(st, 24, r->gpu_share);
-    sqlite3_bind_int64(st, 25, now_s);
+    sqlite3_bind_int(st, 25, r->closed_by_agent ? 1 : 0);
+    sqlite3_bind_int64(st, 26, now_s);
     if (sqlite3_step(st) != SQLITE_DONE)
         return db_fail(s, e, "storing a usage record");
     *added = sqlite3_changes(s->db) > 0;
@@ -241,7 +209,7 @@ sl_code ag_usage_store_put(ag_usage_store *s, const Sluice__Control__UsageRecord
     sl_code rc = prep(s,
                       "INSERT OR IGNORE INTO records(" RECORD_COLS ", received) VALUES (?1, ?2, "
                       "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-                      "?19, ?20, ?21, ?22, ?23, ?24, ?25)",
+                      "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
                       &st, e);
     if (rc == SL_OK)
         rc =
@@ -261,6 +229,8 @@ sl_code ag_usage_store_put(ag_usage_store *s, const Sluice__Control__UsageRecord
         rc = insert(s, st, recs[i], now_s, &added, e);
         if (rc == SL_OK && added)
             rc = add_total(s, tot, recs[i], e);
+        if (rc == SL_OK && added)
+            rc = ag_us_session_record(s, recs[i], e);
         if (is_new)
             is_new[i] = (unsigned char)added;
     }
@@ -301,6 +271,7 @@ static void row_of(sqlite3_stmt *st, sl_usage_rec *r)
     r->domain = col(st, 21);
     r->tier = col(st, 22);
     r->gpu_share = sqlite3_column_double(st, 23);
+    r->closed_by_agent = sqlite3_column_int(st, 24) != 0;
 }
 
 sl_code ag_usage_store_records(ag_usage_store *s, int64_t from_ns, int64_t to_ns,
@@ -424,6 +395,7 @@ static Sluice__Control__UsageRecord *rec_of(sqlite3_stmt *st)
     r->domain_name = sdup(col(st, 21), &oom);
     r->sla_tier = sdup(col(st, 22), &oom);
     r->gpu_share = sqlite3_column_double(st, 23);
+    r->closed_by_agent = sqlite3_column_int(st, 24) != 0;
     if (oom) {
         free_rec(r);
         return NULL;
@@ -530,154 +502,4 @@ sl_code ag_usage_store_pending(ag_usage_store *s, uint64_t *n, sl_error *e)
 sl_code ag_usage_store_count(ag_usage_store *s, uint64_t *n, sl_error *e)
 {
     return count_where(s, "SELECT count(*) FROM records", n, e);
-}
-
-/* ------------------------------------------------------------------------------ lifetimes */
-
-/* Extends the instance's latest lifetime or starts one. */
-static sl_code beat(ag_usage_store *s, const ag_usage_alive *a, int64_t now_ns, sl_error *e)
-{
-    sqlite3_stmt *st;
-    sl_code rc = prep(s,
-                      "SELECT start_ns, end_ns FROM lifetimes WHERE instance = ?1 "
-                      "ORDER BY start_ns DESC LIMIT 1",
-                      &st, e);
-    if (rc != SL_OK)
-        return rc;
-    text(st, 1, a->instance);
-    int r = sqlite3_step(st);
-    int extend = 0;
-    int64_t start = now_ns;
-    if (r == SQLITE_ROW) {
-        int64_t end = sqlite3_column_int64(st, 1);
-        if (end >= now_ns - (int64_t)AG_USAGE_LIFE_GAP_S * 1000000000LL) {
-            extend = 1;
-            start = sqlite3_column_int64(st, 0);
-        }
-    } else if (r != SQLITE_DONE) {
-        sqlite3_finalize(st);
-        return db_fail(s, e, "reading a lifetime");
-    }
-    sqlite3_finalize(st);
-    rc = prep(s,
-              extend ? "UPDATE lifetimes SET end_ns = max(end_ns, ?3), open = 1, project = ?4, "
-                       "name = ?5, domain = ?6, flavor = ?7, sla_tier = ?8, gpu_share = ?9 "
-                       "WHERE instance = ?1 AND start_ns = ?2"
-                     : "INSERT OR REPLACE INTO lifetimes(instance, start_ns, end_ns, open, "
-                       "project, name, domain, flavor, sla_tier, gpu_share) "
-                       "VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, ?7, ?8, ?9)",
-              &st, e);
-    if (rc != SL_OK)
-        return rc;
-    text(st, 1, a->instance);
-    sqlite3_bind_int64(st, 2, start);
-    sqlite3_bind_int64(st, 3, now_ns);
-    text(st, 4, a->project);
-    text(st, 5, a->name);
-    text(st, 6, a->domain);
-    text(st, 7, a->flavor);
-    text(st, 8, a->tier);
-    sqlite3_bind_double(st, 9, a->gpu_share);
-    r = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return r == SQLITE_DONE ? SL_OK : db_fail(s, e, "writing a lifetime");
-}
-
-sl_code ag_usage_store_heartbeat(ag_usage_store *s, const ag_usage_alive *a, size_t n,
-                                 int64_t now_ns, sl_error *e)
-{
-    pthread_mutex_lock(&s->mu);
-    sl_code rc = exec1(s, "BEGIN IMMEDIATE", e);
-    for (size_t i = 0; rc == SL_OK && i < n; i++)
-        rc = beat(s, &a[i], now_ns, e);
-    if (rc == SL_OK) {
-        sqlite3_stmt *st;
-        rc = prep(s,
-                  "UPDATE lifetimes SET open = 0, end_ns = CASE WHEN end_ns >= ?2 THEN ?1 ELSE "
-                  "end_ns END WHERE open = 1 AND end_ns < ?1",
-                  &st, e);
-        if (rc == SL_OK) {
-            sqlite3_bind_int64(st, 1, now_ns);
-            sqlite3_bind_int64(st, 2, now_ns - (int64_t)AG_USAGE_LIFE_RECENT_S * 1000000000LL);
-            if (sqlite3_step(st) != SQLITE_DONE)
-                rc = db_fail(s, e, "closing lifetimes");
-            sqlite3_finalize(st);
-        }
-    }
-    if (rc == SL_OK)
-        rc = exec1(s, "COMMIT", e);
-    if (rc != SL_OK)
-        exec1(s, "ROLLBACK", NULL);
-    pthread_mutex_unlock(&s->mu);
-    return rc;
-}
-
-sl_code ag_usage_store_lives(ag_usage_store *s, int64_t from_ns, int64_t to_ns, const char *project,
-                             ag_usage_life_cb cb, void *ud, sl_error *e)
-{
-    pthread_mutex_lock(&s->mu);
-    sqlite3_stmt *st;
-    sl_code rc = prep(s,
-                      "SELECT instance, project, name, flavor, sla_tier, domain, gpu_share, "
-                      "start_ns, end_ns, open FROM lifetimes WHERE end_ns >= ?1 AND start_ns < ?2 "
-                      "AND (?3 IS NULL OR project = ?3) ORDER BY instance, start_ns",
-                      &st, e);
-    if (rc == SL_OK) {
-        sqlite3_bind_int64(st, 1, from_ns);
-        sqlite3_bind_int64(st, 2, to_ns);
-        if (project)
-            text(st, 3, project);
-        int r;
-        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-            sl_usage_life l = {col(st, 0),
-                               col(st, 1),
-                               col(st, 2),
-                               col(st, 3),
-                               col(st, 4),
-                               col(st, 5),
-                               sqlite3_column_double(st, 6),
-                               sqlite3_column_int64(st, 7),
-                               sqlite3_column_int64(st, 8),
-                               sqlite3_column_int(st, 9)};
-            if (cb(&l, ud) != 0) {
-                r = SQLITE_DONE;
-                break;
-            }
-        }
-        if (r != SQLITE_DONE)
-            rc = db_fail(s, e, "reading lifetimes");
-        sqlite3_finalize(st);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
-}
-
-sl_code ag_usage_store_info(ag_usage_store *s, const char *instance, ag_usage_info *out, int *found,
-                            sl_error *e)
-{
-    *found = 0;
-    memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&s->mu);
-    sqlite3_stmt *st;
-    sl_code rc = prep(s,
-                      "SELECT name, domain, flavor, sla_tier, gpu_share FROM lifetimes "
-                      "WHERE instance = ?1 ORDER BY start_ns DESC LIMIT 1",
-                      &st, e);
-    if (rc == SL_OK) {
-        text(st, 1, instance);
-        int r = sqlite3_step(st);
-        if (r == SQLITE_ROW) {
-            copy(out->name, sizeof out->name, col(st, 0));
-            copy(out->domain, sizeof out->domain, col(st, 1));
-            copy(out->flavor, sizeof out->flavor, col(st, 2));
-            copy(out->tier, sizeof out->tier, col(st, 3));
-            out->gpu_share = sqlite3_column_double(st, 4);
-            *found = 1;
-        } else if (r != SQLITE_DONE) {
-            rc = db_fail(s, e, "reading a lifetime");
-        }
-        sqlite3_finalize(st);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
 }

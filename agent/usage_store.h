@@ -7,7 +7,9 @@
  *   lifetimes: spans during which an instance ran here (the SLA entitlement's wall time),
  *              kept by a heartbeat from the instance table;
  *   totals:    running sums per (project, instance, domain, gpu_uuid), updated in the same
- *              transaction as the records: the metrics' starting point.
+ *              transaction as the records: the metrics' starting point;
+ *   open_sessions: the sessions a backend reported opened (or sent records of) and whose final
+ *              record has not come: what the agent closes when that backend ends.
  * Schema version in PRAGMA user_version. Thread-safe: every call takes the store's mutex.
  * Reference: docs/usage.md. */
 #ifndef AG_USAGE_STORE_H
@@ -20,7 +22,7 @@
 #include "sluice/usage_report.h"
 #include "sluice_control.pb-c.h"
 
-#define AG_USAGE_STORE_SCHEMA 1
+#define AG_USAGE_STORE_SCHEMA 2
 /* A lifetime whose last heartbeat is older than this is not extended: a new one starts. */
 #define AG_USAGE_LIFE_GAP_S 300
 /* An open lifetime whose instance is no longer alive ends at the closing heartbeat when its
@@ -83,6 +85,21 @@ typedef struct ag_usage_alive {
  * closed: at now_ns when its last heartbeat is within AG_USAGE_LIFE_RECENT_S, else there. */
 sl_code ag_usage_store_heartbeat(ag_usage_store *s, const ag_usage_alive *a, size_t n,
                                  int64_t now_ns, sl_error *e);
+
+/* ---- open sessions (the agent closes them when their backend ends: docs/usage.md) */
+typedef struct ag_usage_open {
+    const char *project, *instance, *flavor, *gpu_uuid;
+    uint64_t session_id;
+    int64_t opened_ns, last_end_ns; /* last_end_ns: the end of its latest record, 0 if none */
+} ag_usage_open;
+/* A backend reported the session opened (kept as it is when already known). */
+sl_code ag_usage_store_session_opened(ag_usage_store *s, const char *project, uint64_t session_id,
+                                      const char *instance, int64_t now_ns, sl_error *e);
+/* The open sessions (project NULL: all), ordered by project and session; rows are valid during
+ * the callback only. */
+typedef int (*ag_usage_open_cb)(const ag_usage_open *o, void *ud);
+sl_code ag_usage_store_open_sessions(ag_usage_store *s, const char *project, ag_usage_open_cb cb,
+                                     void *ud, sl_error *e);
 
 /* What the latest lifetime says about an instance (for records of instances that are gone). */
 typedef struct ag_usage_info {

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "sluice/call_facts.h"
 #include "sluice/log.h"
 
 enum { W_NONE = 0, W_KERNEL = 1, W_COPY = 2 };
@@ -46,144 +47,36 @@ static int64_t clock_ns(clockid_t id)
 
 /* ---------------------------------------------------------------- what a call is */
 
-static void copy2d(const ProtobufCBinaryData *p, struct work *w)
-{
-    CUDA_MEMCPY2D c;
-    if (p->len != sizeof c)
-        return;
-    memcpy(&c, p->data, sizeof c);
-    int from_host = c.srcMemoryType == CU_MEMORYTYPE_HOST;
-    int to_host = c.dstMemoryType == CU_MEMORYTYPE_HOST;
-    w->dir = from_host && !to_host ? D_HTOD : to_host && !from_host ? D_DTOH : D_NONE;
-    w->bytes = (uint64_t)c.WidthInBytes * c.Height;
-}
-
-static void copy3d(const ProtobufCBinaryData *p, struct work *w)
-{
-    CUDA_MEMCPY3D c;
-    if (p->len != sizeof c)
-        return;
-    memcpy(&c, p->data, sizeof c);
-    int from_host = c.srcMemoryType == CU_MEMORYTYPE_HOST;
-    int to_host = c.dstMemoryType == CU_MEMORYTYPE_HOST;
-    w->dir = from_host && !to_host ? D_HTOD : to_host && !from_host ? D_DTOH : D_NONE;
-    w->bytes = (uint64_t)c.WidthInBytes * c.Height * c.Depth;
-}
-
-#define K(id, field)                                                                               \
-    case SL_CALL_##id:                                                                             \
-        w->kind = W_KERNEL;                                                                        \
-        w->launch = 1;                                                                             \
-        w->stream = c->field ? c->field->h_stream : 0;                                             \
-        return
-#define CP(id, field, d)                                                                           \
-    case SL_CALL_##id:                                                                             \
-        w->kind = W_COPY;                                                                          \
-        w->dir = d;                                                                                \
-        w->bytes = c->field ? c->field->byte_count : 0;                                            \
-        return
-#define CPA(id, field, d)                                                                          \
-    case SL_CALL_##id:                                                                             \
-        w->kind = W_COPY;                                                                          \
-        w->dir = d;                                                                                \
-        w->bytes = c->field ? c->field->byte_count : 0;                                            \
-        w->stream = c->field ? c->field->h_stream : 0;                                             \
-        return
-#define MS(id)                                                                                     \
-    case SL_CALL_##id:                                                                             \
-        w->kind = W_COPY;                                                                          \
-        return
-#define MSA(id, field)                                                                             \
-    case SL_CALL_##id:                                                                             \
-        w->kind = W_COPY;                                                                          \
-        w->stream = c->field ? c->field->h_stream : 0;                                             \
-        return
-
-static void classify(const Sluice__Wire__Call *c, struct work *w)
+/* What the table says of a call's device work (acct=, sluice/call_facts.h). */
+static void classify(const Sluice__Wire__Call *c, const struct sl_call_info *ci, struct work *w)
 {
     memset(w, 0, sizeof *w);
-    switch (c->call_id) {
-        K(cuLaunchKernel, cu_launch_kernel);
-        K(cuLaunchCooperativeKernel, cu_launch_cooperative_kernel);
-    case SL_CALL_cuLaunchKernelEx: {
-        CUlaunchConfig cfg;
-        w->kind = W_KERNEL;
+    if (!ci)
+        return;
+    switch (ci->acct) {
+    case SL_ACCT_LAUNCH: /* a kernel, counted as a launch */
         w->launch = 1;
-        if (c->cu_launch_kernel_ex && c->cu_launch_kernel_ex->config.len == sizeof cfg) {
-            memcpy(&cfg, c->cu_launch_kernel_ex->config.data, sizeof cfg);
-            w->stream = (uint64_t)(uintptr_t)cfg.hStream;
-        }
-        return;
-    }
-    case SL_CALL_cuGraphLaunch: /* timed as kernel work; not counted as a kernel launch */
         w->kind = W_KERNEL;
-        w->stream = c->cu_graph_launch ? c->cu_graph_launch->h_stream : 0;
-        return;
-        CP(cuMemcpyHtoD_v2, cu_memcpy_hto_d_v2, D_HTOD);
-        CP(cuMemcpyDtoH_v2, cu_memcpy_dto_h_v2, D_DTOH);
-        CP(cuMemcpyDtoD_v2, cu_memcpy_dto_d_v2, D_NONE);
-        CP(cuMemcpy, cu_memcpy, D_NONE);
-        CP(cuMemcpyPeer, cu_memcpy_peer, D_NONE);
-        CPA(cuMemcpyHtoDAsync_v2, cu_memcpy_hto_dasync_v2, D_HTOD);
-        CPA(cuMemcpyDtoHAsync_v2, cu_memcpy_dto_hasync_v2, D_DTOH);
-        CPA(cuMemcpyDtoDAsync_v2, cu_memcpy_dto_dasync_v2, D_NONE);
-        CPA(cuMemcpyAsync, cu_memcpy_async, D_NONE);
-        CPA(cuMemcpyPeerAsync, cu_memcpy_peer_async, D_NONE);
-        CP(cuMemcpyHtoA_v2, cu_memcpy_hto_a_v2, D_HTOD);
-        CP(cuMemcpyAtoH_v2, cu_memcpy_ato_h_v2, D_DTOH);
-        CPA(cuMemcpyHtoAAsync_v2, cu_memcpy_hto_aasync_v2, D_HTOD);
-        CPA(cuMemcpyAtoHAsync_v2, cu_memcpy_ato_hasync_v2, D_DTOH);
-        CP(cuMemcpyDtoA_v2, cu_memcpy_dto_a_v2, D_NONE);
-        CP(cuMemcpyAtoD_v2, cu_memcpy_ato_d_v2, D_NONE);
-        CP(cuMemcpyAtoA_v2, cu_memcpy_ato_a_v2, D_NONE);
-    case SL_CALL_cuMemcpy2D_v2:
+        break;
+    case SL_ACCT_KERNEL: /* graph launches: timed as kernel work, not counted as a launch */
+        w->kind = W_KERNEL;
+        break;
+    case SL_ACCT_COPY: {
+        enum sl_call_dir d = SL_DIR_NONE;
         w->kind = W_COPY;
-        if (c->cu_memcpy2_d_v2)
-            copy2d(&c->cu_memcpy2_d_v2->p_copy, w);
-        return;
-    case SL_CALL_cuMemcpy2DUnaligned_v2:
-        w->kind = W_COPY;
-        if (c->cu_memcpy2_dunaligned_v2)
-            copy2d(&c->cu_memcpy2_dunaligned_v2->p_copy, w);
-        return;
-    case SL_CALL_cuMemcpy2DAsync_v2:
-        w->kind = W_COPY;
-        if (c->cu_memcpy2_dasync_v2) {
-            copy2d(&c->cu_memcpy2_dasync_v2->p_copy, w);
-            w->stream = c->cu_memcpy2_dasync_v2->h_stream;
-        }
-        return;
-    case SL_CALL_cuMemcpy3D_v2:
-        w->kind = W_COPY;
-        if (c->cu_memcpy3_d_v2)
-            copy3d(&c->cu_memcpy3_d_v2->p_copy, w);
-        return;
-    case SL_CALL_cuMemcpy3DAsync_v2:
-        w->kind = W_COPY;
-        if (c->cu_memcpy3_dasync_v2) {
-            copy3d(&c->cu_memcpy3_dasync_v2->p_copy, w);
-            w->stream = c->cu_memcpy3_dasync_v2->h_stream;
-        }
-        return;
-        MS(cuMemsetD8_v2);
-        MS(cuMemsetD16_v2);
-        MS(cuMemsetD32_v2);
-        MS(cuMemsetD2D8_v2);
-        MS(cuMemsetD2D16_v2);
-        MS(cuMemsetD2D32_v2);
-        MSA(cuMemsetD8Async, cu_memset_d8_async);
-        MSA(cuMemsetD16Async, cu_memset_d16_async);
-        MSA(cuMemsetD32Async, cu_memset_d32_async);
-        MSA(cuMemsetD2D8Async, cu_memset_d2_d8_async);
-        MSA(cuMemsetD2D16Async, cu_memset_d2_d16_async);
-        MSA(cuMemsetD2D32Async, cu_memset_d2_d32_async);
-    case SL_CALL_cuEventRecord:
-    case SL_CALL_cuEventRecordWithFlags:
-        w->neutral = 1; /* a marker on the stream: the run goes on across it */
+        w->bytes = sl_call_copy_bytes(c, &d);
+        w->dir = d == SL_DIR_HTOD ? D_HTOD : d == SL_DIR_DTOH ? D_DTOH : D_NONE;
+        break;
+    }
+    case SL_ACCT_MARKER: /* an event record: the run goes on across it */
+        w->neutral = 1;
         return;
     default:
         return;
     }
+    uint64_t st;
+    if (sl_call_stream(c, &st))
+        w->stream = st;
 }
 
 /* ---------------------------------------------------------------- events */
@@ -511,7 +404,7 @@ void be_acct_call_begin(sl_be_session *s, const Sluice__Wire__Call *call)
     if (!a || !a->timing)
         return;
     struct work w;
-    classify(call, &w);
+    classify(call, sl_call_lookup(call->call_id), &w);
     if (w.neutral)
         return;
     if (w.kind == W_NONE) {
@@ -552,15 +445,15 @@ void be_acct_call_end(sl_be_session *s, const Sluice__Wire__Call *call, CUresult
     if (!a)
         return;
     be_acct_mem_publish(s);
+    const struct sl_call_info *ci = sl_call_lookup(call->call_id);
     struct work w;
-    classify(call, &w);
+    classify(call, ci, &w);
     if (w.kind == W_NONE)
         return;
-    /* a synchronous copy or memset (and DtoHAsync, which the backend completes) is done when
-     * it returns: its run ends now, not after the reply has been sent */
-    const struct sl_call_info *ci = sl_call_lookup(call->call_id);
-    if (a->timing &&
-        ((ci && !(ci->flags & SL_CALL_ASYNC)) || call->call_id == SL_CALL_cuMemcpyDtoHAsync_v2))
+    /* a synchronous copy or memset (and an async one the backend completes before it returns,
+     * idle=completes-stream: DtoHAsync) is done when it returns: its run ends now, not after
+     * the reply has been sent */
+    if (a->timing && ((ci->flags & SL_CALL_ASYNC) == 0 || ci->idle == SL_IDLE_COMPLETES_STREAM))
         runs_close_all(s);
     if (rc != CUDA_SUCCESS)
         return;

@@ -198,12 +198,17 @@ void be_acct_tick(sl_be_session *s);
  * counts a refusal), the session's memory after a call, cuMemGetInfo's figures. */
 int be_acct_mem_admit(sl_be_session *s, uint64_t want, char *why, size_t n);
 /* The bytes a CUDA array of these dimensions counts for (quota.c; UINT64_MAX on overflow). */
-uint64_t be_array_bytes(uint64_t w, uint64_t h, uint64_t d, unsigned format, unsigned channels);
 void be_acct_mem_publish(sl_be_session *s);
 void be_acct_meminfo(sl_be_session *s, uint64_t *free_, uint64_t *total);
 /* Device memory the guest is told it has (SessionAccept: min(device, quota)). */
 uint64_t be_acct_total_mem(const sl_be_session *s, uint64_t device_total);
-void be_register_quota(struct sl_be_dispatch_entry *t); /* cuMemGetInfo and the allocations */
+/* The quota layer (quota.c) around a call the table marks quota=: before the handler admits
+ * what an allocation asks (*asked: its bytes), after it publishes what the session holds,
+ * takes back a padded allocation over the quota, holds or releases an array's bytes, or
+ * answers cuMemGetInfo within the quota. Both return the call's result. */
+CUresult be_quota_before(struct sl_be_call *c, const struct sl_call_info *ci, uint64_t *asked);
+CUresult be_quota_after(struct sl_be_call *c, const struct sl_call_info *ci, uint64_t asked,
+                        CUresult rc);
 
 /* ---------------------------------------------------------------- usage.c */
 /* The figures of one record, as accounting.c gathers them. */

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "sluice/backend_dispatch.h"
+#include "sluice/backend_handlers.h"
 #include "sluice/backend_hooks.h"
 #include "sluice/channel.h"
 #include "sluice/driver_api.h"
@@ -30,18 +31,20 @@
 #define BE_COMPONENT "sluice-backend"
 
 /* ---------------------------------------------------------------- limits */
-#define BE_MAX_BULK_PER_CALL ((uint64_t)64 << 20) /* HtoD data, params, images, DtoH replies */
-#define BE_MAX_QUEUED_CALLS  (16384u)             /* calls waiting in one session's queue */
-#define BE_MAX_QUEUED_BYTES  ((size_t)320 << 20)  /* bulk waiting in one session's queue */
-#define BE_MAX_HANDLES       (1u << 20)           /* live handles per session */
-#define BE_MAX_ALLOCS        (1u << 20)           /* live device ranges per session */
-#define BE_MAX_CONTEXTS      64u                  /* contexts per session */
-#define BE_MAX_PARAMS        1024u                /* kernel parameters per function */
-#define BE_MAX_PARAM_BYTES   32768u               /* kernel parameter buffer */
-#define BE_MAX_STDOUT        ((size_t)1 << 20)    /* printf bytes kept for one reply */
-#define BE_IMAGE_CACHE_BYTES ((size_t)512 << 20)  /* in-process image cache */
-#define BE_IMAGE_CACHE_COUNT 1024u
-#define BE_IMAGE_STORE_BYTES ((uint64_t)1 << 30) /* images on disk (--state-dir), per tenant */
+#define BE_MAX_BULK_PER_CALL  ((uint64_t)64 << 20)  /* HtoD data, params, images, DtoH replies */
+#define BE_MAX_BULK_PER_FRAME ((uint64_t)128 << 20) /* all calls of one CallFrame */
+#define BE_MAX_REPLY_QUEUE    ((size_t)192 << 20)   /* replies waiting for one guest to read */
+#define BE_MAX_QUEUED_CALLS   (16384u)              /* calls waiting in one session's queue */
+#define BE_MAX_QUEUED_BYTES   ((size_t)320 << 20)   /* bulk waiting in one session's queue */
+#define BE_MAX_HANDLES        (1u << 20)            /* live handles per session */
+#define BE_MAX_ALLOCS         (1u << 20)            /* live device ranges per session */
+#define BE_MAX_CONTEXTS       64u                   /* contexts per session */
+#define BE_MAX_PARAMS         1024u                 /* kernel parameters per function */
+#define BE_MAX_PARAM_BYTES    32768u                /* kernel parameter buffer */
+#define BE_MAX_STDOUT         ((size_t)1 << 20)     /* printf bytes kept for one reply */
+#define BE_IMAGE_CACHE_BYTES  ((size_t)512 << 20)   /* in-process image cache */
+#define BE_IMAGE_CACHE_COUNT  1024u
+#define BE_IMAGE_STORE_BYTES  ((uint64_t)1 << 30) /* images on disk (--state-dir), per tenant */
 
 /* SLA accounting: measurement, quota, share, usage records (docs/accounting.md) */
 #include "accounting.h"
@@ -204,13 +207,8 @@ struct sl_be_session {
     size_t n_ctxs;
     uint64_t cur_ctx; /* id of the context current on the worker, UINT64_MAX = unknown */
     struct be_deferred def;
-    uint64_t last_parent;   /* module/library looked up by the running call */
-    uint64_t *primary_ids;  /* per device ordinal */
-    const uint8_t *in_bulk; /* the running call's bulk */
-    uint64_t in_bulk_len;
-    uint8_t *out_bulk; /* bulk for the running call's reply (malloc'd) */
-    uint64_t out_bulk_len;
-    uint8_t *stdout_buf; /* printf output not yet delivered */
+    uint64_t *primary_ids; /* per device ordinal */
+    uint8_t *stdout_buf;   /* printf output not yet delivered */
     size_t stdout_len;
     uint64_t calls, errors;
     struct { /* the session thread's own figures, logged at the end (session.c) */
@@ -261,24 +259,11 @@ CUresult be_ctx_ensure(sl_be_session *s, struct be_ctx *c);
 CUresult be_ctx_add(sl_be_session *s, CUcontext ctx, int ordinal, int primary, uint64_t *id);
 void be_ctx_forget(sl_be_session *s, uint64_t id); /* drops its handles and ranges too */
 
-/* Runs one call on the worker. reply is filled (seq, call_id, result, out, detail). */
-CUresult be_run_call(sl_be_session *s, const Sluice__Wire__Call *call, const uint8_t *bulk,
-                     Sluice__Wire__Reply *reply);
-
-/* The dispatch table with the hand handlers registered. */
-extern struct sl_be_dispatch_entry be_table[SL_CALL_ID_MAX + 1];
-void be_dispatch_setup(void);
-void be_register_copy(struct sl_be_dispatch_entry *t);
-void be_register_module(struct sl_be_dispatch_entry *t);
-void be_register_launch(struct sl_be_dispatch_entry *t);
-void be_register_callback(struct sl_be_dispatch_entry *t);
-void be_register_session(struct sl_be_dispatch_entry *t);
-/* occupancy.c; registered from be_register_launch (launch.c) so that session.c's setup needs
- * no change. */
-void be_register_occupancy(struct sl_be_dispatch_entry *t);
-void be_register_pool(struct sl_be_dispatch_entry *t);    /* pool.c */
-void be_register_pointer(struct sl_be_dispatch_entry *t); /* pointer.c */
-void be_register_mapped(struct sl_be_dispatch_entry *t);  /* mapped.c */
+/* Runs one call on the worker: context, sticky errors, printf, then be_layers_run. The caller
+ * builds c (session, call, reply, bulk in) and owns the reply bulk the handler leaves in it. */
+CUresult be_run_call(struct sl_be_call *c);
+/* layers.c: accounting and the quota around the dispatch table's handler. */
+CUresult be_layers_run(struct sl_be_call *c, const struct sl_call_info *ci);
 
 /* ---------------------------------------------------------------- mapped.c */
 /* Attaches to a synchronous reply the bytes device work changed in mapped host memory;
@@ -286,14 +271,6 @@ void be_register_mapped(struct sl_be_dispatch_entry *t);  /* mapped.c */
 void be_mapped_collect(sl_be_session *s, Sluice__Wire__Reply *reply);
 void be_mapped_collect_done(Sluice__Wire__Reply *reply);
 void be_mapped_release_all(sl_be_session *s);
-void be_register_graph(struct sl_be_dispatch_entry *t);   /* graph.c */
-void be_register_texture(struct sl_be_dispatch_entry *t); /* texture.c */
-/* Registered by be_register_graph: stream attributes, virtual memory management, JIT linker. */
-void be_register_stream_attr(struct sl_be_dispatch_entry *t); /* stream_attr.c */
-/* Bytes of one channel element of an array format; 0 for formats it does not know (texture.c). */
-size_t be_format_bytes(CUarray_format f);
-void be_register_vmm(struct sl_be_dispatch_entry *t);  /* vmm.c */
-void be_register_link(struct sl_be_dispatch_entry *t); /* link.c */
 /* Session end, after its contexts are gone: frees the graph state (graph_life.c), which also
  * frees the VMM bookkeeping (be_vmm_release) and the link states (be_link_release). */
 void be_graph_release(sl_be_session *s);
@@ -311,9 +288,6 @@ void be_link_release(sl_be_session *s);
         }                                                                                          \
         rp_;                                                                                       \
     })
-/* Sets reply->detail (a Sluice-side refusal reason). */
-void be_detail(Sluice__Wire__Reply *reply, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 /* Stream id -> native (0, legacy, per-thread pass through). */
 CUresult be_stream(sl_be_session *s, uint64_t id, CUstream *out);
 /* 1 when st (the _ptsz variant's when per_thread) is capturing into a graph. */
@@ -331,6 +305,10 @@ void be_images_clear(void);
 /* Checks that an image of format (1 fatbin behind a rebuilt wrapper, 2 fatbin, 3 ELF, 4 PTX)
  * is entirely inside its len bytes, so the driver never reads past it. */
 CUresult be_image_validate(const uint8_t *p, uint64_t len, uint32_t format);
+/* The same bounds checks for a cuLinkAddData_v2 input of CUjitInputType type: cubin and
+ * object ELF, PTX NUL-terminated, fatbin, ar archive of ELF objects; NVVM IR is refused
+ * (CUDA_ERROR_NOT_SUPPORTED), an unknown type is CUDA_ERROR_INVALID_VALUE. */
+CUresult be_link_input_validate(const uint8_t *p, uint64_t len, uint32_t type);
 
 /* ---------------------------------------------------------------- image_store.c */
 /* Images on disk across sessions, in dir (STATE_DIR/images; "" or NULL: none). get returns the
@@ -378,6 +356,7 @@ unsigned be_default_spin_us(void);
 /* ---------------------------------------------------------------- server.c */
 struct be_config {
     const char *project, *listen, *cert, *key, *ca, *driver, *control, *allow, *state_dir;
+    const char *control_key; /* --control-key FILE: the agent's key (control.c) */
     /* Set by main: each session runs in `worker_exe --session-worker FD ...` (worker.c) and
      * the server never loads the driver. NULL (unit tests): sessions run on threads of this
      * process with the api/devs given to be_server_run. */
@@ -448,6 +427,8 @@ static inline int be_ring_alloc(uint64_t head, uint64_t tail, uint64_t cap, uint
     return 0;
 }
 #define BE_IPC_RECORD   ((size_t)65536)              /* largest SOCK_SEQPACKET record */
+#define BE_READ_TURN    ((size_t)1 << 20)            /* read from one worker per loop turn */
+#define BE_READ_TURN_NS 1000000u                     /* or for this long, whichever is less */
 #define BE_IPC_ALIGN(x) (((x) + 15) & ~(uint64_t)15) /* each call's bulk starts aligned */
 struct be_ipc_hdr {
     uint32_t type;
@@ -461,9 +442,14 @@ struct be_ipc_rx {
     uint8_t *msg, *bulk; /* the message being received (msg is NUL terminated) */
     uint8_t *spare;      /* the last record read */
     size_t spare_off, spare_len;
+    size_t budget;     /* nonblocking reads: bytes this turn may still take from the socket, 0
+                        * = no limit; spent: be_ipc_read answers 2 (the channel thread's other
+                        * work comes first, the rest at its next turn) */
+    uint64_t until_ns; /* the same, in time (CLOCK_MONOTONIC); 0 = no limit */
+    int spent;
 };
-/* 1: a message is in rx (then be_ipc_rx_next); 2: nothing more now (nonblock); -1: malformed;
- * -2: EOF or error. */
+/* 1: a message is in rx (then be_ipc_rx_next); 2: nothing more now (nonblock, or the budget is
+ * spent); -1: malformed; -2: EOF or error. */
 int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock);
 void be_ipc_rx_next(struct be_ipc_rx *rx);
 void be_ipc_rx_free(struct be_ipc_rx *rx);
@@ -508,17 +494,29 @@ struct be_control_hooks {
     void *user;
     /* a Grant was applied (its SLA; defaults when it had none) */
     void (*grant)(void *user, const char *uuid, const struct be_sla *sla);
+    /* the socket connected to an agent again (after the hello): report the live sessions */
+    void (*reconnected)(void *user);
 };
+#define BE_CONTROL_KEY_LEN 32    /* bytes; the --control-key file holds them as hex */
+#define BE_ORPHAN_GRACE_MS 15000 /* keyed: longest time without a word from the agent */
 sl_code be_control_open(const char *endpoint, const char *project, const char *listen,
                         struct be_grants *grants, const struct be_control_hooks *hooks,
                         struct be_control **out, sl_error *e);
 void *be_control_socket(struct be_control *c);
+/* --control-key FILE: from now on only messages carrying this key count (see control.c). */
+sl_code be_control_require_key(struct be_control *c, const char *path, sl_error *e);
 /* Handles every waiting control message (non-blocking). */
 void be_control_process(struct be_control *c);
+/* One frame from the agent's socket: decoded, checked and applied (what be_control_process does
+ * with each; the fuzz target tests/fuzz/fuzz_control.c calls it directly). */
+void be_control_handle(struct be_control *c, const void *frame, size_t len);
 void be_control_close(struct be_control *c);
 /* Usage records: queued until the agent acknowledges them, sent again every ms (default
  * BE_USAGE_RESEND_S) and after a reconnection. rec: an encoded UsageRecord. */
 void be_control_set_resend(struct be_control *c, int64_t ms);
+/* Keyed: how long without a word from the agent before the backend ends (default
+ * BE_ORPHAN_GRACE_MS; tests shorten it). */
+void be_control_set_orphan_grace(struct be_control *c, int64_t ms);
 void be_control_usage(struct be_control *c, const uint8_t *rec, size_t len);
 size_t be_control_usage_waiting(const struct be_control *c);
 /* BackendReport{session: SessionEvent{kind (SLUICE__CONTROL__SESSION_EVENT__KIND__*), ...}}. */

@@ -109,26 +109,22 @@ static CUresult enqueue(sl_be_session *s, const Sluice__Wire__Call *call,
     return rc;
 }
 
-static CUresult h_launch_host_func(sl_be_session *s, const struct sl_driver_api *api,
-                                   const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuLaunchHostFunc(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuLaunchHostFuncRequest *rq = call->cu_launch_host_func;
     return enqueue(s, call, reply, rq->h_stream, rq->fn, rq->user_data);
 }
 
-static CUresult h_stream_add_callback(sl_be_session *s, const struct sl_driver_api *api,
-                                      const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuStreamAddCallback(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuStreamAddCallbackRequest *rq = call->cu_stream_add_callback;
     if (rq->flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     return enqueue(s, call, reply, rq->h_stream, rq->callback, rq->user_data);
-}
-
-void be_register_callback(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuLaunchHostFunc].handler = h_launch_host_func;
-    t[SL_CALL_cuStreamAddCallback].handler = h_stream_add_callback;
 }

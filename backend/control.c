@@ -10,6 +10,13 @@
  * (hello first), BackendControl from the agent. Every BackendControl is answered with
  * BackendReport{ack{control_seq, ok, detail}}; ping is answered with pong.
  *
+ * With --control-key FILE (the agent always gives one) the backend trusts only messages that
+ * carry the key in that file (BackendControl.agent_key), holds new sessions (refuses them) until
+ * the agent's GrantSet has told it its complete grants, holds them again as soon as the agent's
+ * socket disconnects, and ends every session and exits (the shutdown hook) when no keyed message
+ * came for BE_ORPHAN_GRACE_MS: a backend whose agent is gone cannot be revoked, so it does not
+ * outlive it by more than that (docs/agent.md, "When the agent restarts").
+ *
  * Usage records (docs/accounting.md) go out one per BackendReport{usage} and stay in the queue
  * (usage_queue.c) until a UsageAck names them; they are sent again every --usage-resend seconds
  * and, with the hello, whenever the socket connects again (a socket monitor sees it). Session
@@ -21,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <openssl/crypto.h>
 #include <zmq.h>
 
 #include "backend.h"
@@ -43,6 +51,7 @@ struct be_grant {
 struct be_grants {
     struct be_grant *g;
     size_t n, cap;
+    int held; /* keyed control and no agent's GrantSet since start or disconnection */
 };
 
 struct be_grants *be_grants_new(void)
@@ -206,6 +215,12 @@ int be_grants_check(const struct be_grants *g, const char *project, const sl_pee
         snprintf(why, n, "no client certificate");
         return 1;
     }
+    if (g->held) {
+        snprintf(why, n,
+                 "the host's sluice-agent is not connected to this backend; new sessions "
+                 "are admitted again once it is back (retry in a few seconds)");
+        return 1;
+    }
     if (strcmp(id->project_id, project) != 0) {
         snprintf(why, n, "project %s is not this backend's project", id->project_id);
         return 1;
@@ -239,6 +254,12 @@ struct be_control {
     struct be_uq *usage;
     int64_t resend_ms;
     unsigned connects; /* ZMQ_EVENT_CONNECTED seen */
+    int keyed;         /* --control-key given: only messages with key are the agent's */
+    uint8_t key[BE_CONTROL_KEY_LEN];
+    int64_t agent_ms;  /* the last keyed message (or the start) */
+    int64_t orphan_ms; /* BE_ORPHAN_GRACE_MS unless a test set it */
+    int64_t warned_ms; /* the last "message without the key" warning */
+    int orphaned;      /* the shutdown hook ran for want of an agent */
 };
 
 static int64_t mono_ms(void)
@@ -320,6 +341,7 @@ sl_code be_control_open(const char *endpoint, const char *project, const char *l
     c->listen = strdup(listen);
     c->usage = be_uq_new(BE_USAGE_QUEUE_MAX);
     c->resend_ms = (int64_t)BE_USAGE_RESEND_S * 1000;
+    c->orphan_ms = BE_ORPHAN_GRACE_MS;
     if (!c->project || !c->listen || !c->usage) {
         be_control_close(c);
         return sl_fail(e, SL_ERR_NOMEM, "out of memory");
@@ -327,7 +349,7 @@ sl_code be_control_open(const char *endpoint, const char *project, const char *l
     /* a monitor tells reconnections apart (the agent restarted: hello and records again) */
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://sluice-control-monitor-%p", (void *)c);
-    if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_CONNECTED) == 0 &&
+    if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == 0 &&
         (c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) != NULL) {
         zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero);
         if (zmq_connect(c->mon, mon) != 0) {
@@ -351,42 +373,122 @@ void be_control_set_resend(struct be_control *c, int64_t ms)
         c->resend_ms = ms;
 }
 
+void be_control_set_orphan_grace(struct be_control *c, int64_t ms)
+{
+    if (c && ms > 0)
+        c->orphan_ms = ms;
+}
+
 void *be_control_socket(struct be_control *c)
 {
     return c ? c->sock : NULL;
 }
 
+/* NULL when g is a grant the backend can apply, else why not. */
+static const char *grant_invalid(const Sluice__Control__Grant *g, struct be_sla *sla, char *why,
+                                 size_t n)
+{
+    if (!g || !g->instance_uuid || !uuid_ok(g->instance_uuid))
+        return "grant without a valid instance uuid";
+    if (g->cert_sha256.len != 0 && g->cert_sha256.len != 32)
+        return "cert_sha256 is not 32 bytes";
+    if (sla_from(g->sla, sla, why, n) != 0)
+        return why;
+    return NULL;
+}
+
+static void apply_grant(struct be_control *c, const Sluice__Control__Grant *g,
+                        const struct be_sla *sla)
+{
+    be_grants_add(c->grants, g->instance_uuid, g->cert_sha256.data, g->cert_sha256.len,
+                  g->not_after_unix);
+    be_grants_set_sla(c->grants, g->instance_uuid, g->sla ? sla : NULL);
+    if (c->hooks.grant)
+        c->hooks.grant(c->hooks.user, g->instance_uuid, sla);
+    sl_log(SL_LOG_INFO, BE_COMPONENT, "instance %s granted by the agent (%.64s%s%.64s)",
+           g->instance_uuid, g->domain_name ? g->domain_name : "",
+           g->sla && g->sla->flavor ? ", flavor " : "",
+           g->sla && g->sla->flavor ? g->sla->flavor : "");
+}
+
+/* GrantSet: the agent's complete grants. Every instance granted here and not in the set is
+ * revoked (its live sessions end); then the set is applied. All or nothing: one malformed grant
+ * refuses the whole set (the backend keeps holding new sessions). */
+static void grant_set(struct be_control *c, uint64_t seq, const Sluice__Control__GrantSet *gs)
+{
+    char why[120];
+    struct be_sla sla;
+    for (size_t i = 0; i < gs->n_grants; i++) {
+        const char *bad = grant_invalid(gs->grants[i], &sla, why, sizeof why);
+        if (bad) {
+            char d[200];
+            snprintf(d, sizeof d, "grant set: grant %zu: %s", i, bad);
+            ack(c, seq, 0, d);
+            return;
+        }
+    }
+    const char *reason = gs->reason && *gs->reason ? gs->reason : "grant set";
+    struct be_grants *g = c->grants;
+    size_t revoked = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        int kept = 0;
+        for (size_t j = 0; j < gs->n_grants && !kept; j++)
+            kept = !strcmp(g->g[i].uuid, gs->grants[j]->instance_uuid);
+        if (kept || g->g[i].revoked)
+            continue;
+        char uuid[64], r[200];
+        snprintf(uuid, sizeof uuid, "%s", g->g[i].uuid);
+        snprintf(r, sizeof r, "not granted by the agent any more (%.120s)", reason);
+        be_grants_revoke(g, uuid);
+        if (c->hooks.revoke)
+            c->hooks.revoke(c->hooks.user, uuid, r);
+        revoked++;
+    }
+    for (size_t j = 0; j < gs->n_grants; j++) {
+        sla_from(gs->grants[j]->sla, &sla, why, sizeof why);
+        apply_grant(c, gs->grants[j], &sla);
+    }
+    if (g->held)
+        sl_log(SL_LOG_NOTICE, BE_COMPONENT,
+               "control: the agent's grant set (%.120s): %zu instance%s granted, %zu revoked; "
+               "new sessions are admitted",
+               reason, gs->n_grants, gs->n_grants == 1 ? "" : "s", revoked);
+    g->held = 0;
+    ack(c, seq, 1, "");
+}
+
 static void handle(struct be_control *c, const Sluice__Control__BackendControl *m)
 {
+    if (c->keyed) {
+        if (m->agent_key.len != sizeof c->key ||
+            CRYPTO_memcmp(m->agent_key.data, c->key, sizeof c->key) != 0) {
+            int64_t now = mono_ms();
+            if (now - c->warned_ms >= 60000) {
+                c->warned_ms = now;
+                sl_log(SL_LOG_WARNING, BE_COMPONENT,
+                       "control: a message without this backend's agent key was ignored (not "
+                       "from the agent that started it)");
+            }
+            return;
+        }
+        c->agent_ms = mono_ms();
+    }
     switch (m->kind_case) {
     case SLUICE__CONTROL__BACKEND_CONTROL__KIND_GRANT: {
-        const Sluice__Control__Grant *g = m->grant;
-        if (!g->instance_uuid || !uuid_ok(g->instance_uuid)) {
-            ack(c, m->seq, 0, "grant without a valid instance uuid");
-            return;
-        }
-        if (g->cert_sha256.len != 0 && g->cert_sha256.len != 32) {
-            ack(c, m->seq, 0, "cert_sha256 is not 32 bytes");
-            return;
-        }
         struct be_sla sla;
         char why[120];
-        if (sla_from(g->sla, &sla, why, sizeof why) != 0) {
-            ack(c, m->seq, 0, why);
+        const char *bad = grant_invalid(m->grant, &sla, why, sizeof why);
+        if (bad) {
+            ack(c, m->seq, 0, bad);
             return;
         }
-        be_grants_add(c->grants, g->instance_uuid, g->cert_sha256.data, g->cert_sha256.len,
-                      g->not_after_unix);
-        be_grants_set_sla(c->grants, g->instance_uuid, g->sla ? &sla : NULL);
-        if (c->hooks.grant)
-            c->hooks.grant(c->hooks.user, g->instance_uuid, &sla);
-        sl_log(SL_LOG_INFO, BE_COMPONENT, "instance %s granted by the agent (%s%s%s)",
-               g->instance_uuid, g->domain_name ? g->domain_name : "",
-               g->sla && g->sla->flavor ? ", flavor " : "",
-               g->sla && g->sla->flavor ? g->sla->flavor : "");
+        apply_grant(c, m->grant, &sla);
         ack(c, m->seq, 1, "");
         return;
     }
+    case SLUICE__CONTROL__BACKEND_CONTROL__KIND_GRANT_SET:
+        grant_set(c, m->seq, m->grant_set);
+        return;
     case SLUICE__CONTROL__BACKEND_CONTROL__KIND_REVOKE: {
         const Sluice__Control__Revoke *r = m->revoke;
         if (!r->instance_uuid || !uuid_ok(r->instance_uuid)) {
@@ -451,15 +553,77 @@ static void monitor(struct be_control *c)
             more = zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&ev);
             zmq_msg_close(&ev);
         }
+        if (id == ZMQ_EVENT_DISCONNECTED) {
+            if (c->keyed && !c->grants->held)
+                sl_log(SL_LOG_WARNING, BE_COMPONENT,
+                       "control: the agent disconnected: new sessions are held until it is back; "
+                       "without it for %.1f s this backend ends its sessions and exits",
+                       (double)c->orphan_ms / 1000);
+            if (c->keyed)
+                c->grants->held = 1;
+            continue;
+        }
         if (id != ZMQ_EVENT_CONNECTED || ++c->connects == 1)
             continue;
         sl_log(SL_LOG_NOTICE, BE_COMPONENT,
-               "control: connected to the agent again: hello, and %zu usage record%s not "
-               "acknowledged yet",
+               "control: connected to the agent again: hello, its live sessions, and %zu usage "
+               "record%s not acknowledged yet",
                be_uq_len(c->usage), be_uq_len(c->usage) == 1 ? "" : "s");
+        if (c->keyed)
+            c->grants->held = 1; /* until this agent's grant set */
         hello(c);
+        if (c->hooks.reconnected)
+            c->hooks.reconnected(c->hooks.user);
         be_uq_due(c->usage, mono_ms(), c->resend_ms, 1, send_usage, c);
     }
+}
+
+/* Keyed: no message from the agent for BE_ORPHAN_GRACE_MS ends the backend (once). */
+static void orphan_check(struct be_control *c)
+{
+    if (!c->keyed || c->orphaned || mono_ms() - c->agent_ms < c->orphan_ms)
+        return;
+    c->orphaned = 1;
+    c->grants->held = 1;
+    sl_log(SL_LOG_ERR, BE_COMPONENT,
+           "control: no word from the agent for %.1f s: ending every session and exiting (a "
+           "backend without its agent cannot be revoked)",
+           (double)c->orphan_ms / 1000);
+    if (c->hooks.shutdown)
+        c->hooks.shutdown(c->hooks.user, "no agent");
+}
+
+static int hexval(char ch)
+{
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+sl_code be_control_require_key(struct be_control *c, const char *path, sl_error *e)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return sl_fail(e, SL_ERR_CONFIG, "--control-key %s: %s", path, strerror(errno));
+    char hex[2 * BE_CONTROL_KEY_LEN + 2];
+    size_t n = fread(hex, 1, sizeof hex, f);
+    int more = fgetc(f) != EOF;
+    fclose(f);
+    while (n && (hex[n - 1] == '\n' || hex[n - 1] == '\r'))
+        n--;
+    int ok = !more && n == 2 * BE_CONTROL_KEY_LEN;
+    for (size_t i = 0; ok && i < BE_CONTROL_KEY_LEN; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        ok = hi >= 0 && lo >= 0;
+        if (ok)
+            c->key[i] = (uint8_t)(hi << 4 | lo);
+    }
+    OPENSSL_cleanse(hex, sizeof hex);
+    if (!ok)
+        return sl_fail(e, SL_ERR_CONFIG, "--control-key %s: not %d lowercase hex digits", path,
+                       2 * BE_CONTROL_KEY_LEN);
+    c->keyed = 1;
+    c->agent_ms = mono_ms();
+    c->grants->held = 1; /* until the agent's grant set */
+    return SL_OK;
 }
 
 void be_control_usage(struct be_control *c, const uint8_t *rec, size_t len)
@@ -498,6 +662,7 @@ void be_control_process(struct be_control *c)
     if (!c)
         return;
     monitor(c);
+    orphan_check(c);
     be_uq_due(c->usage, mono_ms(), c->resend_ms, 0, send_usage, c);
     for (int k = 0; k < 256; k++) {
         zmq_msg_t msg;
@@ -508,10 +673,10 @@ void be_control_process(struct be_control *c)
             return;
         }
         int more = zmq_msg_more(&msg);
-        Sluice__Control__BackendControl *m =
-            n > 0 && !more
-                ? sluice__control__backend_control__unpack(NULL, (size_t)n, zmq_msg_data(&msg))
-                : NULL;
+        if (!more)
+            be_control_handle(c, zmq_msg_data(&msg), (size_t)n);
+        else
+            sl_log(SL_LOG_WARNING, BE_COMPONENT, "control: dropped a multi-frame message");
         zmq_msg_close(&msg);
         while (more) { /* multi-frame: not ours; drop the rest */
             zmq_msg_init(&msg);
@@ -521,13 +686,20 @@ void be_control_process(struct be_control *c)
                 more = zmq_msg_more(&msg);
             zmq_msg_close(&msg);
         }
-        if (!m) {
-            sl_log(SL_LOG_WARNING, BE_COMPONENT, "control: dropped an undecodable message");
-            continue;
-        }
-        handle(c, m);
-        sluice__control__backend_control__free_unpacked(m, NULL);
     }
+}
+
+void be_control_handle(struct be_control *c, const void *frame, size_t len)
+{
+    Sluice__Control__BackendControl *m =
+        len > 0 && len <= CTL_MAX_MSG ? sluice__control__backend_control__unpack(NULL, len, frame)
+                                      : NULL;
+    if (!m) {
+        sl_log(SL_LOG_WARNING, BE_COMPONENT, "control: dropped an undecodable message");
+        return;
+    }
+    handle(c, m);
+    sluice__control__backend_control__free_unpacked(m, NULL);
 }
 
 void be_control_close(struct be_control *c)

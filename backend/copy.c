@@ -13,35 +13,37 @@ static CUresult range(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t ptr
 {
     CUresult rc = sl_be_devptr_check(s, ptr, len);
     if (rc != CUDA_SUCCESS)
-        be_detail(reply, "%s 0x%llx+%llu is not memory of this session", what,
-                  (unsigned long long)ptr, (unsigned long long)len);
+        sl_be_detail(reply, "%s 0x%llx+%llu is not memory of this session", what,
+                     (unsigned long long)ptr, (unsigned long long)len);
     return rc;
 }
 
-static CUresult take_bulk(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t n)
+static CUresult take_bulk(struct sl_be_call *c, uint64_t n)
 {
+    Sluice__Wire__Reply *reply = c->reply;
     if (n > BE_MAX_BULK_PER_CALL) {
-        be_detail(reply, "copy of %llu bytes over the 64 MiB per call limit",
-                  (unsigned long long)n);
+        sl_be_detail(reply, "copy of %llu bytes over the 64 MiB per call limit",
+                     (unsigned long long)n);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (s->in_bulk_len != n || (n && !s->in_bulk)) {
-        be_detail(reply, "bulk of %llu bytes for a copy of %llu",
-                  (unsigned long long)s->in_bulk_len, (unsigned long long)n);
+    if (c->in_len != n || (n && !c->in)) {
+        sl_be_detail(reply, "bulk of %llu bytes for a copy of %llu", (unsigned long long)c->in_len,
+                     (unsigned long long)n);
         return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
 }
 
-static CUresult out_bulk(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t n, uint8_t **buf)
+static CUresult out_bulk(struct sl_be_call *c, uint64_t n, uint8_t **buf)
 {
+    Sluice__Wire__Reply *reply = c->reply;
     if (n > BE_MAX_BULK_PER_CALL) {
-        be_detail(reply, "copy of %llu bytes over the 64 MiB per call limit",
-                  (unsigned long long)n);
+        sl_be_detail(reply, "copy of %llu bytes over the 64 MiB per call limit",
+                     (unsigned long long)n);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (s->in_bulk_len) {
-        be_detail(reply, "unexpected bulk with a device-to-host copy");
+    if (c->in_len) {
+        sl_be_detail(reply, "unexpected bulk with a device-to-host copy");
         return CUDA_ERROR_INVALID_VALUE;
     }
     *buf = malloc(n ? n : 1);
@@ -53,25 +55,31 @@ static CUresult out_bulk(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t 
 #define PZ(api, name, call)                                                                        \
     ((call)->per_thread_stream && (api)->name##_ptsz ? (api)->name##_ptsz : (api)->name)
 
-static CUresult h_htod(sl_be_session *s, const struct sl_driver_api *api,
-                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpyHtoD_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemcpyHtoDV2Request *rq = call->cu_memcpy_hto_d_v2;
-    CUresult rc = take_bulk(s, reply, rq->byte_count);
+    CUresult rc = take_bulk(c, rq->byte_count);
     if (rc == CUDA_SUCCESS)
         rc = range(s, reply, rq->dst_device, rq->byte_count, "destination");
     if (rc != CUDA_SUCCESS)
         return rc;
     CUresult (*fn)(CUdeviceptr, const void *, size_t) = PT(api, cuMemcpyHtoD_v2, call);
-    return fn ? fn(rq->dst_device, s->in_bulk, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
+    return fn ? fn(rq->dst_device, c->in, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult h_htod_async(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpyHtoDAsync_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemcpyHtoDAsyncV2Request *rq = call->cu_memcpy_hto_dasync_v2;
     CUstream st;
-    CUresult rc = take_bulk(s, reply, rq->byte_count);
+    CUresult rc = take_bulk(c, rq->byte_count);
     if (rc == CUDA_SUCCESS)
         rc = range(s, reply, rq->dst_device, rq->byte_count, "destination");
     if (rc == CUDA_SUCCESS)
@@ -85,17 +93,20 @@ static CUresult h_htod_async(sl_be_session *s, const struct sl_driver_api *api,
      * call returns */
     CUresult (*fn)(CUdeviceptr, const void *, size_t, CUstream) =
         PZ(api, cuMemcpyHtoDAsync_v2, call);
-    return fn ? fn(rq->dst_device, s->in_bulk, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
+    return fn ? fn(rq->dst_device, c->in, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult h_dtoh(sl_be_session *s, const struct sl_driver_api *api,
-                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpyDtoH_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemcpyDtoHV2Request *rq = call->cu_memcpy_dto_h_v2;
     uint8_t *buf = NULL;
     CUresult rc = range(s, reply, rq->src_device, rq->byte_count, "source");
     if (rc == CUDA_SUCCESS)
-        rc = out_bulk(s, reply, rq->byte_count, &buf);
+        rc = out_bulk(c, rq->byte_count, &buf);
     if (rc != CUDA_SUCCESS)
         return rc;
     CUresult (*fn)(void *, CUdeviceptr, size_t) = PT(api, cuMemcpyDtoH_v2, call);
@@ -104,15 +115,18 @@ static CUresult h_dtoh(sl_be_session *s, const struct sl_driver_api *api,
         free(buf);
         return rc;
     }
-    s->out_bulk = buf;
-    s->out_bulk_len = rq->byte_count;
+    c->out = buf;
+    c->out_len = rq->byte_count;
     return CUDA_SUCCESS;
 }
 
 /* Completes before the reply (docs/remoting.md): the data travels with the reply. */
-static CUresult h_dtoh_async(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpyDtoHAsync_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemcpyDtoHAsyncV2Request *rq = call->cu_memcpy_dto_hasync_v2;
     uint8_t *buf = NULL;
     CUstream st;
@@ -123,7 +137,7 @@ static CUresult h_dtoh_async(sl_be_session *s, const struct sl_driver_api *api,
         rc =
             be_refuse_if_capturing(s, reply, st, call->per_thread_stream, "a copy to guest memory");
     if (rc == CUDA_SUCCESS)
-        rc = out_bulk(s, reply, rq->byte_count, &buf);
+        rc = out_bulk(c, rq->byte_count, &buf);
     if (rc != CUDA_SUCCESS)
         return rc;
     CUresult (*fn)(void *, CUdeviceptr, size_t, CUstream) = PZ(api, cuMemcpyDtoHAsync_v2, call);
@@ -135,50 +149,55 @@ static CUresult h_dtoh_async(sl_be_session *s, const struct sl_driver_api *api,
         free(buf);
         return rc;
     }
-    s->out_bulk = buf;
-    s->out_bulk_len = rq->byte_count;
+    c->out = buf;
+    c->out_len = rq->byte_count;
     return CUDA_SUCCESS;
 }
 
-static CUresult dtod_check(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t dst, uint64_t src,
-                           uint64_t n)
+static CUresult dtod_check(struct sl_be_call *c, uint64_t dst, uint64_t src, uint64_t n)
 {
-    if (s->in_bulk_len) {
-        be_detail(reply, "unexpected bulk with a device-to-device copy");
+    sl_be_session *s = c->s;
+    Sluice__Wire__Reply *reply = c->reply;
+    if (c->in_len) {
+        sl_be_detail(reply, "unexpected bulk with a device-to-device copy");
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult rc = range(s, reply, dst, n, "destination");
     return rc == CUDA_SUCCESS ? range(s, reply, src, n, "source") : rc;
 }
 
-static CUresult h_dtod(sl_be_session *s, const struct sl_driver_api *api,
-                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpyDtoD_v2(struct sl_be_call *c)
 {
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     const Sluice__Cuda__CuMemcpyDtoDV2Request *rq = call->cu_memcpy_dto_d_v2;
-    CUresult rc = dtod_check(s, reply, rq->dst_device, rq->src_device, rq->byte_count);
+    CUresult rc = dtod_check(c, rq->dst_device, rq->src_device, rq->byte_count);
     if (rc != CUDA_SUCCESS)
         return rc;
     CUresult (*fn)(CUdeviceptr, CUdeviceptr, size_t) = PT(api, cuMemcpyDtoD_v2, call);
     return fn ? fn(rq->dst_device, rq->src_device, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult h_memcpy(sl_be_session *s, const struct sl_driver_api *api,
-                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpy(struct sl_be_call *c)
 {
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     const Sluice__Cuda__CuMemcpyRequest *rq = call->cu_memcpy;
-    CUresult rc = dtod_check(s, reply, rq->dst, rq->src, rq->byte_count);
+    CUresult rc = dtod_check(c, rq->dst, rq->src, rq->byte_count);
     if (rc != CUDA_SUCCESS)
         return rc;
     CUresult (*fn)(CUdeviceptr, CUdeviceptr, size_t) = PT(api, cuMemcpy, call);
     return fn ? fn(rq->dst, rq->src, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult h_dtod_async(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpyDtoDAsync_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     const Sluice__Cuda__CuMemcpyDtoDAsyncV2Request *rq = call->cu_memcpy_dto_dasync_v2;
     CUstream st;
-    CUresult rc = dtod_check(s, reply, rq->dst_device, rq->src_device, rq->byte_count);
+    CUresult rc = dtod_check(c, rq->dst_device, rq->src_device, rq->byte_count);
     if (rc == CUDA_SUCCESS)
         rc = be_stream(s, rq->h_stream, &st);
     if (rc != CUDA_SUCCESS)
@@ -188,12 +207,14 @@ static CUresult h_dtod_async(sl_be_session *s, const struct sl_driver_api *api,
     return fn ? fn(rq->dst_device, rq->src_device, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult h_memcpy_async(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpyAsync(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     const Sluice__Cuda__CuMemcpyAsyncRequest *rq = call->cu_memcpy_async;
     CUstream st;
-    CUresult rc = dtod_check(s, reply, rq->dst, rq->src, rq->byte_count);
+    CUresult rc = dtod_check(c, rq->dst, rq->src, rq->byte_count);
     if (rc == CUDA_SUCCESS)
         rc = be_stream(s, rq->h_stream, &st);
     if (rc != CUDA_SUCCESS)
@@ -231,77 +252,31 @@ static CUresult memset_2d(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t
     return range(s, reply, dst, bytes, "memset destination");
 }
 
-static CUresult gen(sl_be_session *s, const struct sl_driver_api *api,
-                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
-{
-    sl_be_handler h = sl_be_generated_table[call->call_id].handler;
-    return h ? h(s, api, call, reply) : CUDA_ERROR_NOT_SUPPORTED;
-}
-
 #define MEMSET1(name, field, elem)                                                                 \
-    static CUresult h_##name(sl_be_session *s, const struct sl_driver_api *api,                    \
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)           \
+    CUresult be_h_##name(struct sl_be_call *c)                                                     \
     {                                                                                              \
-        CUresult rc = memset_1d(s, reply, call->field->dst_device, call->field->n, elem);          \
-        return rc == CUDA_SUCCESS ? gen(s, api, call, reply) : rc;                                 \
+        const Sluice__Wire__Call *call = c->call;                                                  \
+        CUresult rc = memset_1d(c->s, c->reply, call->field->dst_device, call->field->n, elem);    \
+        return rc == CUDA_SUCCESS ? sl_be_gen_##name(c) : rc;                                      \
     }
 #define MEMSET2(name, field, elem)                                                                 \
-    static CUresult h_##name(sl_be_session *s, const struct sl_driver_api *api,                    \
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)           \
+    CUresult be_h_##name(struct sl_be_call *c)                                                     \
     {                                                                                              \
-        CUresult rc = memset_2d(s, reply, call->field->dst_device, call->field->dst_pitch,         \
+        const Sluice__Wire__Call *call = c->call;                                                  \
+        CUresult rc = memset_2d(c->s, c->reply, call->field->dst_device, call->field->dst_pitch,   \
                                 call->field->width, call->field->height, elem);                    \
-        return rc == CUDA_SUCCESS ? gen(s, api, call, reply) : rc;                                 \
+        return rc == CUDA_SUCCESS ? sl_be_gen_##name(c) : rc;                                      \
     }
 
-MEMSET1(d8, cu_memset_d8_v2, 1)
-MEMSET1(d16, cu_memset_d16_v2, 2)
-MEMSET1(d32, cu_memset_d32_v2, 4)
-MEMSET1(d8a, cu_memset_d8_async, 1)
-MEMSET1(d16a, cu_memset_d16_async, 2)
-MEMSET1(d32a, cu_memset_d32_async, 4)
-MEMSET2(d2d8, cu_memset_d2_d8_v2, 1)
-MEMSET2(d2d16, cu_memset_d2_d16_v2, 2)
-MEMSET2(d2d32, cu_memset_d2_d32_v2, 4)
-MEMSET2(d2d8a, cu_memset_d2_d8_async, 1)
-MEMSET2(d2d16a, cu_memset_d2_d16_async, 2)
-MEMSET2(d2d32a, cu_memset_d2_d32_async, 4)
-
-static CUresult h_legacy(sl_be_session *s, const struct sl_driver_api *api,
-                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
-{
-    (void)s;
-    (void)api;
-    be_detail(reply, "%s (32-bit device pointers) is not supported",
-              sl_call_lookup(call->call_id)->name);
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-void be_register_copy(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuMemcpyHtoD_v2].handler = h_htod;
-    t[SL_CALL_cuMemcpyDtoH_v2].handler = h_dtoh;
-    t[SL_CALL_cuMemcpyDtoD_v2].handler = h_dtod;
-    t[SL_CALL_cuMemcpy].handler = h_memcpy;
-    t[SL_CALL_cuMemcpyHtoDAsync_v2].handler = h_htod_async;
-    t[SL_CALL_cuMemcpyDtoHAsync_v2].handler = h_dtoh_async;
-    t[SL_CALL_cuMemcpyDtoDAsync_v2].handler = h_dtod_async;
-    t[SL_CALL_cuMemcpyAsync].handler = h_memcpy_async;
-    t[SL_CALL_cuMemsetD8_v2].handler = h_d8;
-    t[SL_CALL_cuMemsetD16_v2].handler = h_d16;
-    t[SL_CALL_cuMemsetD32_v2].handler = h_d32;
-    t[SL_CALL_cuMemsetD8Async].handler = h_d8a;
-    t[SL_CALL_cuMemsetD16Async].handler = h_d16a;
-    t[SL_CALL_cuMemsetD32Async].handler = h_d32a;
-    t[SL_CALL_cuMemsetD2D8_v2].handler = h_d2d8;
-    t[SL_CALL_cuMemsetD2D16_v2].handler = h_d2d16;
-    t[SL_CALL_cuMemsetD2D32_v2].handler = h_d2d32;
-    t[SL_CALL_cuMemsetD2D8Async].handler = h_d2d8a;
-    t[SL_CALL_cuMemsetD2D16Async].handler = h_d2d16a;
-    t[SL_CALL_cuMemsetD2D32Async].handler = h_d2d32a;
-    static const uint32_t legacy[] = {SL_CALL_cuMemsetD8,    SL_CALL_cuMemsetD16,
-                                      SL_CALL_cuMemsetD32,   SL_CALL_cuMemsetD2D8,
-                                      SL_CALL_cuMemsetD2D16, SL_CALL_cuMemsetD2D32};
-    for (size_t i = 0; i < sizeof legacy / sizeof *legacy; i++)
-        t[legacy[i]].handler = h_legacy;
-}
+MEMSET1(cuMemsetD8_v2, cu_memset_d8_v2, 1)
+MEMSET1(cuMemsetD16_v2, cu_memset_d16_v2, 2)
+MEMSET1(cuMemsetD32_v2, cu_memset_d32_v2, 4)
+MEMSET1(cuMemsetD8Async, cu_memset_d8_async, 1)
+MEMSET1(cuMemsetD16Async, cu_memset_d16_async, 2)
+MEMSET1(cuMemsetD32Async, cu_memset_d32_async, 4)
+MEMSET2(cuMemsetD2D8_v2, cu_memset_d2_d8_v2, 1)
+MEMSET2(cuMemsetD2D16_v2, cu_memset_d2_d16_v2, 2)
+MEMSET2(cuMemsetD2D32_v2, cu_memset_d2_d32_v2, 4)
+MEMSET2(cuMemsetD2D8Async, cu_memset_d2_d8_async, 1)
+MEMSET2(cuMemsetD2D16Async, cu_memset_d2_d16_async, 2)
+MEMSET2(cuMemsetD2D32Async, cu_memset_d2_d32_async, 4)

@@ -42,7 +42,7 @@ CUresult be_g_deps_in(sl_be_session *s, Sluice__Wire__Reply *reply, const uint64
 {
     *out = NULL;
     if (n_ids != num || num > BE_G_MAX_DEPS) {
-        be_detail(reply, "%zu dependencies, %llu announced", n_ids, (unsigned long long)num);
+        sl_be_detail(reply, "%zu dependencies, %llu announced", n_ids, (unsigned long long)num);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!num)
@@ -123,16 +123,18 @@ int be_g_within(const struct be_gstate *st, uint64_t g, uint64_t root)
 /* ---------------------------------------------------------------- kernel nodes */
 
 /* The node params of the pod with native handles and kernelParams rebuilt from the bulk. */
-static CUresult knode_in(sl_be_session *s, Sluice__Wire__Reply *reply,
-                         const ProtobufCBinaryData *pod, CUDA_KERNEL_NODE_PARAMS *p, void **params)
+static CUresult knode_in(struct sl_be_call *c, const ProtobufCBinaryData *pod,
+                         CUDA_KERNEL_NODE_PARAMS *p, void **params)
 {
+    sl_be_session *s = c->s;
+    Sluice__Wire__Reply *reply = c->reply;
     if (pod->len != sizeof *p) {
-        be_detail(reply, "CUDA_KERNEL_NODE_PARAMS of %zu bytes", pod->len);
+        sl_be_detail(reply, "CUDA_KERNEL_NODE_PARAMS of %zu bytes", pod->len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(p, pod->data, sizeof *p);
     if (p->kernelParams || p->extra) {
-        be_detail(reply, "kernel node parameters travel as bulk");
+        sl_be_detail(reply, "kernel node parameters travel as bulk");
         return CUDA_ERROR_INVALID_VALUE;
     }
     uint64_t fid = p->func ? (uint64_t)(uintptr_t)p->func : (uint64_t)(uintptr_t)p->kern;
@@ -154,22 +156,25 @@ static CUresult knode_in(sl_be_session *s, Sluice__Wire__Reply *reply,
             return rc;
         p->ctx = (CUcontext)c;
     }
-    rc = be_params_rebuild(l, s->in_bulk, s->in_bulk_len, params);
+    rc = be_params_rebuild(l, c->in, c->in_len, params);
     if (rc != CUDA_SUCCESS) {
-        be_detail(reply, "parameter buffer of %llu bytes, the kernel's layout needs %llu",
-                  (unsigned long long)s->in_bulk_len, (unsigned long long)l->end);
+        sl_be_detail(reply, "parameter buffer of %llu bytes, the kernel's layout needs %llu",
+                     (unsigned long long)c->in_len, (unsigned long long)l->end);
         return rc;
     }
     p->kernelParams = params;
     return CUDA_SUCCESS;
 }
 
-static CUresult h_add_kernel(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphAddKernelNode_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphAddKernelNodeV2Request *rq = call->cu_graph_add_kernel_node_v2;
     if (rq->n_node_params != 1) {
-        be_detail(reply, "%zu node parameter structures", rq->n_node_params);
+        sl_be_detail(reply, "%zu node parameter structures", rq->n_node_params);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuGraphAddKernelNode_v2)
@@ -185,7 +190,7 @@ static CUresult h_add_kernel(sl_be_session *s, const struct sl_driver_api *api,
     CUDA_KERNEL_NODE_PARAMS p;
     rc = be_g_deps_in(s, reply, rq->dependencies, rq->n_dependencies, rq->num_dependencies, &deps);
     if (rc == CUDA_SUCCESS)
-        rc = knode_in(s, reply, &rq->node_params[0], &p, params);
+        rc = knode_in(c, &rq->node_params[0], &p, params);
     Sluice__Cuda__CuGraphAddKernelNodeV2Reply *rp = NULL;
     if (rc == CUDA_SUCCESS) {
         rp = BE_REPLY(reply, cu_graph_add_kernel_node_v2,
@@ -206,9 +211,11 @@ static CUresult h_add_kernel(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_set_kernel(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphKernelNodeSetParams_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     const Sluice__Cuda__CuGraphKernelNodeSetParamsV2Request *rq =
         call->cu_graph_kernel_node_set_params_v2;
     if (!api->cuGraphKernelNodeSetParams_v2)
@@ -222,16 +229,18 @@ static CUresult h_set_kernel(sl_be_session *s, const struct sl_driver_api *api,
     if (!params)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUDA_KERNEL_NODE_PARAMS p;
-    rc = knode_in(s, reply, &rq->node_params, &p, params);
+    rc = knode_in(c, &rq->node_params, &p, params);
     if (rc == CUDA_SUCCESS)
         rc = api->cuGraphKernelNodeSetParams_v2((CUgraphNode)n, &p);
     free(params);
     return rc;
 }
 
-static CUresult h_exec_set_kernel(sl_be_session *s, const struct sl_driver_api *api,
-                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphExecKernelNodeSetParams_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     const Sluice__Cuda__CuGraphExecKernelNodeSetParamsV2Request *rq =
         call->cu_graph_exec_kernel_node_set_params_v2;
     if (!api->cuGraphExecKernelNodeSetParams_v2)
@@ -248,7 +257,7 @@ static CUresult h_exec_set_kernel(sl_be_session *s, const struct sl_driver_api *
     if (!params)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUDA_KERNEL_NODE_PARAMS p;
-    rc = knode_in(s, reply, &rq->node_params, &p, params);
+    rc = knode_in(c, &rq->node_params, &p, params);
     if (rc == CUDA_SUCCESS)
         rc = api->cuGraphExecKernelNodeSetParams_v2((CUgraphExec)e, (CUgraphNode)n, &p);
     free(params);
@@ -258,9 +267,12 @@ static CUresult h_exec_set_kernel(sl_be_session *s, const struct sl_driver_api *
 /* The node's parameters: func/kern/ctx as ids, kernelParams and extra cleared; the reply's bulk
  * is the layout (uint64 count, count offsets, count sizes) and the parameter values packed at
  * its offsets. */
-static CUresult h_get_kernel(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphKernelNodeGetParams_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphKernelNodeGetParamsV2Request *rq =
         call->cu_graph_kernel_node_get_params_v2;
     if (!api->cuGraphKernelNodeGetParams_v2)
@@ -281,7 +293,7 @@ static CUresult h_get_kernel(sl_be_session *s, const struct sl_driver_api *api,
     if (!fid && p.func)
         fid = be_g_id_of(s, SL_H_FUNCTION, p.func);
     if (!fid) {
-        be_detail(reply, "the node's function is not one of the session's");
+        sl_be_detail(reply, "the node's function is not one of the session's");
         return CUDA_ERROR_INVALID_HANDLE;
     }
     struct be_layout *l;
@@ -299,7 +311,7 @@ static CUresult h_get_kernel(sl_be_session *s, const struct sl_driver_api *api,
     for (uint32_t i = 0; i < l->count; i++) {
         if (!p.kernelParams || !p.kernelParams[i]) {
             free(buf);
-            be_detail(reply, "the driver gave no value for parameter %u", i);
+            sl_be_detail(reply, "the driver gave no value for parameter %u", i);
             return CUDA_ERROR_UNKNOWN;
         }
         memcpy(buf + 8 + 8 * (size_t)i, &l->offsets[i], 8);
@@ -328,8 +340,8 @@ static CUresult h_get_kernel(sl_be_session *s, const struct sl_driver_api *api,
             o->ctx = (CUcontext)(uintptr_t)s->ctxs[i]->id;
     rp->node_params.data = (uint8_t *)o; /* freed with the reply */
     rp->node_params.len = sizeof *o;
-    s->out_bulk = buf;
-    s->out_bulk_len = total;
+    c->out = buf;
+    c->out_len = total;
     return CUDA_SUCCESS;
 }
 
@@ -339,7 +351,7 @@ static CUresult memset_in(sl_be_session *s, Sluice__Wire__Reply *reply,
                           const ProtobufCBinaryData *pod, CUDA_MEMSET_NODE_PARAMS *p)
 {
     if (pod->len != sizeof *p) {
-        be_detail(reply, "CUDA_MEMSET_NODE_PARAMS malformed");
+        sl_be_detail(reply, "CUDA_MEMSET_NODE_PARAMS malformed");
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(p, pod->data, sizeof *p);
@@ -352,17 +364,20 @@ static CUresult memset_in(sl_be_session *s, Sluice__Wire__Reply *reply,
     uint64_t span = (uint64_t)(p->height - 1) * p->pitch + row;
     CUresult rc = sl_be_devptr_check(s, (uint64_t)p->dst, span);
     if (rc != CUDA_SUCCESS)
-        be_detail(reply, "memset node destination outside the session's memory");
+        sl_be_detail(reply, "memset node destination outside the session's memory");
     return rc;
 }
 
-static CUresult h_add_memset(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphAddMemsetNode(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphAddMemsetNodeRequest *rq = call->cu_graph_add_memset_node;
     CUDA_MEMSET_NODE_PARAMS p;
     if (rq->n_memset_params != 1) {
-        be_detail(reply, "CUDA_MEMSET_NODE_PARAMS malformed");
+        sl_be_detail(reply, "CUDA_MEMSET_NODE_PARAMS malformed");
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult rc = memset_in(s, reply, &rq->memset_params[0], &p);
@@ -371,10 +386,10 @@ static CUresult h_add_memset(sl_be_session *s, const struct sl_driver_api *api,
     if (!api->cuGraphAddMemsetNode)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUgraph g;
-    void *c = NULL;
+    void *cx = NULL;
     rc = be_g_graph(s, rq->h_graph, &g);
     if (rc == CUDA_SUCCESS)
-        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &c);
+        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &cx);
     if (rc != CUDA_SUCCESS)
         return rc;
     CUgraphNode *deps = NULL;
@@ -390,7 +405,7 @@ static CUresult h_add_memset(sl_be_session *s, const struct sl_driver_api *api,
     if (rc == CUDA_SUCCESS) {
         CUgraphNode node = NULL;
         rc = api->cuGraphAddMemsetNode(&node, g, deps, (size_t)rq->num_dependencies, &p,
-                                       (CUcontext)c);
+                                       (CUcontext)cx);
         if (rc == CUDA_SUCCESS)
             rc = be_g_node_put(s, rq->h_graph, node, &rp->ph_graph_node);
     }
@@ -398,9 +413,12 @@ static CUresult h_add_memset(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_memset_get(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphMemsetNodeGetParams(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphMemsetNodeGetParamsRequest *rq =
         call->cu_graph_memset_node_get_params;
     if (!api->cuGraphMemsetNodeGetParams)
@@ -423,9 +441,12 @@ static CUresult h_memset_get(sl_be_session *s, const struct sl_driver_api *api,
     return api->cuGraphMemsetNodeGetParams((CUgraphNode)n, p);
 }
 
-static CUresult h_memset_set(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphMemsetNodeSetParams(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphMemsetNodeSetParamsRequest *rq =
         call->cu_graph_memset_node_set_params;
     CUDA_MEMSET_NODE_PARAMS p;
@@ -440,9 +461,12 @@ static CUresult h_memset_set(sl_be_session *s, const struct sl_driver_api *api,
     return rc == CUDA_SUCCESS ? api->cuGraphMemsetNodeSetParams((CUgraphNode)n, &p) : rc;
 }
 
-static CUresult h_exec_memset_set(sl_be_session *s, const struct sl_driver_api *api,
-                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphExecMemsetNodeSetParams(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphExecMemsetNodeSetParamsRequest *rq =
         call->cu_graph_exec_memset_node_set_params;
     CUDA_MEMSET_NODE_PARAMS p;
@@ -451,17 +475,17 @@ static CUresult h_exec_memset_set(sl_be_session *s, const struct sl_driver_api *
         return rc;
     if (!api->cuGraphExecMemsetNodeSetParams)
         return CUDA_ERROR_NOT_SUPPORTED;
-    void *e = NULL, *n = NULL, *c = NULL;
+    void *e = NULL, *n = NULL, *cx = NULL;
     rc = rq->h_graph_exec ? sl_be_handle_get(s, SL_H_GRAPHEXEC, rq->h_graph_exec, &e)
                           : CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS)
         rc = rq->h_node ? sl_be_handle_get(s, SL_H_GRAPHNODE, rq->h_node, &n)
                         : CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS)
-        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &c);
+        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &cx);
     if (rc != CUDA_SUCCESS)
         return rc;
-    return api->cuGraphExecMemsetNodeSetParams((CUgraphExec)e, (CUgraphNode)n, &p, (CUcontext)c);
+    return api->cuGraphExecMemsetNodeSetParams((CUgraphExec)e, (CUgraphNode)n, &p, (CUcontext)cx);
 }
 
 /* ---------------------------------------------------------------- node lists */
@@ -471,7 +495,7 @@ static CUresult list_nodes(sl_be_session *s, uint64_t graph, uint64_t want, int 
                            Sluice__Wire__Reply *reply, uint64_t **ids, size_t *n_ids, uint64_t *num)
 {
     if (want > SL_WIRE_MAX_ARRAY) {
-        be_detail(reply, "%llu nodes asked for", (unsigned long long)want);
+        sl_be_detail(reply, "%llu nodes asked for", (unsigned long long)want);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult (*fn)(CUgraph, CUgraphNode *, size_t *) =
@@ -506,10 +530,11 @@ static CUresult list_nodes(sl_be_session *s, uint64_t graph, uint64_t want, int 
     return rc;
 }
 
-static CUresult h_get_nodes(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphGetNodes(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphGetNodesRequest *rq = call->cu_graph_get_nodes;
     Sluice__Cuda__CuGraphGetNodesReply *rp =
         BE_REPLY(reply, cu_graph_get_nodes, SLUICE__WIRE__REPLY__OUT_CU_GRAPH_GET_NODES,
@@ -520,10 +545,11 @@ static CUresult h_get_nodes(sl_be_session *s, const struct sl_driver_api *api,
                       &rp->num_nodes);
 }
 
-static CUresult h_get_roots(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphGetRootNodes(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphGetRootNodesRequest *rq = call->cu_graph_get_root_nodes;
     Sluice__Cuda__CuGraphGetRootNodesReply *rp = BE_REPLY(
         reply, cu_graph_get_root_nodes, SLUICE__WIRE__REPLY__OUT_CU_GRAPH_GET_ROOT_NODES,
@@ -532,25 +558,4 @@ static CUresult h_get_roots(sl_be_session *s, const struct sl_driver_api *api,
         return CUDA_ERROR_OUT_OF_MEMORY;
     return list_nodes(s, rq->h_graph, rq->num_root_nodes, 1, reply, &rp->root_nodes,
                       &rp->n_root_nodes, &rp->num_root_nodes);
-}
-
-void be_register_graph(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuGraphGetNodes].handler = h_get_nodes;
-    t[SL_CALL_cuGraphGetRootNodes].handler = h_get_roots;
-    t[SL_CALL_cuGraphAddKernelNode_v2].handler = h_add_kernel;
-    t[SL_CALL_cuGraphKernelNodeSetParams_v2].handler = h_set_kernel;
-    t[SL_CALL_cuGraphKernelNodeGetParams_v2].handler = h_get_kernel;
-    t[SL_CALL_cuGraphExecKernelNodeSetParams_v2].handler = h_exec_set_kernel;
-    t[SL_CALL_cuGraphAddMemsetNode].handler = h_add_memset;
-    t[SL_CALL_cuGraphMemsetNodeGetParams].handler = h_memset_get;
-    t[SL_CALL_cuGraphMemsetNodeSetParams].handler = h_memset_set;
-    t[SL_CALL_cuGraphExecMemsetNodeSetParams].handler = h_exec_memset_set;
-    be_register_graph_host(t);
-    be_register_graph_mem(t);
-    be_register_graph_cond(t);
-    be_register_graph_life(t);
-    be_register_stream_attr(t);
-    be_register_vmm(t);
-    be_register_link(t);
 }

@@ -129,9 +129,4 @@ CUresult be_g_clone_allocs(sl_be_session *s, uint64_t orig, uint64_t clone, CUgr
 void be_g_exec_allocs_register(sl_be_session *s, const struct be_gexec *e);
 void be_g_alloc_forget_node(struct be_gstate *st, CUgraphNode n);
 
-void be_register_graph_host(struct sl_be_dispatch_entry *t);
-void be_register_graph_mem(struct sl_be_dispatch_entry *t);
-void be_register_graph_cond(struct sl_be_dispatch_entry *t);
-void be_register_graph_life(struct sl_be_dispatch_entry *t);
-
 #endif

@@ -26,18 +26,21 @@ static struct be_handle *cond_by_value(sl_be_session *s, uint64_t v)
     return NULL;
 }
 
-static CUresult h_cond_create(sl_be_session *s, const struct sl_driver_api *api,
-                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphConditionalHandleCreate(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphConditionalHandleCreateRequest *rq =
         call->cu_graph_conditional_handle_create;
     if (!api->cuGraphConditionalHandleCreate)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUgraph g;
-    void *c = NULL;
+    void *cx = NULL;
     CUresult rc = be_g_graph(s, rq->h_graph, &g);
     if (rc == CUDA_SUCCESS)
-        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &c);
+        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &cx);
     if (rc != CUDA_SUCCESS)
         return rc;
     Sluice__Cuda__CuGraphConditionalHandleCreateReply *rp =
@@ -48,7 +51,7 @@ static CUresult h_cond_create(sl_be_session *s, const struct sl_driver_api *api,
     if (!rp)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUgraphConditionalHandle h = 0;
-    rc = api->cuGraphConditionalHandleCreate(&h, g, (CUcontext)c, rq->default_launch_value,
+    rc = api->cuGraphConditionalHandleCreate(&h, g, (CUcontext)cx, rq->default_launch_value,
                                              rq->flags);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -60,27 +63,30 @@ static CUresult h_cond_create(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_add_cond(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slGraphAddConditional(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__SlGraphAddConditionalRequest *rq = call->sl_graph_add_conditional;
     if (!rq->size || rq->size > MAX_BODIES) {
-        be_detail(reply, "a conditional node of %u bodies", rq->size);
+        sl_be_detail(reply, "a conditional node of %u bodies", rq->size);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuGraphAddNode_v2 && !api->cuGraphAddNode)
         return CUDA_ERROR_NOT_SUPPORTED;
     struct be_handle *ch = cond_by_value(s, rq->handle);
     if (!ch) {
-        be_detail(reply, "conditional handle 0x%llx is not the session's",
-                  (unsigned long long)rq->handle);
+        sl_be_detail(reply, "conditional handle 0x%llx is not the session's",
+                     (unsigned long long)rq->handle);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUgraph g;
-    void *c = NULL;
+    void *cx = NULL;
     CUresult rc = be_g_graph(s, rq->graph, &g);
     if (rc == CUDA_SUCCESS)
-        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &c);
+        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &cx);
     CUgraphNode *deps = NULL;
     if (rc == CUDA_SUCCESS)
         rc = be_g_deps_in(s, reply, rq->deps, rq->n_deps, rq->n_deps, &deps);
@@ -107,7 +113,7 @@ static CUresult h_add_cond(sl_be_session *s, const struct sl_driver_api *api,
         p.conditional.handle = (CUgraphConditionalHandle)rq->handle;
         p.conditional.type = (CUgraphConditionalNodeType)rq->cond_type;
         p.conditional.size = rq->size;
-        p.conditional.ctx = (CUcontext)c;
+        p.conditional.ctx = (CUcontext)cx;
         rc = api->cuGraphAddNode_v2 ? api->cuGraphAddNode_v2(&node, g, deps, NULL, rq->n_deps, &p)
                                     : api->cuGraphAddNode(&node, g, deps, rq->n_deps, &p);
         bodies = p.conditional.phGraph_out;
@@ -133,9 +139,12 @@ static CUresult h_add_cond(sl_be_session *s, const struct sl_driver_api *api,
 
 /* ---------------------------------------------------------------- stream capture */
 
-static CUresult h_capture_info(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slStreamCaptureInfo(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__SlStreamCaptureInfoRequest *rq = call->sl_stream_capture_info;
     CUresult (*fn)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *, const CUgraphNode **,
                    const CUgraphEdgeData **, size_t *) =
@@ -166,11 +175,11 @@ static CUresult h_capture_info(sl_be_session *s, const struct sl_driver_api *api
     if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !g)
         return CUDA_SUCCESS;
     if (n > SL_WIRE_MAX_ARRAY) {
-        be_detail(reply, "%zu capture dependencies", n);
+        sl_be_detail(reply, "%zu capture dependencies", n);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     rp->graph = be_g_id_of(s, SL_H_GRAPH, g);
-    if (!rp->graph && (rc = sl_be_handle_put(s, SL_H_GRAPH, g, &rp->graph)) != CUDA_SUCCESS)
+    if (!rp->graph && (rc = sl_be_handle_put(s, SL_H_GRAPH, g, 0, &rp->graph)) != CUDA_SUCCESS)
         return rc;
     if (n && !(rp->nodes = malloc(n * sizeof *rp->nodes)))
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -190,9 +199,12 @@ static CUresult h_capture_info(sl_be_session *s, const struct sl_driver_api *api
     return CUDA_SUCCESS;
 }
 
-static CUresult h_capture_update(sl_be_session *s, const struct sl_driver_api *api,
-                                 const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slStreamUpdateCapture(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__SlStreamUpdateCaptureRequest *rq = call->sl_stream_update_capture;
     CUresult (*v2)(CUstream, CUgraphNode *, const CUgraphEdgeData *, size_t, unsigned) =
         rq->per_thread && api->cuStreamUpdateCaptureDependencies_v2_ptsz
@@ -203,7 +215,7 @@ static CUresult h_capture_update(sl_be_session *s, const struct sl_driver_api *a
             ? api->cuStreamUpdateCaptureDependencies_ptsz
             : api->cuStreamUpdateCaptureDependencies;
     if (rq->edges.len && rq->edges.len != rq->n_nodes * sizeof(CUgraphEdgeData)) {
-        be_detail(reply, "%zu bytes of edge data for %zu nodes", rq->edges.len, rq->n_nodes);
+        sl_be_detail(reply, "%zu bytes of edge data for %zu nodes", rq->edges.len, rq->n_nodes);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!v2 && (!v1 || rq->edges.len))
@@ -226,12 +238,4 @@ static CUresult h_capture_update(sl_be_session *s, const struct sl_driver_api *a
     free(edges);
     free(nodes);
     return rc;
-}
-
-void be_register_graph_cond(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuGraphConditionalHandleCreate].handler = h_cond_create;
-    t[SL_CALL_slGraphAddConditional].handler = h_add_cond;
-    t[SL_CALL_slStreamCaptureInfo].handler = h_capture_info;
-    t[SL_CALL_slStreamUpdateCapture].handler = h_capture_update;
 }

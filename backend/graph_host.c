@@ -50,8 +50,8 @@ static CUresult side_check(sl_be_session *s, Sluice__Wire__Reply *reply, struct 
             return CUDA_ERROR_INVALID_VALUE;
         CUresult rc = sl_be_devptr_check(s, start, span);
         if (rc != CUDA_SUCCESS)
-            be_detail(reply, "%s of a memcpy node outside the session's memory",
-                      is_src ? "source" : "destination");
+            sl_be_detail(reply, "%s of a memcpy node outside the session's memory",
+                         is_src ? "source" : "destination");
         return rc;
     }
     case CU_MEMORYTYPE_ARRAY: {
@@ -62,7 +62,7 @@ static CUresult side_check(sl_be_session *s, Sluice__Wire__Reply *reply, struct 
         return rc;
     }
     default:
-        be_detail(reply, "memory type %d in a memcpy node", (int)*d.type);
+        sl_be_detail(reply, "memory type %d in a memcpy node", (int)*d.type);
         return CUDA_ERROR_INVALID_VALUE;
     }
 }
@@ -81,7 +81,7 @@ CUresult be_g_copy_check(sl_be_session *s, Sluice__Wire__Reply *reply, CUDA_MEMC
                         &c->dstHeight};
     int sh = c->srcMemoryType == CU_MEMORYTYPE_HOST, dh = c->dstMemoryType == CU_MEMORYTYPE_HOST;
     if (sh && dh) {
-        be_detail(reply, "memcpy nodes between two host buffers are not supported");
+        sl_be_detail(reply, "memcpy nodes between two host buffers are not supported");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     *kind = sh ? BE_GI_H2D : dh ? BE_GI_D2H : 0;
@@ -91,8 +91,8 @@ CUresult be_g_copy_check(sl_be_session *s, Sluice__Wire__Reply *reply, CUDA_MEMC
         if (!c->WidthInBytes || !c->Height || !c->Depth ||
             __builtin_mul_overflow((uint64_t)c->WidthInBytes, (uint64_t)c->Height, &n) ||
             __builtin_mul_overflow(n, (uint64_t)c->Depth, &n) || n > BE_G_MAX_STAGING) {
-            be_detail(reply, "memcpy node of %zu x %zu x %zu bytes with a host side",
-                      c->WidthInBytes, c->Height, c->Depth);
+            sl_be_detail(reply, "memcpy node of %zu x %zu x %zu bytes with a host side",
+                         c->WidthInBytes, c->Height, c->Depth);
             return CUDA_ERROR_INVALID_VALUE;
         }
         *len = n;
@@ -138,11 +138,11 @@ static struct be_gitem *item_new(struct be_gstate *st, Sluice__Wire__Reply *repl
                                  uint64_t len)
 {
     if (st->n_items >= BE_G_MAX_ITEMS) {
-        be_detail(reply, "the session holds its maximum of %u host graph nodes", BE_G_MAX_ITEMS);
+        sl_be_detail(reply, "the session holds its maximum of %u host graph nodes", BE_G_MAX_ITEMS);
         return NULL;
     }
     if (len > BE_G_MAX_STAGING - st->staging) {
-        be_detail(reply, "graph nodes on guest memory over the session's 1 GiB of staging");
+        sl_be_detail(reply, "graph nodes on guest memory over the session's 1 GiB of staging");
         return NULL;
     }
     if (be_g_grow((void **)&st->items, &st->cap_items, st->n_items, sizeof *st->items))
@@ -298,7 +298,7 @@ static CUresult copy_pod(Sluice__Wire__Reply *reply, const ProtobufCBinaryData *
                          CUDA_MEMCPY3D *c)
 {
     if (pod->len != sizeof *c) {
-        be_detail(reply, "CUDA_MEMCPY3D of %zu bytes", pod->len);
+        sl_be_detail(reply, "CUDA_MEMCPY3D of %zu bytes", pod->len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(c, pod->data, sizeof *c);
@@ -333,21 +333,24 @@ static CUresult copy_prepare(sl_be_session *s, Sluice__Wire__Reply *reply,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_add_memcpy(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphAddMemcpyNode(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphAddMemcpyNodeRequest *rq = call->cu_graph_add_memcpy_node;
     if (rq->n_copy_params != 1) {
-        be_detail(reply, "%zu copy parameter structures", rq->n_copy_params);
+        sl_be_detail(reply, "%zu copy parameter structures", rq->n_copy_params);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuGraphAddMemcpyNode)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUgraph g;
-    void *c = NULL;
+    void *cx = NULL;
     CUresult rc = be_g_graph(s, rq->h_graph, &g);
     if (rc == CUDA_SUCCESS)
-        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &c);
+        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &cx);
     CUgraphNode *deps = NULL;
     if (rc == CUDA_SUCCESS)
         rc = be_g_deps_in(s, reply, rq->dependencies, rq->n_dependencies, rq->num_dependencies,
@@ -368,7 +371,7 @@ static CUresult h_add_memcpy(sl_be_session *s, const struct sl_driver_api *api,
     CUgraphNode node = NULL;
     if (rc == CUDA_SUCCESS)
         rc = api->cuGraphAddMemcpyNode(&node, g, deps, (size_t)rq->num_dependencies, &native,
-                                       (CUcontext)c);
+                                       (CUcontext)cx);
     if (rc == CUDA_SUCCESS)
         rc = be_g_node_put(s, rq->h_graph, node, &rp->ph_graph_node);
     if (rc == CUDA_SUCCESS && it) {
@@ -389,9 +392,12 @@ static CUresult node_in(sl_be_session *s, uint64_t id, CUgraphNode *n)
     return rc;
 }
 
-static CUresult h_memcpy_get(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphMemcpyNodeGetParams(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     CUgraphNode n;
     CUresult rc = node_in(s, call->cu_graph_memcpy_node_get_params->h_node, &n);
     if (rc != CUDA_SUCCESS)
@@ -401,32 +407,35 @@ static CUresult h_memcpy_get(sl_be_session *s, const struct sl_driver_api *api,
                  SLUICE__WIRE__REPLY__OUT_CU_GRAPH_MEMCPY_NODE_GET_PARAMS,
                  Sluice__Cuda__CuGraphMemcpyNodeGetParamsReply,
                  sluice__cuda__cu_graph_memcpy_node_get_params_reply__init);
-    CUDA_MEMCPY3D *c = rp ? calloc(1, sizeof *c) : NULL;
-    if (!c)
+    CUDA_MEMCPY3D *cx = rp ? calloc(1, sizeof *cx) : NULL;
+    if (!cx)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rp->node_params.data = (uint8_t *)c;
-    rp->node_params.len = sizeof *c;
+    rp->node_params.data = (uint8_t *)cx;
+    rp->node_params.len = sizeof *cx;
     struct be_gitem *it = be_g_item_find(s->graph, n);
     if (it && it->kind != BE_GI_HOST) {
-        *c = it->guest;
+        *cx = it->guest;
         return CUDA_SUCCESS;
     }
     if (!api->cuGraphMemcpyNodeGetParams)
         return CUDA_ERROR_NOT_SUPPORTED;
-    rc = api->cuGraphMemcpyNodeGetParams(n, c);
+    rc = api->cuGraphMemcpyNodeGetParams(n, cx);
     if (rc != CUDA_SUCCESS)
         return rc;
-    c->reserved0 = c->reserved1 = NULL;
-    if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY)
-        c->srcArray = (CUarray)(uintptr_t)be_g_id_of(s, SL_H_ARRAY, c->srcArray);
-    if (c->dstMemoryType == CU_MEMORYTYPE_ARRAY)
-        c->dstArray = (CUarray)(uintptr_t)be_g_id_of(s, SL_H_ARRAY, c->dstArray);
+    cx->reserved0 = cx->reserved1 = NULL;
+    if (cx->srcMemoryType == CU_MEMORYTYPE_ARRAY)
+        cx->srcArray = (CUarray)(uintptr_t)be_g_id_of(s, SL_H_ARRAY, cx->srcArray);
+    if (cx->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+        cx->dstArray = (CUarray)(uintptr_t)be_g_id_of(s, SL_H_ARRAY, cx->dstArray);
     return CUDA_SUCCESS;
 }
 
-static CUresult h_memcpy_set(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphMemcpyNodeSetParams(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphMemcpyNodeSetParamsRequest *rq =
         call->cu_graph_memcpy_node_set_params;
     if (!api->cuGraphMemcpyNodeSetParams)
@@ -525,25 +534,28 @@ static CUresult exec_node_in(sl_be_session *s, uint64_t exec_id, uint64_t node_i
     return rc == CUDA_SUCCESS ? node_in(s, node_id, n) : rc;
 }
 
-static CUresult h_exec_memcpy_set(sl_be_session *s, const struct sl_driver_api *api,
-                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphExecMemcpyNodeSetParams(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphExecMemcpyNodeSetParamsRequest *rq =
         call->cu_graph_exec_memcpy_node_set_params;
     if (!api->cuGraphExecMemcpyNodeSetParams)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUgraphExec e;
     CUgraphNode n;
-    void *c = NULL;
+    void *cx = NULL;
     CUresult rc = exec_node_in(s, rq->h_graph_exec, rq->h_node, &e, &n);
     if (rc == CUDA_SUCCESS)
-        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &c);
+        rc = sl_be_handle_get(s, SL_H_CONTEXT, rq->ctx, &cx);
     CUDA_MEMCPY3D native;
     struct be_gitem *it = NULL;
     if (rc == CUDA_SUCCESS)
         rc = copy_prepare(s, reply, &rq->copy_params, &native, &it);
     if (rc == CUDA_SUCCESS)
-        rc = api->cuGraphExecMemcpyNodeSetParams(e, n, &native, (CUcontext)c);
+        rc = api->cuGraphExecMemcpyNodeSetParams(e, n, &native, (CUcontext)cx);
     if (rc == CUDA_SUCCESS)
         rc = exec_replace(s, rq->h_graph_exec, e, n, it);
     be_g_item_unref(it);
@@ -559,7 +571,7 @@ static CUresult host_prepare(sl_be_session *s, Sluice__Wire__Reply *reply,
     *item = NULL;
     CUDA_HOST_NODE_PARAMS p;
     if (pod->len != sizeof p) {
-        be_detail(reply, "CUDA_HOST_NODE_PARAMS of %zu bytes", pod->len);
+        sl_be_detail(reply, "CUDA_HOST_NODE_PARAMS of %zu bytes", pod->len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(&p, pod->data, sizeof p);
@@ -577,12 +589,15 @@ static CUresult host_prepare(sl_be_session *s, Sluice__Wire__Reply *reply,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_add_host(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphAddHostNode(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphAddHostNodeRequest *rq = call->cu_graph_add_host_node;
     if (rq->n_node_params != 1) {
-        be_detail(reply, "%zu host node parameter structures", rq->n_node_params);
+        sl_be_detail(reply, "%zu host node parameter structures", rq->n_node_params);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuGraphAddHostNode)
@@ -621,17 +636,18 @@ static CUresult h_add_host(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_host_get(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphHostNodeGetParams(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     CUgraphNode n;
     CUresult rc = node_in(s, call->cu_graph_host_node_get_params->h_node, &n);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct be_gitem *it = be_g_item_find(s->graph, n);
     if (!it || it->kind != BE_GI_HOST) {
-        be_detail(reply, "not a host node");
+        sl_be_detail(reply, "not a host node");
         return CUDA_ERROR_INVALID_VALUE;
     }
     Sluice__Cuda__CuGraphHostNodeGetParamsReply *rp =
@@ -649,9 +665,12 @@ static CUresult h_host_get(sl_be_session *s, const struct sl_driver_api *api,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_host_set(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphHostNodeSetParams(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphHostNodeSetParamsRequest *rq = call->cu_graph_host_node_set_params;
     if (!api->cuGraphHostNodeSetParams)
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -659,7 +678,7 @@ static CUresult h_host_set(sl_be_session *s, const struct sl_driver_api *api,
     CUresult rc = node_in(s, rq->h_node, &n);
     struct be_gitem *old = rc == CUDA_SUCCESS ? be_g_item_find(s->graph, n) : NULL;
     if (rc == CUDA_SUCCESS && (!old || old->kind != BE_GI_HOST)) {
-        be_detail(reply, "not a host node");
+        sl_be_detail(reply, "not a host node");
         rc = CUDA_ERROR_INVALID_VALUE;
     }
     CUDA_HOST_NODE_PARAMS native;
@@ -679,9 +698,12 @@ static CUresult h_host_set(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_exec_host_set(sl_be_session *s, const struct sl_driver_api *api,
-                                const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphExecHostNodeSetParams(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphExecHostNodeSetParamsRequest *rq =
         call->cu_graph_exec_host_node_set_params;
     if (!api->cuGraphExecHostNodeSetParams)
@@ -714,8 +736,8 @@ CUresult be_g_clone_items(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t
         if (!it->graph || !be_g_within(st, it->graph, orig))
             continue;
         if (it->graph != orig) {
-            be_detail(reply, "cloning conditional bodies with nodes on guest memory is not "
-                             "supported");
+            sl_be_detail(reply, "cloning conditional bodies with nodes on guest memory is not "
+                                "supported");
             return CUDA_ERROR_NOT_SUPPORTED;
         }
         if (!api->cuGraphNodeFindInClone || !api->cuGraphMemcpyNodeGetParams ||
@@ -767,19 +789,20 @@ static CUresult exec_in(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t i
     *native = (CUgraphExec)p;
     *e = be_g_exec_find(s->graph, id);
     if (*e && (*e)->generation != generation && generation != UINT64_MAX) {
-        be_detail(reply,
-                  "the instantiated graph's guest-memory nodes changed (generation %llu, "
-                  "not %llu)",
-                  (unsigned long long)(*e)->generation, (unsigned long long)generation);
+        sl_be_detail(reply,
+                     "the instantiated graph's guest-memory nodes changed (generation %llu, "
+                     "not %llu)",
+                     (unsigned long long)(*e)->generation, (unsigned long long)generation);
         return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
 }
 
-static CUresult h_exec_host(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slGraphExecHost(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     CUgraphExec x;
     struct be_gexec *e;
     CUresult rc = exec_in(s, reply, call->sl_graph_exec_host->exec, UINT64_MAX, &x, &e);
@@ -818,39 +841,41 @@ static CUresult item_range(Sluice__Wire__Reply *reply, const struct be_gexec *e,
                            enum be_gi_kind kind, uint64_t offset, uint64_t len)
 {
     if (!e || item >= e->n_items || e->items[item]->kind != kind) {
-        be_detail(reply, "item %u is not a %s item of the instantiated graph", item,
-                  kind == BE_GI_H2D ? "host-to-device" : "device-to-host");
+        sl_be_detail(reply, "item %u is not a %s item of the instantiated graph", item,
+                     kind == BE_GI_H2D ? "host-to-device" : "device-to-host");
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (len > BE_MAX_BULK_PER_CALL || offset > e->items[item]->len ||
         len > e->items[item]->len - offset) {
-        be_detail(reply, "bytes %llu+%llu outside item %u of %llu bytes",
-                  (unsigned long long)offset, (unsigned long long)len, item,
-                  (unsigned long long)e->items[item]->len);
+        sl_be_detail(reply, "bytes %llu+%llu outside item %u of %llu bytes",
+                     (unsigned long long)offset, (unsigned long long)len, item,
+                     (unsigned long long)e->items[item]->len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
 }
 
-static CUresult h_host_put(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slGraphHostPut(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__SlGraphHostPutRequest *rq = call->sl_graph_host_put;
     CUgraphExec x;
     struct be_gexec *e;
     CUresult rc = exec_in(s, reply, rq->exec, rq->generation, &x, &e);
     if (rc == CUDA_SUCCESS)
-        rc = item_range(reply, e, rq->item, BE_GI_H2D, rq->offset, s->in_bulk_len);
-    if (rc == CUDA_SUCCESS && s->in_bulk_len)
-        memcpy(e->items[rq->item]->buf + rq->offset, s->in_bulk, s->in_bulk_len);
+        rc = item_range(reply, e, rq->item, BE_GI_H2D, rq->offset, c->in_len);
+    if (rc == CUDA_SUCCESS && c->in_len)
+        memcpy(e->items[rq->item]->buf + rq->offset, c->in, c->in_len);
     return rc;
 }
 
-static CUresult h_host_get_bytes(sl_be_session *s, const struct sl_driver_api *api,
-                                 const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slGraphHostGet(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__SlGraphHostGetRequest *rq = call->sl_graph_host_get;
     CUgraphExec x;
     struct be_gexec *e;
@@ -863,8 +888,8 @@ static CUresult h_host_get_bytes(sl_be_session *s, const struct sl_driver_api *a
     if (!b)
         return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(b, e->items[rq->item]->buf + rq->offset, rq->length);
-    s->out_bulk = b;
-    s->out_bulk_len = rq->length;
+    c->out = b;
+    c->out_len = rq->length;
     return CUDA_SUCCESS;
 }
 
@@ -875,9 +900,12 @@ static CUresult launch_native(sl_be_session *s, CUgraphExec x, CUstream st, int 
     return fn ? fn(x, st) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult h_launch_host(sl_be_session *s, const struct sl_driver_api *api,
-                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slGraphLaunch(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__SlGraphLaunchRequest *rq = call->sl_graph_launch;
     CUgraphExec x;
     struct be_gexec *e;
@@ -888,7 +916,7 @@ static CUresult h_launch_host(sl_be_session *s, const struct sl_driver_api *api,
     if (rc != CUDA_SUCCESS)
         return rc;
     if (e && e->broken) {
-        be_detail(reply, "%s", e->broken);
+        sl_be_detail(reply, "%s", e->broken);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     int pt = rq->per_thread != 0;
@@ -902,7 +930,7 @@ static CUresult h_launch_host(sl_be_session *s, const struct sl_driver_api *api,
         return CUDA_ERROR_NOT_SUPPORTED;
     if (capturing && capturing(stream, &cs) == CUDA_SUCCESS &&
         cs != CU_STREAM_CAPTURE_STATUS_NONE) {
-        be_detail(reply, "a graph on guest memory cannot be launched into a stream capture");
+        sl_be_detail(reply, "a graph on guest memory cannot be launched into a stream capture");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     /* host-to-device bytes: with the launch, in item order */
@@ -914,19 +942,19 @@ static CUresult h_launch_host(sl_be_session *s, const struct sl_driver_api *api,
             d2h += e->items[i]->len;
     }
     if (!rq->staged) {
-        if (s->in_bulk_len != h2d) {
-            be_detail(reply, "%llu bytes for host-to-device nodes of %llu",
-                      (unsigned long long)s->in_bulk_len, (unsigned long long)h2d);
+        if (c->in_len != h2d) {
+            sl_be_detail(reply, "%llu bytes for host-to-device nodes of %llu",
+                         (unsigned long long)c->in_len, (unsigned long long)h2d);
             return CUDA_ERROR_INVALID_VALUE;
         }
         uint64_t off = 0;
         for (size_t i = 0; e && i < e->n_items; i++)
             if (e->items[i]->kind == BE_GI_H2D) {
-                memcpy(e->items[i]->buf, s->in_bulk + off, e->items[i]->len);
+                memcpy(e->items[i]->buf, c->in + off, e->items[i]->len);
                 off += e->items[i]->len;
             }
-    } else if (s->in_bulk_len) {
-        be_detail(reply, "bulk with a staged launch");
+    } else if (c->in_len) {
+        sl_be_detail(reply, "bulk with a staged launch");
         return CUDA_ERROR_INVALID_VALUE;
     }
     Sluice__Cuda__SlGraphLaunchReply *rp =
@@ -953,7 +981,7 @@ static CUresult h_launch_host(sl_be_session *s, const struct sl_driver_api *api,
     int over = st->log_overflow;
     pthread_mutex_unlock(&st->log_mu);
     if (over) {
-        be_detail(reply, "the launch reached more than %u host nodes", BE_G_MAX_LOG);
+        sl_be_detail(reply, "the launch reached more than %u host nodes", BE_G_MAX_LOG);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     if (n && !(rp->host_items = malloc(n * sizeof *rp->host_items)))
@@ -974,18 +1002,19 @@ static CUresult h_launch_host(sl_be_session *s, const struct sl_driver_api *api,
                 memcpy(b + off, e->items[i]->buf, e->items[i]->len);
                 off += e->items[i]->len;
             }
-        s->out_bulk = b;
-        s->out_bulk_len = d2h;
+        c->out = b;
+        c->out_len = d2h;
         rp->d2h_inline = 1;
     }
     return CUDA_SUCCESS;
 }
 
 /* cuGraphLaunch: instantiated graphs that do not touch guest memory. */
-static CUresult h_launch(sl_be_session *s, const struct sl_driver_api *api,
-                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphLaunch(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphLaunchRequest *rq = call->cu_graph_launch;
     CUgraphExec x;
     struct be_gexec *e;
@@ -996,27 +1025,10 @@ static CUresult h_launch(sl_be_session *s, const struct sl_driver_api *api,
     if (rc != CUDA_SUCCESS)
         return rc;
     if (e && e->n_items) {
-        be_detail(reply, "a graph with nodes on guest memory is launched with slGraphLaunch");
+        sl_be_detail(reply, "a graph with nodes on guest memory is launched with slGraphLaunch");
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (e)
         be_g_exec_allocs_register(s, e);
     return launch_native(s, x, stream, call->per_thread_stream);
-}
-
-void be_register_graph_host(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuGraphAddMemcpyNode].handler = h_add_memcpy;
-    t[SL_CALL_cuGraphMemcpyNodeGetParams].handler = h_memcpy_get;
-    t[SL_CALL_cuGraphMemcpyNodeSetParams].handler = h_memcpy_set;
-    t[SL_CALL_cuGraphExecMemcpyNodeSetParams].handler = h_exec_memcpy_set;
-    t[SL_CALL_cuGraphAddHostNode].handler = h_add_host;
-    t[SL_CALL_cuGraphHostNodeGetParams].handler = h_host_get;
-    t[SL_CALL_cuGraphHostNodeSetParams].handler = h_host_set;
-    t[SL_CALL_cuGraphExecHostNodeSetParams].handler = h_exec_host_set;
-    t[SL_CALL_cuGraphLaunch].handler = h_launch;
-    t[SL_CALL_slGraphExecHost].handler = h_exec_host;
-    t[SL_CALL_slGraphHostPut].handler = h_host_put;
-    t[SL_CALL_slGraphHostGet].handler = h_host_get_bytes;
-    t[SL_CALL_slGraphLaunch].handler = h_launch_host;
 }

@@ -11,8 +11,6 @@
 #include "graph.h"
 
 /* The generated handlers wrapped here (set once, by be_register_graph_life). */
-static sl_be_handler g_destroy, g_destroy_node, g_clone, g_child, g_exec_child, g_empty,
-    g_event_rec, g_event_wait, g_find_clone, g_end_capture, g_child_get, g_instantiate, g_update_v1;
 
 /* ---------------------------------------------------------------- forgetting */
 
@@ -136,10 +134,12 @@ static CUresult instantiated(sl_be_session *s, uint64_t graph, uint64_t exec_id)
     return rc;
 }
 
-static CUresult h_instantiate(sl_be_session *s, const struct sl_driver_api *api,
-                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphInstantiateWithFlags(struct sl_be_call *c)
 {
-    CUresult rc = g_instantiate(s, api, call, reply);
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
+    CUresult rc = sl_be_gen_cuGraphInstantiateWithFlags(c);
     if (rc != CUDA_SUCCESS ||
         reply->out_case != SLUICE__WIRE__REPLY__OUT_CU_GRAPH_INSTANTIATE_WITH_FLAGS)
         return rc;
@@ -147,14 +147,18 @@ static CUresult h_instantiate(sl_be_session *s, const struct sl_driver_api *api,
                         reply->cu_graph_instantiate_with_flags->ph_graph_exec);
 }
 
-static CUresult h_instantiate_params(sl_be_session *s, const struct sl_driver_api *api,
-                                     const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphInstantiateWithParams(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphInstantiateWithParamsRequest *rq =
         call->cu_graph_instantiate_with_params;
     CUDA_GRAPH_INSTANTIATE_PARAMS p;
     if (rq->instantiate_params.len != sizeof p) {
-        be_detail(reply, "CUDA_GRAPH_INSTANTIATE_PARAMS of %zu bytes", rq->instantiate_params.len);
+        sl_be_detail(reply, "CUDA_GRAPH_INSTANTIATE_PARAMS of %zu bytes",
+                     rq->instantiate_params.len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(&p, rq->instantiate_params.data, sizeof p);
@@ -197,7 +201,7 @@ static CUresult h_instantiate_params(sl_be_session *s, const struct sl_driver_ap
     }
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = sl_be_handle_put(s, SL_H_GRAPHEXEC, x, &rp->ph_graph_exec);
+    rc = sl_be_handle_put(s, SL_H_GRAPHEXEC, x, 0, &rp->ph_graph_exec);
     if (rc != CUDA_SUCCESS) {
         if (api->cuGraphExecDestroy)
             api->cuGraphExecDestroy(x);
@@ -206,10 +210,11 @@ static CUresult h_instantiate_params(sl_be_session *s, const struct sl_driver_ap
     return instantiated(s, rq->h_graph, rp->ph_graph_exec);
 }
 
-static CUresult h_exec_destroy(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphExecDestroy(struct sl_be_call *c)
 {
-    (void)reply;
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     uint64_t id = call->cu_graph_exec_destroy->h_graph_exec;
     if (!api->cuGraphExecDestroy)
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -241,9 +246,12 @@ static CUresult updated(sl_be_session *s, uint64_t exec_id, uint64_t graph)
     return rc == CUDA_SUCCESS ? exec_record(s, exec_id, (CUgraphExec)x, graph) : rc;
 }
 
-static CUresult h_update(sl_be_session *s, const struct sl_driver_api *api,
-                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphExecUpdate_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphExecUpdateV2Request *rq = call->cu_graph_exec_update_v2;
     if (!api->cuGraphExecUpdate_v2)
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -278,10 +286,11 @@ static CUresult h_update(sl_be_session *s, const struct sl_driver_api *api,
     return updated(s, rq->h_graph_exec, rq->h_graph);
 }
 
-static CUresult h_update_v1(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphExecUpdate(struct sl_be_call *c)
 {
-    CUresult rc = g_update_v1(s, api, call, reply);
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    CUresult rc = sl_be_gen_cuGraphExecUpdate(c);
     if (rc != CUDA_SUCCESS)
         return rc;
     return updated(s, call->cu_graph_exec_update->h_graph_exec,
@@ -290,29 +299,32 @@ static CUresult h_update_v1(sl_be_session *s, const struct sl_driver_api *api,
 
 /* ---------------------------------------------------------------- destruction, cloning */
 
-static CUresult h_destroy(sl_be_session *s, const struct sl_driver_api *api,
-                          const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphDestroy(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     uint64_t id = call->cu_graph_destroy->h_graph;
     struct be_handle *h = be_handles_find(&s->h, SL_H_GRAPH, id);
     if (h && h->parent) {
-        be_detail(reply, "the graph belongs to a node of another graph");
+        sl_be_detail(reply, "the graph belongs to a node of another graph");
         return CUDA_ERROR_INVALID_VALUE;
     }
-    CUresult rc = g_destroy(s, api, call, reply);
+    CUresult rc = sl_be_gen_cuGraphDestroy(c);
     if (rc == CUDA_SUCCESS)
         be_g_graph_gone(s, id);
     return rc;
 }
 
-static CUresult h_destroy_node(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphDestroyNode(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
     void *n = NULL;
     uint64_t id = call->cu_graph_destroy_node->h_node;
     if (id && sl_be_handle_get(s, SL_H_GRAPHNODE, id, &n) != CUDA_SUCCESS)
         n = NULL;
-    CUresult rc = g_destroy_node(s, api, call, reply);
+    CUresult rc = sl_be_gen_cuGraphDestroyNode(c);
     struct be_gstate *st = s->graph;
     if (rc != CUDA_SUCCESS || !n || !st)
         return rc;
@@ -336,10 +348,13 @@ static int holds_items(const struct be_gstate *st, uint64_t graph)
     return 0;
 }
 
-static CUresult h_clone(sl_be_session *s, const struct sl_driver_api *api,
-                        const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphClone(struct sl_be_call *c)
 {
-    CUresult rc = g_clone(s, api, call, reply);
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
+    CUresult rc = sl_be_gen_cuGraphClone(c);
     if (rc != CUDA_SUCCESS || reply->out_case != SLUICE__WIRE__REPLY__OUT_CU_GRAPH_CLONE)
         return rc;
     uint64_t orig = call->cu_graph_clone->original_graph,
@@ -359,38 +374,44 @@ static CUresult h_clone(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_child(sl_be_session *s, const struct sl_driver_api *api,
-                        const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphAddChildGraphNode(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphAddChildGraphNodeRequest *rq = call->cu_graph_add_child_graph_node;
     if (holds_items(s->graph, rq->child_graph)) {
-        be_detail(reply,
-                  "a graph with memcpy or host nodes on guest memory cannot be a child graph");
+        sl_be_detail(reply,
+                     "a graph with memcpy or host nodes on guest memory cannot be a child graph");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    CUresult rc = g_child(s, api, call, reply);
+    CUresult rc = sl_be_gen_cuGraphAddChildGraphNode(c);
     if (rc == CUDA_SUCCESS &&
         reply->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_CHILD_GRAPH_NODE)
         be_g_set_parent(s, reply->cu_graph_add_child_graph_node->ph_graph_node, rq->h_graph);
     return rc;
 }
 
-static CUresult h_exec_child(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphExecChildGraphNodeSetParams(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     if (holds_items(s->graph, call->cu_graph_exec_child_graph_node_set_params->child_graph)) {
-        be_detail(reply,
-                  "a graph with memcpy or host nodes on guest memory cannot be a child graph");
+        sl_be_detail(reply,
+                     "a graph with memcpy or host nodes on guest memory cannot be a child graph");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    return g_exec_child(s, api, call, reply);
+    return sl_be_gen_cuGraphExecChildGraphNodeSetParams(c);
 }
 
 /* The embedded graph of a child graph node: one id per graph, parent the node's graph. */
-static CUresult h_child_get(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphChildGraphNodeGetGraph(struct sl_be_call *c)
 {
-    CUresult rc = g_child_get(s, api, call, reply);
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
+    CUresult rc = sl_be_gen_cuGraphChildGraphNodeGetGraph(c);
     if (rc != CUDA_SUCCESS ||
         reply->out_case != SLUICE__WIRE__REPLY__OUT_CU_GRAPH_CHILD_GRAPH_NODE_GET_GRAPH)
         return rc;
@@ -416,10 +437,11 @@ static CUresult h_child_get(sl_be_session *s, const struct sl_driver_api *api,
 
 /* cuStreamEndCapture: a graph captured into one the session knows (cuStreamBeginCaptureToGraph,
  * slStreamCaptureInfo) keeps its id. */
-static CUresult h_end_capture(sl_be_session *s, const struct sl_driver_api *api,
-                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuStreamEndCapture(struct sl_be_call *c)
 {
-    CUresult rc = g_end_capture(s, api, call, reply);
+    sl_be_session *s = c->s;
+    Sluice__Wire__Reply *reply = c->reply;
+    CUresult rc = sl_be_gen_cuStreamEndCapture(c);
     if (rc != CUDA_SUCCESS || reply->out_case != SLUICE__WIRE__REPLY__OUT_CU_STREAM_END_CAPTURE)
         return rc;
     uint64_t *out = &reply->cu_stream_end_capture->ph_graph;
@@ -438,47 +460,20 @@ static CUresult h_end_capture(sl_be_session *s, const struct sl_driver_api *api,
 }
 
 /* Generated node makers: the new node's parent is its graph. */
-#define PARENT_WRAP(name, gen, member, CASE, graph_field, node_field)                              \
-    static CUresult name(sl_be_session *s, const struct sl_driver_api *api,                        \
-                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)               \
+/* Generated node makers: the new node's parent is its graph. */
+#define PARENT_WRAP(name, member, CASE, graph_field, node_field)                                   \
+    CUresult be_h_##name(struct sl_be_call *c)                                                     \
     {                                                                                              \
-        CUresult rc = gen(s, api, call, reply);                                                    \
-        if (rc == CUDA_SUCCESS && reply->out_case == CASE)                                         \
-            be_g_set_parent(s, reply->member->node_field, call->member->graph_field);              \
+        CUresult rc = sl_be_gen_##name(c);                                                         \
+        if (rc == CUDA_SUCCESS && c->reply->out_case == CASE)                                      \
+            be_g_set_parent(c->s, c->reply->member->node_field, c->call->member->graph_field);     \
         return rc;                                                                                 \
     }
-PARENT_WRAP(h_empty, g_empty, cu_graph_add_empty_node,
+PARENT_WRAP(cuGraphAddEmptyNode, cu_graph_add_empty_node,
             SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_EMPTY_NODE, h_graph, ph_graph_node)
-PARENT_WRAP(h_event_rec, g_event_rec, cu_graph_add_event_record_node,
+PARENT_WRAP(cuGraphAddEventRecordNode, cu_graph_add_event_record_node,
             SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_EVENT_RECORD_NODE, h_graph, ph_graph_node)
-PARENT_WRAP(h_event_wait, g_event_wait, cu_graph_add_event_wait_node,
+PARENT_WRAP(cuGraphAddEventWaitNode, cu_graph_add_event_wait_node,
             SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_EVENT_WAIT_NODE, h_graph, ph_graph_node)
-PARENT_WRAP(h_find_clone, g_find_clone, cu_graph_node_find_in_clone,
+PARENT_WRAP(cuGraphNodeFindInClone, cu_graph_node_find_in_clone,
             SLUICE__WIRE__REPLY__OUT_CU_GRAPH_NODE_FIND_IN_CLONE, h_cloned_graph, ph_node)
-
-static void wrap(struct sl_be_dispatch_entry *t, uint32_t id, sl_be_handler *keep, sl_be_handler h)
-{
-    *keep = t[id].handler;
-    if (*keep)
-        t[id].handler = h;
-}
-
-void be_register_graph_life(struct sl_be_dispatch_entry *t)
-{
-    wrap(t, SL_CALL_cuGraphDestroy, &g_destroy, h_destroy);
-    wrap(t, SL_CALL_cuGraphDestroyNode, &g_destroy_node, h_destroy_node);
-    wrap(t, SL_CALL_cuGraphClone, &g_clone, h_clone);
-    wrap(t, SL_CALL_cuGraphAddChildGraphNode, &g_child, h_child);
-    wrap(t, SL_CALL_cuGraphExecChildGraphNodeSetParams, &g_exec_child, h_exec_child);
-    wrap(t, SL_CALL_cuGraphChildGraphNodeGetGraph, &g_child_get, h_child_get);
-    wrap(t, SL_CALL_cuGraphAddEmptyNode, &g_empty, h_empty);
-    wrap(t, SL_CALL_cuGraphAddEventRecordNode, &g_event_rec, h_event_rec);
-    wrap(t, SL_CALL_cuGraphAddEventWaitNode, &g_event_wait, h_event_wait);
-    wrap(t, SL_CALL_cuGraphNodeFindInClone, &g_find_clone, h_find_clone);
-    wrap(t, SL_CALL_cuStreamEndCapture, &g_end_capture, h_end_capture);
-    wrap(t, SL_CALL_cuGraphInstantiateWithFlags, &g_instantiate, h_instantiate);
-    wrap(t, SL_CALL_cuGraphExecUpdate, &g_update_v1, h_update_v1);
-    t[SL_CALL_cuGraphInstantiateWithParams].handler = h_instantiate_params;
-    t[SL_CALL_cuGraphExecDestroy].handler = h_exec_destroy;
-    t[SL_CALL_cuGraphExecUpdate_v2].handler = h_update;
-}

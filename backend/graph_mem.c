@@ -17,12 +17,11 @@
 
 #include "graph.h"
 
-static sl_be_handler g_free_node;
-
 static CUresult location_in(sl_be_session *s, Sluice__Wire__Reply *reply, CUmemLocation *loc)
 {
     if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE) {
-        be_detail(reply, "graph allocations on location type %d are not supported", (int)loc->type);
+        sl_be_detail(reply, "graph allocations on location type %d are not supported",
+                     (int)loc->type);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     CUdevice dev;
@@ -32,40 +31,43 @@ static CUresult location_in(sl_be_session *s, Sluice__Wire__Reply *reply, CUmemL
     return rc;
 }
 
-static CUresult h_add_alloc(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphAddMemAllocNode(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuGraphAddMemAllocNodeRequest *rq = call->cu_graph_add_mem_alloc_node;
     CUDA_MEM_ALLOC_NODE_PARAMS p;
     if (rq->n_node_params != 1 || rq->node_params[0].len != sizeof p) {
-        be_detail(reply, "CUDA_MEM_ALLOC_NODE_PARAMS malformed");
+        sl_be_detail(reply, "CUDA_MEM_ALLOC_NODE_PARAMS malformed");
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(&p, rq->node_params[0].data, sizeof p);
     if (!api->cuGraphAddMemAllocNode)
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (p.accessDescCount > 64 || s->in_bulk_len != p.accessDescCount * sizeof(CUmemAccessDesc)) {
-        be_detail(reply, "%zu access descriptors with %llu bulk bytes", p.accessDescCount,
-                  (unsigned long long)s->in_bulk_len);
+    if (p.accessDescCount > 64 || c->in_len != p.accessDescCount * sizeof(CUmemAccessDesc)) {
+        sl_be_detail(reply, "%zu access descriptors with %llu bulk bytes", p.accessDescCount,
+                     (unsigned long long)c->in_len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (p.poolProps.handleTypes != CU_MEM_HANDLE_TYPE_NONE || p.poolProps.win32SecurityAttributes) {
-        be_detail(reply, "graph allocations with shareable handle types are refused");
+        sl_be_detail(reply, "graph allocations with shareable handle types are refused");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     if (!p.bytesize)
         return CUDA_ERROR_INVALID_VALUE;
     CUmemAccessDesc *guest = NULL, *native = NULL;
     if (p.accessDescCount) {
-        guest = malloc(s->in_bulk_len);
-        native = malloc(s->in_bulk_len);
+        guest = malloc(c->in_len);
+        native = malloc(c->in_len);
         if (!guest || !native) {
             free(guest);
             free(native);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        memcpy(guest, s->in_bulk, s->in_bulk_len);
-        memcpy(native, s->in_bulk, s->in_bulk_len);
+        memcpy(guest, c->in, c->in_len);
+        memcpy(native, c->in, c->in_len);
     }
     CUmemLocation guest_loc = p.poolProps.location;
     CUresult rc = location_in(s, reply, &p.poolProps.location);
@@ -106,7 +108,7 @@ static CUresult h_add_alloc(sl_be_session *s, const struct sl_driver_api *api,
     if (rc == CUDA_SUCCESS) { /* the quota (quota.c): graph memory counts from its node on */
         admitted = be_acct_mem_admit(s, p.bytesize, why, sizeof why) == 0;
         if (!admitted) {
-            be_detail(reply, "%s", why);
+            sl_be_detail(reply, "%s", why);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
@@ -140,10 +142,11 @@ static CUresult h_add_alloc(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_alloc_get(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphMemAllocNodeGetParams(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     void *n = NULL;
     uint64_t id = call->cu_graph_mem_alloc_node_get_params->h_node;
     CUresult rc = id ? sl_be_handle_get(s, SL_H_GRAPHNODE, id, &n) : CUDA_ERROR_INVALID_VALUE;
@@ -155,7 +158,7 @@ static CUresult h_alloc_get(sl_be_session *s, const struct sl_driver_api *api,
         if (st->allocs[i].node == (CUgraphNode)n)
             a = &st->allocs[i];
     if (!a) {
-        be_detail(reply, "not a memory allocation node");
+        sl_be_detail(reply, "not a memory allocation node");
         return CUDA_ERROR_INVALID_VALUE;
     }
     Sluice__Cuda__CuGraphMemAllocNodeGetParamsReply *rp =
@@ -175,8 +178,8 @@ static CUresult h_alloc_get(sl_be_session *s, const struct sl_driver_api *api,
     rp->params_out.len = sizeof *o;
     if (blen)
         memcpy(b, a->descs, blen);
-    s->out_bulk = b;
-    s->out_bulk_len = blen;
+    c->out = b;
+    c->out_len = blen;
     return CUDA_SUCCESS;
 }
 
@@ -243,10 +246,12 @@ CUresult be_g_clone_allocs(sl_be_session *s, uint64_t orig, uint64_t clone, CUgr
     return CUDA_SUCCESS;
 }
 
-static CUresult h_free_node(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuGraphAddMemFreeNode(struct sl_be_call *c)
 {
-    CUresult rc = g_free_node(s, api, call, reply);
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
+    CUresult rc = sl_be_gen_cuGraphAddMemFreeNode(c);
     if (rc == CUDA_SUCCESS &&
         reply->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_MEM_FREE_NODE)
         be_g_set_parent(s, reply->cu_graph_add_mem_free_node->ph_graph_node,
@@ -256,11 +261,14 @@ static CUresult h_free_node(sl_be_session *s, const struct sl_driver_api *api,
 
 /* cuDeviceGetGraphMemAttribute / cuDeviceSetGraphMemAttribute: every attribute is a cuuint64_t
  * (8 bytes of bulk: out for get, in for set). */
-static CUresult mem_attr(sl_be_session *s, Sluice__Wire__Reply *reply, int32_t ordinal,
-                         uint32_t attr, uint64_t len, int set)
+static CUresult mem_attr(struct sl_be_call *c, int32_t ordinal, uint32_t attr, uint64_t len,
+                         int set)
 {
+    sl_be_session *s = c->s;
+    Sluice__Wire__Reply *reply = c->reply;
     if (attr > CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH || len != sizeof(cuuint64_t)) {
-        be_detail(reply, "graph memory attribute %u of %llu bytes", attr, (unsigned long long)len);
+        sl_be_detail(reply, "graph memory attribute %u of %llu bytes", attr,
+                     (unsigned long long)len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult (*fn)(CUdevice, CUgraphMem_attribute, void *) =
@@ -272,13 +280,13 @@ static CUresult mem_attr(sl_be_session *s, Sluice__Wire__Reply *reply, int32_t o
     if (rc != CUDA_SUCCESS)
         return rc;
     if (set) {
-        if (s->in_bulk_len != sizeof(cuuint64_t))
+        if (c->in_len != sizeof(cuuint64_t))
             return CUDA_ERROR_INVALID_VALUE;
         cuuint64_t v;
-        memcpy(&v, s->in_bulk, sizeof v);
+        memcpy(&v, c->in, sizeof v);
         return fn(dev, (CUgraphMem_attribute)attr, &v);
     }
-    if (s->in_bulk_len)
+    if (c->in_len)
         return CUDA_ERROR_INVALID_VALUE;
     cuuint64_t *v = calloc(1, sizeof *v);
     if (!v)
@@ -288,36 +296,23 @@ static CUresult mem_attr(sl_be_session *s, Sluice__Wire__Reply *reply, int32_t o
         free(v);
         return rc;
     }
-    s->out_bulk = (uint8_t *)v;
-    s->out_bulk_len = sizeof *v;
+    c->out = (uint8_t *)v;
+    c->out_len = sizeof *v;
     return CUDA_SUCCESS;
 }
 
-static CUresult h_get_attr(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuDeviceGetGraphMemAttribute(struct sl_be_call *c)
 {
-    (void)api;
+    const Sluice__Wire__Call *call = c->call;
     const Sluice__Cuda__CuDeviceGetGraphMemAttributeRequest *rq =
         call->cu_device_get_graph_mem_attribute;
-    return mem_attr(s, reply, rq->device, rq->attr, rq->value, 0);
+    return mem_attr(c, rq->device, rq->attr, rq->value, 0);
 }
 
-static CUresult h_set_attr(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuDeviceSetGraphMemAttribute(struct sl_be_call *c)
 {
-    (void)api;
+    const Sluice__Wire__Call *call = c->call;
     const Sluice__Cuda__CuDeviceSetGraphMemAttributeRequest *rq =
         call->cu_device_set_graph_mem_attribute;
-    return mem_attr(s, reply, rq->device, rq->attr, rq->value, 1);
-}
-
-void be_register_graph_mem(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuGraphAddMemAllocNode].handler = h_add_alloc;
-    t[SL_CALL_cuGraphMemAllocNodeGetParams].handler = h_alloc_get;
-    t[SL_CALL_cuDeviceGetGraphMemAttribute].handler = h_get_attr;
-    t[SL_CALL_cuDeviceSetGraphMemAttribute].handler = h_set_attr;
-    g_free_node = t[SL_CALL_cuGraphAddMemFreeNode].handler;
-    if (g_free_node)
-        t[SL_CALL_cuGraphAddMemFreeNode].handler = h_free_node;
+    return mem_attr(c, rq->device, rq->attr, rq->value, 1);
 }

@@ -143,13 +143,12 @@ CUresult sl_be_handle_get(sl_be_session *s, enum sl_handle_kind kind, uint64_t i
         h = be_handles_find(&s->h, SL_H_KERNEL, id);
     if (!h)
         return bad(kind);
-    if (kind == SL_H_MODULE || kind == SL_H_LIBRARY)
-        s->last_parent = id;
     *native = h->native;
     return CUDA_SUCCESS;
 }
 
-CUresult sl_be_handle_put(sl_be_session *s, enum sl_handle_kind kind, void *native, uint64_t *id)
+CUresult sl_be_handle_put(sl_be_session *s, enum sl_handle_kind kind, void *native, uint64_t parent,
+                          uint64_t *id)
 {
     if (kind == SL_H_CONTEXT) {
         /* a context the driver handed out through a generated call (cuCtxCreate_v2...) */
@@ -160,9 +159,6 @@ CUresult sl_be_handle_put(sl_be_session *s, enum sl_handle_kind kind, void *nati
             }
         return be_ctx_add(s, (CUcontext)native, -1, 0, id);
     }
-    uint64_t parent = 0;
-    if (kind == SL_H_FUNCTION || kind == SL_H_KERNEL || kind == SL_H_TEXREF || kind == SL_H_SURFREF)
-        parent = s->last_parent;
     uint64_t owner = 0;
     if (kind != SL_H_LIBRARY && kind != SL_H_KERNEL)
         owner = s->cur_ctx == UINT64_MAX ? 0 : s->cur_ctx;
@@ -211,6 +207,6 @@ CUresult be_refuse_if_capturing(sl_be_session *s, Sluice__Wire__Reply *reply, CU
 {
     if (!be_stream_capturing(s, st, per_thread))
         return CUDA_SUCCESS;
-    be_detail(reply, "%s cannot be captured into a graph through Sluice yet", what);
+    sl_be_detail(reply, "%s cannot be captured into a graph through Sluice yet", what);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }

@@ -84,10 +84,11 @@ CUresult be_layout_get(sl_be_session *s, uint64_t fid, struct be_layout **out, v
     return CUDA_SUCCESS;
 }
 
-static CUresult h_param_layout(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slParamLayout(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     struct be_layout *l;
     void *native;
     CUresult rc = be_layout_get(s, call->sl_param_layout->f, &l, &native);
@@ -126,10 +127,11 @@ static CUresult param_info(sl_be_session *s, uint64_t fid, uint64_t index, uint6
     return CUDA_SUCCESS;
 }
 
-static CUresult h_func_param_info(sl_be_session *s, const struct sl_driver_api *api,
-                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuFuncGetParamInfo(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     Sluice__Cuda__CuFuncGetParamInfoReply *rp = BE_REPLY(
         reply, cu_func_get_param_info, SLUICE__WIRE__REPLY__OUT_CU_FUNC_GET_PARAM_INFO,
         Sluice__Cuda__CuFuncGetParamInfoReply, sluice__cuda__cu_func_get_param_info_reply__init);
@@ -140,10 +142,11 @@ static CUresult h_func_param_info(sl_be_session *s, const struct sl_driver_api *
                       &rp->param_size);
 }
 
-static CUresult h_kernel_param_info(sl_be_session *s, const struct sl_driver_api *api,
-                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuKernelGetParamInfo(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     if (be_id_kind(call->cu_kernel_get_param_info->kernel) != SL_H_KERNEL)
         return CUDA_ERROR_INVALID_HANDLE;
     Sluice__Cuda__CuKernelGetParamInfoReply *rp =
@@ -171,13 +174,13 @@ static CUresult unpack(sl_be_session *s, Sluice__Wire__Reply *reply, const struc
 {
     p->kp = p->ex = NULL;
     if (plen && elen) {
-        be_detail(reply, "a launch with both kernelParams and extra");
+        sl_be_detail(reply, "a launch with both kernelParams and extra");
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (elen) {
         if (elen != l->end) {
-            be_detail(reply, "extra buffer of %llu bytes, the kernel takes %llu",
-                      (unsigned long long)elen, (unsigned long long)l->end);
+            sl_be_detail(reply, "extra buffer of %llu bytes, the kernel takes %llu",
+                         (unsigned long long)elen, (unsigned long long)l->end);
             return CUDA_ERROR_INVALID_VALUE;
         }
         p->extra_size = elen;
@@ -192,21 +195,23 @@ static CUresult unpack(sl_be_session *s, Sluice__Wire__Reply *reply, const struc
     (void)s;
     CUresult rc = be_params_rebuild(l, buf, plen, p->params);
     if (rc != CUDA_SUCCESS) {
-        be_detail(reply, "parameter buffer of %llu bytes, the kernel's layout needs %llu",
-                  (unsigned long long)plen, (unsigned long long)l->end);
+        sl_be_detail(reply, "parameter buffer of %llu bytes, the kernel's layout needs %llu",
+                     (unsigned long long)plen, (unsigned long long)l->end);
         return rc;
     }
     p->kp = p->params;
     return CUDA_SUCCESS;
 }
 
-static CUresult prepare(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t f, uint64_t stream,
-                        uint64_t plen, uint64_t elen, uint64_t total_bulk, struct packed *p,
-                        void **native, CUstream *hs)
+static CUresult prepare(struct sl_be_call *c, uint64_t f, uint64_t stream, uint64_t plen,
+                        uint64_t elen, uint64_t total_bulk, struct packed *p, void **native,
+                        CUstream *hs)
 {
-    if (s->in_bulk_len != total_bulk) {
-        be_detail(reply, "launch with %llu bulk bytes, %llu announced",
-                  (unsigned long long)s->in_bulk_len, (unsigned long long)total_bulk);
+    sl_be_session *s = c->s;
+    Sluice__Wire__Reply *reply = c->reply;
+    if (c->in_len != total_bulk) {
+        sl_be_detail(reply, "launch with %llu bulk bytes, %llu announced",
+                     (unsigned long long)c->in_len, (unsigned long long)total_bulk);
         return CUDA_ERROR_INVALID_VALUE;
     }
     struct be_layout *l;
@@ -214,13 +219,14 @@ static CUresult prepare(sl_be_session *s, Sluice__Wire__Reply *reply, uint64_t f
     if (rc == CUDA_SUCCESS)
         rc = be_stream(s, stream, hs);
     if (rc == CUDA_SUCCESS)
-        rc = unpack(s, reply, l, s->in_bulk, plen, elen, p);
+        rc = unpack(s, reply, l, c->in, plen, elen, p);
     return rc;
 }
 
-static CUresult h_launch(sl_be_session *s, const struct sl_driver_api *api,
-                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuLaunchKernel(struct sl_be_call *c)
 {
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     const Sluice__Cuda__CuLaunchKernelRequest *rq = call->cu_launch_kernel;
     struct packed *p = malloc(sizeof *p);
     if (!p)
@@ -228,10 +234,10 @@ static CUresult h_launch(sl_be_session *s, const struct sl_driver_api *api,
     void *f;
     CUstream hs;
     uint64_t total = rq->kernel_params + rq->extra;
-    CUresult rc = rq->kernel_params > BE_MAX_PARAM_BYTES || rq->extra > BE_MAX_PARAM_BYTES
-                      ? CUDA_ERROR_INVALID_VALUE
-                      : prepare(s, reply, rq->f, rq->h_stream, rq->kernel_params, rq->extra, total,
-                                p, &f, &hs);
+    CUresult rc =
+        rq->kernel_params > BE_MAX_PARAM_BYTES || rq->extra > BE_MAX_PARAM_BYTES
+            ? CUDA_ERROR_INVALID_VALUE
+            : prepare(c, rq->f, rq->h_stream, rq->kernel_params, rq->extra, total, p, &f, &hs);
     if (rc == CUDA_SUCCESS) {
         CUresult (*fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                        unsigned, CUstream, void **, void **) =
@@ -245,19 +251,20 @@ static CUresult h_launch(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_launch_coop(sl_be_session *s, const struct sl_driver_api *api,
-                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuLaunchCooperativeKernel(struct sl_be_call *c)
 {
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     const Sluice__Cuda__CuLaunchCooperativeKernelRequest *rq = call->cu_launch_cooperative_kernel;
     struct packed *p = malloc(sizeof *p);
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     void *f;
     CUstream hs;
-    CUresult rc = rq->kernel_params > BE_MAX_PARAM_BYTES
-                      ? CUDA_ERROR_INVALID_VALUE
-                      : prepare(s, reply, rq->f, rq->h_stream, rq->kernel_params, 0,
-                                rq->kernel_params, p, &f, &hs);
+    CUresult rc =
+        rq->kernel_params > BE_MAX_PARAM_BYTES
+            ? CUDA_ERROR_INVALID_VALUE
+            : prepare(c, rq->f, rq->h_stream, rq->kernel_params, 0, rq->kernel_params, p, &f, &hs);
     if (rc == CUDA_SUCCESS) {
         CUresult (*fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                        unsigned, CUstream, void **) =
@@ -294,18 +301,21 @@ static CUresult check_attr(sl_be_session *s, Sluice__Wire__Reply *reply, CUlaunc
         return sl_be_devptr_check(s, (uint64_t)(uintptr_t)a->value.accessPolicyWindow.base_ptr,
                                   a->value.accessPolicyWindow.num_bytes);
     default:
-        be_detail(reply, "launch attribute %d is not supported", (int)a->id);
+        sl_be_detail(reply, "launch attribute %d is not supported", (int)a->id);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
 }
 
-static CUresult h_launch_ex(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuLaunchKernelEx(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuLaunchKernelExRequest *rq = call->cu_launch_kernel_ex;
     CUlaunchConfig cfg;
     if (rq->config.len != sizeof cfg) {
-        be_detail(reply, "CUlaunchConfig of %zu bytes", rq->config.len);
+        sl_be_detail(reply, "CUlaunchConfig of %zu bytes", rq->config.len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(&cfg, rq->config.data, sizeof cfg);
@@ -315,13 +325,13 @@ static CUresult h_launch_ex(sl_be_session *s, const struct sl_driver_api *api,
     uint64_t plen = rq->kernel_params + rq->extra;
     uint64_t alen = (uint64_t)cfg.numAttrs * sizeof(CUlaunchAttribute);
     CUlaunchAttribute attrs[64];
-    if (s->in_bulk_len != plen + alen) {
-        be_detail(reply, "launch with %llu bulk bytes, %llu expected",
-                  (unsigned long long)s->in_bulk_len, (unsigned long long)(plen + alen));
+    if (c->in_len != plen + alen) {
+        sl_be_detail(reply, "launch with %llu bulk bytes, %llu expected",
+                     (unsigned long long)c->in_len, (unsigned long long)(plen + alen));
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (alen)
-        memcpy(attrs, s->in_bulk + plen, alen);
+        memcpy(attrs, c->in + plen, alen);
     for (unsigned i = 0; i < cfg.numAttrs; i++) {
         CUresult rc = check_attr(s, reply, &attrs[i]);
         if (rc != CUDA_SUCCESS)
@@ -337,7 +347,7 @@ static CUresult h_launch_ex(sl_be_session *s, const struct sl_driver_api *api,
     if (rc == CUDA_SUCCESS)
         rc = be_stream(s, (uint64_t)(uintptr_t)cfg.hStream, &hs);
     if (rc == CUDA_SUCCESS)
-        rc = unpack(s, reply, l, s->in_bulk, rq->kernel_params, rq->extra, p);
+        rc = unpack(s, reply, l, c->in, rq->kernel_params, rq->extra, p);
     if (rc == CUDA_SUCCESS) {
         cfg.hStream = hs;
         cfg.attrs = cfg.numAttrs ? attrs : NULL;
@@ -348,20 +358,4 @@ static CUresult h_launch_ex(sl_be_session *s, const struct sl_driver_api *api,
     }
     free(p);
     return rc;
-}
-
-void be_register_launch(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_slParamLayout].handler = h_param_layout;
-    t[SL_CALL_cuFuncGetParamInfo].handler = h_func_param_info;
-    t[SL_CALL_cuKernelGetParamInfo].handler = h_kernel_param_info;
-    t[SL_CALL_cuLaunchKernel].handler = h_launch;
-    t[SL_CALL_cuLaunchKernelEx].handler = h_launch_ex;
-    t[SL_CALL_cuLaunchCooperativeKernel].handler = h_launch_coop;
-    be_register_occupancy(t); /* backend/occupancy.c: kernels' occupancy queries */
-    be_register_pool(t);      /* backend/pool.c: memory pools */
-    be_register_pointer(t);   /* backend/pointer.c: pointer attributes of device memory */
-    be_register_mapped(t);    /* backend/mapped.c: mapped host memory */
-    be_register_graph(t);     /* backend/graph.c: kernel and memset nodes */
-    be_register_texture(t);   /* backend/texture.c: texture/surface objects, 2D/3D copies */
 }

@@ -94,7 +94,7 @@ static CUresult options_in(Sluice__Wire__Reply *reply, const uint8_t *p, uint64_
     *opts = NULL;
     *vals = NULL;
     if (n > LINK_MAX_OPTIONS || len != (uint64_t)n * 12) {
-        be_detail(reply, "%u JIT options in %llu bytes", n, (unsigned long long)len);
+        sl_be_detail(reply, "%u JIT options in %llu bytes", n, (unsigned long long)len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!n)
@@ -109,7 +109,7 @@ static CUresult options_in(Sluice__Wire__Reply *reply, const uint8_t *p, uint64_
         memcpy(&o, p + 4 * (size_t)i, 4);
         memcpy(&v, p + 4 * (size_t)n + 8 * (size_t)i, 8);
         if (!option_ok(o, at_create)) {
-            be_detail(reply, "JIT option %u is not supported through Sluice", o);
+            sl_be_detail(reply, "JIT option %u is not supported through Sluice", o);
             return CUDA_ERROR_NOT_SUPPORTED;
         }
         (*opts)[i] = (CUjit_option)o;
@@ -119,7 +119,7 @@ static CUresult options_in(Sluice__Wire__Reply *reply, const uint8_t *p, uint64_
 }
 
 /* The reply's bulk: `head` bytes (the image) then the trailer and the logs. */
-static CUresult logs_out(sl_be_session *s, const struct be_link *l, const void *head,
+static CUresult logs_out(struct sl_be_call *c, const struct be_link *l, const void *head,
                          uint64_t head_len)
 {
     struct link_trailer t = {0, 0, 0.0f, 0};
@@ -140,9 +140,9 @@ static CUresult logs_out(sl_be_session *s, const struct be_link *l, const void *
         memcpy(b + head_len + sizeof t, l->info, t.info_len);
     if (t.error_len)
         memcpy(b + head_len + sizeof t + t.info_len, l->err, t.error_len);
-    free(s->out_bulk);
-    s->out_bulk = b;
-    s->out_bulk_len = total;
+    free(c->out);
+    c->out = b;
+    c->out_len = total;
     return CUDA_SUCCESS;
 }
 
@@ -169,15 +169,18 @@ static CUresult link_get(sl_be_session *s, uint64_t id, struct be_link **l)
     return rc;
 }
 
-static CUresult h_create(sl_be_session *s, const struct sl_driver_api *api,
-                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuLinkCreate_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuLinkCreateV2Request *rq = call->cu_link_create_v2;
     if (!api->cuLinkCreate_v2)
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (rq->option_values != s->in_bulk_len) {
-        be_detail(reply, "options of %llu bytes with %llu bulk bytes",
-                  (unsigned long long)rq->option_values, (unsigned long long)s->in_bulk_len);
+    if (rq->option_values != c->in_len) {
+        sl_be_detail(reply, "options of %llu bytes with %llu bulk bytes",
+                     (unsigned long long)rq->option_values, (unsigned long long)c->in_len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     struct be_link *l = calloc(1, sizeof *l);
@@ -185,7 +188,7 @@ static CUresult h_create(sl_be_session *s, const struct sl_driver_api *api,
         return CUDA_ERROR_OUT_OF_MEMORY;
     l->wall = -1;
     l->n = rq->num_options;
-    CUresult rc = options_in(reply, s->in_bulk, s->in_bulk_len, l->n, 1, &l->opts, &l->vals);
+    CUresult rc = options_in(reply, c->in, c->in_len, l->n, 1, &l->opts, &l->vals);
     /* the log buffers are ours, of the sizes asked for */
     for (unsigned i = 0; rc == CUDA_SUCCESS && i < l->n; i++) {
         uint64_t v = (uint64_t)(uintptr_t)l->vals[i];
@@ -228,20 +231,23 @@ static CUresult h_create(sl_be_session *s, const struct sl_driver_api *api,
     if (rc == CUDA_SUCCESS)
         rc = api->cuLinkCreate_v2(l->n, l->opts, l->vals, &l->st);
     if (rc == CUDA_SUCCESS) {
-        rc = sl_be_handle_put(s, SL_H_LINKER, l, &rp->state_out);
+        rc = sl_be_handle_put(s, SL_H_LINKER, l, 0, &rp->state_out);
         if (rc != CUDA_SUCCESS && api->cuLinkDestroy)
             api->cuLinkDestroy(l->st);
     }
     if (rc == CUDA_SUCCESS)
-        rc = logs_out(s, l, NULL, 0);
+        rc = logs_out(c, l, NULL, 0);
     if (rc != CUDA_SUCCESS && !(rp && rp->state_out))
         link_free(l);
     return rc;
 }
 
-static CUresult h_add_data(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuLinkAddData_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuLinkAddDataV2Request *rq = call->cu_link_add_data_v2;
     if (!api->cuLinkAddData_v2)
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -249,30 +255,41 @@ static CUresult h_add_data(sl_be_session *s, const struct sl_driver_api *api,
     CUresult rc = link_get(s, rq->state, &l);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (rq->data != rq->size || !rq->size || rq->data > s->in_bulk_len ||
-        s->in_bulk_len - rq->data != rq->option_values) {
-        be_detail(reply, "input of %llu bytes, options of %llu, with %llu bulk bytes",
-                  (unsigned long long)rq->size, (unsigned long long)rq->option_values,
-                  (unsigned long long)s->in_bulk_len);
+    if (rq->data != rq->size || !rq->size || rq->data > c->in_len ||
+        c->in_len - rq->data != rq->option_values) {
+        sl_be_detail(reply, "input of %llu bytes, options of %llu, with %llu bulk bytes",
+                     (unsigned long long)rq->size, (unsigned long long)rq->option_values,
+                     (unsigned long long)c->in_len);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (rq->type == CU_JIT_INPUT_PTX && s->in_bulk[rq->size - 1] != 0) {
-        be_detail(reply, "PTX input not NUL-terminated");
-        return CUDA_ERROR_INVALID_VALUE;
+    /* the bounds checks of module images (docs/security.md), for every input type */
+    rc = be_link_input_validate(c->in, rq->size, rq->type);
+    if (rc != CUDA_SUCCESS) {
+        static const char *const names[] = {"cubin", "PTX", "fatbin", "object", "library", "NVVM"};
+        sl_be_detail(reply, "cuLinkAddData_v2: the %s input of %llu bytes %s",
+                     rq->type < 6 ? names[rq->type] : "unknown", (unsigned long long)rq->size,
+                     rc == CUDA_ERROR_NOT_SUPPORTED
+                         ? "is NVVM IR, which cannot be checked before the driver parses it: "
+                           "not supported through Sluice"
+                     : rc == CUDA_ERROR_INVALID_VALUE
+                         ? "has an unknown input type"
+                         : "fails the image checks (bounds, headers, NUL-terminated PTX)");
+        return rc == CUDA_ERROR_INVALID_IMAGE && rq->type == CU_JIT_INPUT_PTX
+                   ? CUDA_ERROR_INVALID_VALUE /* as before: a PTX string without its NUL */
+                   : rc;
     }
     CUjit_option *opts;
     void **vals;
-    rc = options_in(reply, s->in_bulk + rq->data, rq->option_values, rq->num_options, 0, &opts,
-                    &vals);
+    rc = options_in(reply, c->in + rq->data, rq->option_values, rq->num_options, 0, &opts, &vals);
     void *data = rc == CUDA_SUCCESS ? malloc(rq->size) : NULL;
     if (rc == CUDA_SUCCESS && !data)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS) {
-        memcpy(data, s->in_bulk, rq->size);
+        memcpy(data, c->in, rq->size);
         rc = api->cuLinkAddData_v2(l->st, (CUjitInputType)rq->type, data, (size_t)rq->size,
                                    rq->name && *rq->name ? rq->name : NULL, rq->num_options, opts,
                                    vals);
-        rc = rc == CUDA_SUCCESS ? logs_out(s, l, NULL, 0) : failed(reply, l, rc);
+        rc = rc == CUDA_SUCCESS ? logs_out(c, l, NULL, 0) : failed(reply, l, rc);
     }
     free(data);
     free(opts);
@@ -280,9 +297,12 @@ static CUresult h_add_data(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_complete(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuLinkComplete(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     if (!api->cuLinkComplete)
         return CUDA_ERROR_NOT_SUPPORTED;
     struct be_link *l;
@@ -298,20 +318,21 @@ static CUresult h_complete(sl_be_session *s, const struct sl_driver_api *api,
     size_t size = 0;
     rc = api->cuLinkComplete(l->st, &cubin, &size);
     if (rc == CUDA_SUCCESS && (!cubin || !size || size > BE_MAX_BULK_PER_CALL / 2)) {
-        be_detail(reply, "linked image of %zu bytes", size);
+        sl_be_detail(reply, "linked image of %zu bytes", size);
         rc = CUDA_ERROR_INVALID_VALUE;
     }
     if (rc != CUDA_SUCCESS)
         return failed(reply, l, rc);
     rp->cubin_out = size;
     rp->size_out = size;
-    return logs_out(s, l, cubin, size);
+    return logs_out(c, l, cubin, size);
 }
 
-static CUresult h_destroy(sl_be_session *s, const struct sl_driver_api *api,
-                          const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuLinkDestroy(struct sl_be_call *c)
 {
-    (void)reply;
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     uint64_t id = call->cu_link_destroy->state;
     struct be_link *l;
     CUresult rc = link_get(s, id, &l);
@@ -325,12 +346,4 @@ static CUresult h_destroy(sl_be_session *s, const struct sl_driver_api *api,
     sl_be_handle_drop(s, SL_H_LINKER, id);
     link_free(l);
     return CUDA_SUCCESS;
-}
-
-void be_register_link(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuLinkCreate_v2].handler = h_create;
-    t[SL_CALL_cuLinkAddData_v2].handler = h_add_data;
-    t[SL_CALL_cuLinkComplete].handler = h_complete;
-    t[SL_CALL_cuLinkDestroy].handler = h_destroy;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,8 +32,9 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: sluice-backend --project ID --listen tcp://ADDR:PORT --cert FILE --key FILE\n"
-        "                      --ca FILE --driver PATH/libcuda.so.1 [--control ipc://PATH]\n"
-        "                      [--allow FILE] [--state-dir DIR] [--max-sessions N]\n"
+        "                      --ca FILE --driver PATH/libcuda.so.1 [--control ipc://PATH\n"
+        "                      [--control-key FILE]] [--allow FILE] [--state-dir DIR]\n"
+        "                      [--max-sessions N]\n"
         "                      [--usage-interval S] [--usage-resend S] [--measure events|none]\n"
         "                      [--spin-us N] [--help]\n"
         "\n"
@@ -43,6 +45,9 @@ static void usage(FILE *f)
         "  --ca FILE         the CA that signs guests' client certificates (PEM)\n"
         "  --driver PATH     the REAL NVIDIA driver library (never Sluice's frontend)\n"
         "  --control EP      the agent's control socket (ipc://...): grants, revocations\n"
+        "  --control-key FILE  the agent's key (64 hex digits): only messages carrying it are\n"
+        "                    obeyed; new sessions wait for the agent's grant set, and without\n"
+        "                    word from the agent for 15 s the backend ends its sessions and exits\n"
         "  --allow FILE      instance uuids granted without an agent (one per line, # comments)\n"
         "  --state-dir DIR   a directory for the backend's state (must exist)\n"
         "  --max-sessions N  live sessions of the tenant (each one is a worker process); default\n"
@@ -166,6 +171,7 @@ int main(int argc, char **argv)
                                          {"ca", required_argument, 0, 'a'},
                                          {"driver", required_argument, 0, 'd'},
                                          {"control", required_argument, 0, 'C'},
+                                         {"control-key", required_argument, 0, 'K'},
                                          {"allow", required_argument, 0, 'A'},
                                          {"state-dir", required_argument, 0, 's'},
                                          {"max-sessions", required_argument, 0, 'm'},
@@ -198,6 +204,9 @@ int main(int argc, char **argv)
             break;
         case 'C':
             cfg.control = optarg;
+            break;
+        case 'K':
+            cfg.control_key = optarg;
             break;
         case 'A':
             cfg.allow = optarg;
@@ -283,8 +292,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-backend: --control must be ipc://PATH\n");
         return 2;
     }
+    if (cfg.control_key && !cfg.control) {
+        fprintf(stderr, "sluice-backend: --control-key needs --control\n");
+        return 2;
+    }
     if (!readable("--cert", cfg.cert) || !readable("--key", cfg.key) || !readable("--ca", cfg.ca) ||
-        !readable("--driver", cfg.driver) || (cfg.allow && !readable("--allow", cfg.allow)))
+        !readable("--driver", cfg.driver) || (cfg.allow && !readable("--allow", cfg.allow)) ||
+        (cfg.control_key && !readable("--control-key", cfg.control_key)))
         return 2;
     if (cfg.state_dir) {
         struct stat st;
@@ -326,6 +340,13 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL); /* reload the certificate */
     signal(SIGPIPE, SIG_IGN);
+    /* connections cost a descriptor each until the channel closes the surplus of a flood
+     * (docs/channel.md): the hard limit, not the customary soft 1024, bounds them */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     int rc = be_server_run(&cfg, NULL, NULL, &stop_flag);
     sl_log(SL_LOG_NOTICE, BE_COMPONENT, "project %s: stopped%s", cfg.project,

@@ -67,21 +67,24 @@ static void *map_at(uintptr_t want, size_t len)
     return p == MAP_FAILED ? NULL : p;
 }
 
-static CUresult h_alloc(sl_be_session *s, const struct sl_driver_api *api,
-                        const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slMappedAlloc(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__SlMappedAllocRequest *rq = call->sl_mapped_alloc;
     size_t pg = page_size();
     uint64_t off = rq->address % pg;
     if (rq->bytesize == 0 || rq->bytesize > BE_MAPPED_MAX_BYTES) {
-        be_detail(reply, "mapped host memory of %llu bytes (at most %llu per session)",
-                  (unsigned long long)rq->bytesize, (unsigned long long)BE_MAPPED_MAX_BYTES);
+        sl_be_detail(reply, "mapped host memory of %llu bytes (at most %llu per session)",
+                     (unsigned long long)rq->bytesize, (unsigned long long)BE_MAPPED_MAX_BYTES);
         return CUDA_ERROR_INVALID_VALUE;
     }
     size_t len = (size_t)((off + rq->bytesize + pg - 1) / pg * pg);
     if (s->mapped_bytes + len > BE_MAPPED_MAX_BYTES) {
-        be_detail(reply, "mapped host memory: the session's %llu bytes are in use",
-                  (unsigned long long)BE_MAPPED_MAX_BYTES);
+        sl_be_detail(reply, "mapped host memory: the session's %llu bytes are in use",
+                     (unsigned long long)BE_MAPPED_MAX_BYTES);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (!api->cuMemHostRegister_v2 || !api->cuMemHostGetDevicePointer_v2)
@@ -129,10 +132,11 @@ static CUresult h_alloc(sl_be_session *s, const struct sl_driver_api *api,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_free(sl_be_session *s, const struct sl_driver_api *api,
-                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slMappedFree(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     uint64_t dptr = call->sl_mapped_free->dptr;
     for (struct be_map **pp = &s->mapped; *pp; pp = &(*pp)->next)
         if ((*pp)->dptr == dptr) {
@@ -141,26 +145,27 @@ static CUresult h_free(sl_be_session *s, const struct sl_driver_api *api,
             release(s, m);
             return CUDA_SUCCESS;
         }
-    be_detail(reply, "no mapped host memory at 0x%llx", (unsigned long long)dptr);
+    sl_be_detail(reply, "no mapped host memory at 0x%llx", (unsigned long long)dptr);
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult h_write(sl_be_session *s, const struct sl_driver_api *api,
-                        const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slMappedWrite(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__SlMappedWriteRequest *rq = call->sl_mapped_write;
     struct be_map *m = find(s, rq->dptr);
-    uint64_t n = s->in_bulk_len;
+    uint64_t n = c->in_len;
     if (!m || rq->offset > m->len || n > m->len - rq->offset) {
-        be_detail(reply, "mapped write of %llu bytes at 0x%llx+%llu is outside mapped memory",
-                  (unsigned long long)n, (unsigned long long)rq->dptr,
-                  (unsigned long long)rq->offset);
+        sl_be_detail(reply, "mapped write of %llu bytes at 0x%llx+%llu is outside mapped memory",
+                     (unsigned long long)n, (unsigned long long)rq->dptr,
+                     (unsigned long long)rq->offset);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (n) {
-        memcpy(m->host + rq->offset, s->in_bulk, (size_t)n);
-        memcpy(m->shadow + rq->offset, s->in_bulk, (size_t)n);
+        memcpy(m->host + rq->offset, c->in, (size_t)n);
+        memcpy(m->shadow + rq->offset, c->in, (size_t)n);
     }
     return CUDA_SUCCESS;
 }
@@ -216,11 +221,4 @@ void be_mapped_release_all(sl_be_session *s)
         s->mapped = m->next;
         release(s, m);
     }
-}
-
-void be_register_mapped(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_slMappedAlloc].handler = h_alloc;
-    t[SL_CALL_slMappedFree].handler = h_free;
-    t[SL_CALL_slMappedWrite].handler = h_write;
 }

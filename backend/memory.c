@@ -131,21 +131,13 @@ void be_mem_remove_parent(struct be_mem *m, uint64_t parent)
 }
 
 /* Device memory the session allocated (the quota and memory_high_water of
- * docs/accounting.md): the ranges of these calls count; globals, mapped host memory and the
- * like do not. */
+ * docs/accounting.md): the ranges of the calls the table marks quota=alloc or quota=counted
+ * count; globals, mapped host memory and the like do not. */
 void be_mem_count(struct be_mem *m, uint32_t call_id, uint64_t base)
 {
-    switch (call_id) {
-    case SL_CALL_cuMemAlloc_v2:
-    case SL_CALL_cuMemAllocPitch_v2:
-    case SL_CALL_cuMemAllocAsync:
-    case SL_CALL_cuMemAllocFromPoolAsync:
-    case SL_CALL_cuMemAllocManaged:
-    case SL_CALL_cuGraphAddMemAllocNode:
-        break;
-    default:
+    const struct sl_call_info *ci = sl_call_lookup(call_id);
+    if (!ci || (ci->quota != SL_QUOTA_ALLOC && ci->quota != SL_QUOTA_COUNTED))
         return;
-    }
     long i = floor_idx(m, base);
     if (i >= 0 && m->r[i].base == base && !m->r[i].counted) {
         m->r[i].counted = 1;

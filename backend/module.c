@@ -203,10 +203,61 @@ CUresult be_image_validate(const uint8_t *p, uint64_t len, uint32_t format)
         return CUDA_SUCCESS;
     }
     case 3:
-        return memcmp(p, ELFMAG, SELFMAG) == 0 && elf_ok(p, len) ? CUDA_SUCCESS
-                                                                 : CUDA_ERROR_INVALID_IMAGE;
+        return len >= SELFMAG && memcmp(p, ELFMAG, SELFMAG) == 0 && elf_ok(p, len)
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_IMAGE;
     case 4:
         return p[len - 1] == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* An ar archive (a device library for the JIT linker): "!<arch>\n", then members, each a
+ * 60-byte header (its size in decimal at 48, "`\n" at 58) and its bytes padded to an even
+ * offset; every member is an ELF object that passes elf_ok, but for the archive's own tables
+ * (names starting with '/'). */
+static int ar_ok(const uint8_t *p, uint64_t len)
+{
+    static const char magic[] = "!<arch>\n";
+    if (len < 8 || memcmp(p, magic, 8) != 0)
+        return 0;
+    uint64_t off = 8;
+    while (off < len) {
+        if (len - off < 60 || p[off + 58] != '`' || p[off + 59] != '\n')
+            return 0;
+        uint64_t size = 0;
+        int digits = 0;
+        for (int i = 48; i < 58 && p[off + i] != ' '; i++, digits++) {
+            if (p[off + i] < '0' || p[off + i] > '9')
+                return 0;
+            size = size * 10 + (uint64_t)(p[off + i] - '0');
+        }
+        const uint8_t *m = p + off + 60;
+        if (!digits || size > len - off - 60)
+            return 0;
+        if (p[off] != '/' &&
+            !(size >= SELFMAG && memcmp(m, ELFMAG, SELFMAG) == 0 && elf_ok(m, size)))
+            return 0;
+        off += 60 + size + (size & 1);
+    }
+    return 1;
+}
+
+CUresult be_link_input_validate(const uint8_t *p, uint64_t len, uint32_t type)
+{
+    switch (type) {
+    case CU_JIT_INPUT_CUBIN:
+    case CU_JIT_INPUT_OBJECT: /* a host object file: an ELF that carries the device code */
+        return be_image_validate(p, len, 3);
+    case CU_JIT_INPUT_PTX:
+        return be_image_validate(p, len, 4);
+    case CU_JIT_INPUT_FATBINARY:
+        return be_image_validate(p, len, 2);
+    case CU_JIT_INPUT_LIBRARY:
+        return p && ar_ok(p, len) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+    case CU_JIT_INPUT_NVVM: /* LTO IR: no format Sluice can check before the driver parses it */
+        return CUDA_ERROR_NOT_SUPPORTED;
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -231,59 +282,62 @@ static int jit_option_ok(uint32_t o)
     }
 }
 
-static CUresult h_load_image(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slLoadImage(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__SlLoadImageRequest *rq = call->sl_load_image;
     if (rq->sha256.len != 32 || rq->size == 0 || rq->size > BE_MAX_BULK_PER_CALL ||
         (rq->target != 1 && rq->target != 2) || rq->format < 1 || rq->format > 4) {
-        be_detail(reply, "slLoadImage: bad sha256/size/target/format");
+        sl_be_detail(reply, "slLoadImage: bad sha256/size/target/format");
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (rq->n_jit_options != rq->n_jit_values || rq->n_jit_options > 64) {
-        be_detail(reply, "slLoadImage: jit options and values differ in number");
+        sl_be_detail(reply, "slLoadImage: jit options and values differ in number");
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUjit_option opts[64];
     void *vals[64];
     for (size_t i = 0; i < rq->n_jit_options; i++) {
         if (!jit_option_ok(rq->jit_options[i])) {
-            be_detail(reply, "slLoadImage: JIT option %u is not a scalar option",
-                      rq->jit_options[i]);
+            sl_be_detail(reply, "slLoadImage: JIT option %u is not a scalar option",
+                         rq->jit_options[i]);
             return CUDA_ERROR_NOT_SUPPORTED;
         }
         opts[i] = (CUjit_option)rq->jit_options[i];
         vals[i] = (void *)(uintptr_t)rq->jit_values[i];
     }
     struct be_image *img = NULL;
-    if (s->in_bulk_len) {
-        if (s->in_bulk_len != rq->size || !s->in_bulk) {
-            be_detail(reply, "slLoadImage: %llu bulk bytes for an image of %llu",
-                      (unsigned long long)s->in_bulk_len, (unsigned long long)rq->size);
+    if (c->in_len) {
+        if (c->in_len != rq->size || !c->in) {
+            sl_be_detail(reply, "slLoadImage: %llu bulk bytes for an image of %llu",
+                         (unsigned long long)c->in_len, (unsigned long long)rq->size);
             return CUDA_ERROR_INVALID_VALUE;
         }
         uint8_t md[32];
         unsigned mdlen = 0;
-        if (!EVP_Digest(s->in_bulk, rq->size, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32 ||
+        if (!EVP_Digest(c->in, rq->size, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32 ||
             memcmp(md, rq->sha256.data, 32) != 0) {
-            be_detail(reply, "slLoadImage: the image does not match its sha256");
+            sl_be_detail(reply, "slLoadImage: the image does not match its sha256");
             return CUDA_ERROR_INVALID_VALUE;
         }
-        CUresult rc = be_image_validate(s->in_bulk, rq->size, rq->format);
+        CUresult rc = be_image_validate(c->in, rq->size, rq->format);
         if (rc != CUDA_SUCCESS) {
-            be_detail(reply, "slLoadImage: image of format %u is malformed or truncated",
-                      rq->format);
+            sl_be_detail(reply, "slLoadImage: image of format %u is malformed or truncated",
+                         rq->format);
             return rc;
         }
         s->st.img_sent++;
         s->st.img_sent_bytes += rq->size;
         img = cache_get(md, rq->size);
         if (!img) {
-            be_image_store_put(md, s->in_bulk, rq->size); /* for the sessions after this one */
+            be_image_store_put(md, c->in, rq->size); /* for the sessions after this one */
             uint8_t *copy = malloc(rq->size);
             if (!copy)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-            memcpy(copy, s->in_bulk, rq->size);
+            memcpy(copy, c->in, rq->size);
             img = cache_put(md, copy, rq->size);
             if (!img)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -334,7 +388,7 @@ static CUresult h_load_image(sl_be_session *s, const struct sl_driver_api *api,
         BE_REPLY(reply, sl_load_image, SLUICE__WIRE__REPLY__OUT_SL_LOAD_IMAGE,
                  Sluice__Cuda__SlLoadImageReply, sluice__cuda__sl_load_image_reply__init);
     uint64_t id = 0;
-    rc = rp ? sl_be_handle_put(s, kind, native, &id) : CUDA_ERROR_OUT_OF_MEMORY;
+    rc = rp ? sl_be_handle_put(s, kind, native, 0, &id) : CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) {
         if (kind == SL_H_MODULE && api->cuModuleUnload)
             api->cuModuleUnload((CUmodule)native);
@@ -360,7 +414,7 @@ static CUresult global_common(sl_be_session *s, uint64_t owner, CUdeviceptr d, s
         CUresult rc = be_mem_add(&s->mem, d, bytes, BE_R_GLOBAL,
                                  s->cur_ctx == UINT64_MAX ? 0 : s->cur_ctx, owner);
         if (rc != CUDA_SUCCESS) {
-            be_detail(reply, "cannot register the global's range");
+            sl_be_detail(reply, "cannot register the global's range");
             return rc;
         }
     }
@@ -369,9 +423,12 @@ static CUresult global_common(sl_be_session *s, uint64_t owner, CUdeviceptr d, s
     return CUDA_SUCCESS;
 }
 
-static CUresult h_module_get_global(sl_be_session *s, const struct sl_driver_api *api,
-                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuModuleGetGlobal_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuModuleGetGlobalV2Request *rq = call->cu_module_get_global_v2;
     void *m = NULL;
     CUresult rc = sl_be_handle_get(s, SL_H_MODULE, rq->hmod, &m);
@@ -391,9 +448,12 @@ static CUresult h_module_get_global(sl_be_session *s, const struct sl_driver_api
     return global_common(s, rq->hmod, d, bytes, reply, &rp->dptr, &rp->bytes);
 }
 
-static CUresult h_library_get_global(sl_be_session *s, const struct sl_driver_api *api,
-                                     const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuLibraryGetGlobal(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuLibraryGetGlobalRequest *rq = call->cu_library_get_global;
     void *l = NULL;
     CUresult rc = sl_be_handle_get(s, SL_H_LIBRARY, rq->library, &l);
@@ -415,9 +475,12 @@ static CUresult h_library_get_global(sl_be_session *s, const struct sl_driver_ap
 
 /* ---------------------------------------------------------------- names */
 
-static CUresult h_func_get_name(sl_be_session *s, const struct sl_driver_api *api,
-                                const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuFuncGetName(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     void *f = NULL;
     CUresult rc = sl_be_handle_get(s, SL_H_FUNCTION, call->cu_func_get_name->hfunc, &f);
     if (rc != CUDA_SUCCESS)
@@ -439,9 +502,12 @@ static CUresult h_func_get_name(sl_be_session *s, const struct sl_driver_api *ap
     return CUDA_SUCCESS;
 }
 
-static CUresult h_kernel_get_name(sl_be_session *s, const struct sl_driver_api *api,
-                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuKernelGetName(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     void *k = NULL;
     CUresult rc = sl_be_handle_get(s, SL_H_KERNEL, call->cu_kernel_get_name->hfunc, &k);
     if (rc != CUDA_SUCCESS)
@@ -456,13 +522,4 @@ static CUresult h_kernel_get_name(sl_be_session *s, const struct sl_driver_api *
     if (!rp || !(rp->name = strndup(name ? name : "", SL_WIRE_MAX_STRING - 1)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     return CUDA_SUCCESS;
-}
-
-void be_register_module(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_slLoadImage].handler = h_load_image;
-    t[SL_CALL_cuModuleGetGlobal_v2].handler = h_module_get_global;
-    t[SL_CALL_cuLibraryGetGlobal].handler = h_library_get_global;
-    t[SL_CALL_cuFuncGetName].handler = h_func_get_name;
-    t[SL_CALL_cuKernelGetName].handler = h_kernel_get_name;
 }

@@ -1,4 +1,4 @@
-/* Occupancy calls (hand handlers: the table marks them handwritten because two of them take a
+/* Occupancy calls (hand handlers: the table marks them hand=both because two of them take a
  * guest callback). The function argument may be a function or a kernel id (cudart 13 passes
  * kernels as functions): sl_be_handle_get accepts both for SL_H_FUNCTION and the native CUkernel
  * goes to the driver, which accepts it. cuOccupancyMaxPotentialBlockSize(WithFlags) with a
@@ -40,9 +40,12 @@ static CUresult max_active(sl_be_session *s, const struct sl_driver_api *api, ui
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult h_max_active(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuOccupancyMaxActiveBlocksPerMultiprocessor(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuOccupancyMaxActiveBlocksPerMultiprocessorRequest *rq =
         call->cu_occupancy_max_active_blocks_per_multiprocessor;
     int n = 0;
@@ -60,9 +63,12 @@ static CUresult h_max_active(sl_be_session *s, const struct sl_driver_api *api,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_max_active_flags(sl_be_session *s, const struct sl_driver_api *api,
-                                   const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuOccupancyMaxActiveBlocksPerMultiprocessorWithFlagsRequest *rq =
         call->cu_occupancy_max_active_blocks_per_multiprocessor_with_flags;
     int n = 0;
@@ -90,7 +96,7 @@ static CUresult potential(sl_be_session *s, const struct sl_driver_api *api, uin
     if (rc != CUDA_SUCCESS)
         return rc;
     if (cb) { /* the frontend computes it when there is a callback */
-        be_detail(reply, "a blockSizeToDynamicSMemSize callback is run by the frontend");
+        sl_be_detail(reply, "a blockSizeToDynamicSMemSize callback is run by the frontend");
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (flags & ~OCC_FLAGS)
@@ -103,9 +109,12 @@ static CUresult potential(sl_be_session *s, const struct sl_driver_api *api, uin
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult h_potential(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuOccupancyMaxPotentialBlockSize(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuOccupancyMaxPotentialBlockSizeRequest *rq =
         call->cu_occupancy_max_potential_block_size;
     int grid = 0, block = 0;
@@ -125,9 +134,12 @@ static CUresult h_potential(sl_be_session *s, const struct sl_driver_api *api,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_potential_flags(sl_be_session *s, const struct sl_driver_api *api,
-                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuOccupancyMaxPotentialBlockSizeWithFlags(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuOccupancyMaxPotentialBlockSizeWithFlagsRequest *rq =
         call->cu_occupancy_max_potential_block_size_with_flags;
     int grid = 0, block = 0;
@@ -151,23 +163,23 @@ static CUresult h_potential_flags(sl_be_session *s, const struct sl_driver_api *
 /* ---------------------------------------------------------------- clusters */
 /* config is the CUlaunchConfig pod with attrs = NULL; the attributes (numAttrs of them) are the
  * call's bulk; hStream is a stream id. Only attributes without pointers or handles inside. */
-static CUresult cluster_config(sl_be_session *s, const ProtobufCBinaryData *pod,
-                               Sluice__Wire__Reply *reply, CUlaunchConfig *cfg,
-                               CUlaunchAttribute *attrs)
+static CUresult cluster_config(struct sl_be_call *c, const ProtobufCBinaryData *pod,
+                               CUlaunchConfig *cfg, CUlaunchAttribute *attrs)
 {
+    sl_be_session *s = c->s;
+    Sluice__Wire__Reply *reply = c->reply;
     if (pod->len != sizeof *cfg) {
-        be_detail(reply, "config is %zu bytes, CUlaunchConfig is %zu", pod->len, sizeof *cfg);
+        sl_be_detail(reply, "config is %zu bytes, CUlaunchConfig is %zu", pod->len, sizeof *cfg);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(cfg, pod->data, sizeof *cfg);
-    if (cfg->numAttrs > 64 ||
-        s->in_bulk_len != (uint64_t)cfg->numAttrs * sizeof(CUlaunchAttribute)) {
-        be_detail(reply, "%u launch attributes do not match %llu bulk bytes", cfg->numAttrs,
-                  (unsigned long long)s->in_bulk_len);
+    if (cfg->numAttrs > 64 || c->in_len != (uint64_t)cfg->numAttrs * sizeof(CUlaunchAttribute)) {
+        sl_be_detail(reply, "%u launch attributes do not match %llu bulk bytes", cfg->numAttrs,
+                     (unsigned long long)c->in_len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (cfg->numAttrs)
-        memcpy(attrs, s->in_bulk, cfg->numAttrs * sizeof(CUlaunchAttribute));
+        memcpy(attrs, c->in, cfg->numAttrs * sizeof(CUlaunchAttribute));
     for (unsigned i = 0; i < cfg->numAttrs; i++) {
         switch (attrs[i].id) {
         case CU_LAUNCH_ATTRIBUTE_IGNORE:
@@ -182,7 +194,7 @@ static CUresult cluster_config(sl_be_session *s, const ProtobufCBinaryData *pod,
         case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
             break;
         default:
-            be_detail(reply, "launch attribute %d is not supported here", (int)attrs[i].id);
+            sl_be_detail(reply, "launch attribute %d is not supported here", (int)attrs[i].id);
             return CUDA_ERROR_NOT_SUPPORTED;
         }
     }
@@ -193,9 +205,12 @@ static CUresult cluster_config(sl_be_session *s, const ProtobufCBinaryData *pod,
     return rc;
 }
 
-static CUresult h_cluster_size(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuOccupancyMaxPotentialClusterSize(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuOccupancyMaxPotentialClusterSizeRequest *rq =
         call->cu_occupancy_max_potential_cluster_size;
     CUfunction f;
@@ -203,7 +218,7 @@ static CUresult h_cluster_size(sl_be_session *s, const struct sl_driver_api *api
     CUlaunchAttribute attrs[64];
     CUresult rc = func_of(s, rq->func, &f);
     if (rc == CUDA_SUCCESS)
-        rc = cluster_config(s, &rq->config, reply, &cfg, attrs);
+        rc = cluster_config(c, &rq->config, &cfg, attrs);
     int n = 0;
     if (rc == CUDA_SUCCESS)
         rc = api->cuOccupancyMaxPotentialClusterSize
@@ -222,9 +237,12 @@ static CUresult h_cluster_size(sl_be_session *s, const struct sl_driver_api *api
     return CUDA_SUCCESS;
 }
 
-static CUresult h_active_clusters(sl_be_session *s, const struct sl_driver_api *api,
-                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuOccupancyMaxActiveClusters(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuOccupancyMaxActiveClustersRequest *rq =
         call->cu_occupancy_max_active_clusters;
     CUfunction f;
@@ -232,7 +250,7 @@ static CUresult h_active_clusters(sl_be_session *s, const struct sl_driver_api *
     CUlaunchAttribute attrs[64];
     CUresult rc = func_of(s, rq->func, &f);
     if (rc == CUDA_SUCCESS)
-        rc = cluster_config(s, &rq->config, reply, &cfg, attrs);
+        rc = cluster_config(c, &rq->config, &cfg, attrs);
     int n = 0;
     if (rc == CUDA_SUCCESS)
         rc = api->cuOccupancyMaxActiveClusters ? api->cuOccupancyMaxActiveClusters(&n, f, &cfg)
@@ -248,14 +266,4 @@ static CUresult h_active_clusters(sl_be_session *s, const struct sl_driver_api *
         return CUDA_ERROR_OUT_OF_MEMORY;
     rp->num_clusters = n;
     return CUDA_SUCCESS;
-}
-
-void be_register_occupancy(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuOccupancyMaxActiveBlocksPerMultiprocessor].handler = h_max_active;
-    t[SL_CALL_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags].handler = h_max_active_flags;
-    t[SL_CALL_cuOccupancyMaxPotentialBlockSize].handler = h_potential;
-    t[SL_CALL_cuOccupancyMaxPotentialBlockSizeWithFlags].handler = h_potential_flags;
-    t[SL_CALL_cuOccupancyMaxPotentialClusterSize].handler = h_cluster_size;
-    t[SL_CALL_cuOccupancyMaxActiveClusters].handler = h_active_clusters;
 }

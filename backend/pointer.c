@@ -78,19 +78,22 @@ static CUresult translate(sl_be_session *s, uint32_t a, uint64_t *v64, uint32_t 
     }
 }
 
-static CUresult h_get(sl_be_session *s, const struct sl_driver_api *api,
-                      const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuPointerGetAttribute(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuPointerGetAttributeRequest *rq = call->cu_pointer_get_attribute;
     uint64_t n = attr_size(rq->attribute);
-    if (!n || rq->data != n || s->in_bulk_len) {
-        be_detail(reply, "pointer attribute %u of %llu bytes", rq->attribute,
-                  (unsigned long long)rq->data);
+    if (!n || rq->data != n || c->in_len) {
+        sl_be_detail(reply, "pointer attribute %u of %llu bytes", rq->attribute,
+                     (unsigned long long)rq->data);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!be_mem_find(&s->mem, rq->ptr)) {
-        be_detail(reply, "0x%llx is not in the session's device memory",
-                  (unsigned long long)rq->ptr);
+        sl_be_detail(reply, "0x%llx is not in the session's device memory",
+                     (unsigned long long)rq->ptr);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuPointerGetAttribute)
@@ -108,12 +111,7 @@ static CUresult h_get(sl_be_session *s, const struct sl_driver_api *api,
     if (!buf)
         return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(buf, dst, n);
-    s->out_bulk = buf;
-    s->out_bulk_len = n;
+    c->out = buf;
+    c->out_len = n;
     return CUDA_SUCCESS;
-}
-
-void be_register_pointer(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuPointerGetAttribute].handler = h_get;
 }

@@ -13,7 +13,7 @@
 static CUresult location(sl_be_session *s, Sluice__Wire__Reply *reply, CUmemLocation *loc)
 {
     if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE) {
-        be_detail(reply, "memory pool location type %d is not supported", (int)loc->type);
+        sl_be_detail(reply, "memory pool location type %d is not supported", (int)loc->type);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     CUdevice dev;
@@ -23,19 +23,22 @@ static CUresult location(sl_be_session *s, Sluice__Wire__Reply *reply, CUmemLoca
     return rc;
 }
 
-static CUresult h_create(sl_be_session *s, const struct sl_driver_api *api,
-                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemPoolCreate(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemPoolCreateRequest *rq = call->cu_mem_pool_create;
     CUmemPoolProps props;
     if (rq->pool_props.len != sizeof props) {
-        be_detail(reply, "CUmemPoolProps of %zu bytes", rq->pool_props.len);
+        sl_be_detail(reply, "CUmemPoolProps of %zu bytes", rq->pool_props.len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(&props, rq->pool_props.data, sizeof props);
     props.win32SecurityAttributes = NULL;
     if (props.handleTypes != CU_MEM_HANDLE_TYPE_NONE) {
-        be_detail(reply, "memory pools with shareable handle types are refused");
+        sl_be_detail(reply, "memory pools with shareable handle types are refused");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     CUresult rc = location(s, reply, &props.location);
@@ -52,7 +55,7 @@ static CUresult h_create(sl_be_session *s, const struct sl_driver_api *api,
     rc = api->cuMemPoolCreate(&pool, &props);
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = sl_be_handle_put(s, SL_H_MEMPOOL, pool, &rp->pool);
+    rc = sl_be_handle_put(s, SL_H_MEMPOOL, pool, 0, &rp->pool);
     if (rc != CUDA_SUCCESS && api->cuMemPoolDestroy)
         api->cuMemPoolDestroy(pool);
     return rc;
@@ -86,14 +89,17 @@ static CUresult pool_of(sl_be_session *s, uint64_t id, CUmemoryPool *p)
     return rc;
 }
 
-static CUresult h_set_attr(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemPoolSetAttribute(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemPoolSetAttributeRequest *rq = call->cu_mem_pool_set_attribute;
     uint64_t n = attr_size(rq->attr);
-    if (!n || rq->value != n || s->in_bulk_len != n) {
-        be_detail(reply, "pool attribute %u with %llu bytes", rq->attr,
-                  (unsigned long long)s->in_bulk_len);
+    if (!n || rq->value != n || c->in_len != n) {
+        sl_be_detail(reply, "pool attribute %u with %llu bytes", rq->attr,
+                     (unsigned long long)c->in_len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUmemoryPool pool;
@@ -101,20 +107,23 @@ static CUresult h_set_attr(sl_be_session *s, const struct sl_driver_api *api,
     if (rc != CUDA_SUCCESS)
         return rc;
     cuuint64_t v = 0; /* aligned copy of the value */
-    memcpy(&v, s->in_bulk, n);
+    memcpy(&v, c->in, n);
     return api->cuMemPoolSetAttribute
                ? api->cuMemPoolSetAttribute(pool, (CUmemPool_attribute)rq->attr, &v)
                : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult h_get_attr(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemPoolGetAttribute(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemPoolGetAttributeRequest *rq = call->cu_mem_pool_get_attribute;
     uint64_t n = attr_size(rq->attr);
-    if (!n || rq->value != n || s->in_bulk_len) {
-        be_detail(reply, "pool attribute %u of %llu bytes", rq->attr,
-                  (unsigned long long)rq->value);
+    if (!n || rq->value != n || c->in_len) {
+        sl_be_detail(reply, "pool attribute %u of %llu bytes", rq->attr,
+                     (unsigned long long)rq->value);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUmemoryPool pool;
@@ -131,18 +140,21 @@ static CUresult h_get_attr(sl_be_session *s, const struct sl_driver_api *api,
     if (!buf)
         return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(buf, &v, n);
-    s->out_bulk = buf;
-    s->out_bulk_len = n;
+    c->out = buf;
+    c->out_len = n;
     return CUDA_SUCCESS;
 }
 
-static CUresult h_get_access(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemPoolGetAccess(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemPoolGetAccessRequest *rq = call->cu_mem_pool_get_access;
     CUmemLocation loc;
     if (rq->location.len != sizeof loc) {
-        be_detail(reply, "CUmemLocation of %zu bytes", rq->location.len);
+        sl_be_detail(reply, "CUmemLocation of %zu bytes", rq->location.len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(&loc, rq->location.data, sizeof loc);
@@ -163,12 +175,4 @@ static CUresult h_get_access(sl_be_session *s, const struct sl_driver_api *api,
     rc = api->cuMemPoolGetAccess(&f, pool, &loc);
     rp->flags = (uint32_t)f;
     return rc;
-}
-
-void be_register_pool(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuMemPoolCreate].handler = h_create;
-    t[SL_CALL_cuMemPoolSetAttribute].handler = h_set_attr;
-    t[SL_CALL_cuMemPoolGetAttribute].handler = h_get_attr;
-    t[SL_CALL_cuMemPoolGetAccess].handler = h_get_access;
 }

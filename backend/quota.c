@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "sluice/call_facts.h"
 #include "sluice/log.h"
 
 #define ACCT_MAGIC   0x534c4143u /* "SLAC" */
@@ -214,11 +215,12 @@ int be_acct_mem_admit(sl_be_session *s, uint64_t want, char *why, size_t n)
     if (ok)
         return 0;
     a->quota_refusals++;
+    uint64_t want_mib = (want >> 20) + ((want & ((1u << 20) - 1)) != 0); /* up, never over */
     snprintf(why, n,
              "the instance's memory quota of %llu MiB is used: its sessions hold %llu MiB, "
              "%llu MiB more asked",
              (unsigned long long)(quota >> 20), (unsigned long long)(used >> 20),
-             (unsigned long long)((want + (1 << 20) - 1) >> 20));
+             (unsigned long long)want_mib);
     sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu instance %s: allocation refused: %s",
            (unsigned long long)s->id, s->instance, why);
     return -1;
@@ -257,206 +259,101 @@ uint64_t be_acct_total_mem(const sl_be_session *s, uint64_t device_total)
     return a->sla.quota < device_total ? a->sla.quota : device_total;
 }
 
-/* ---------------------------------------------------------------- handlers */
+/* ---------------------------------------------------------------- the layer around calls */
 
-static sl_be_handler prev_alloc[SL_CALL_ID_MAX + 1];
-
-/* The bytes an allocation call asks for (pitch: at least width x height). */
-static uint64_t asked(const Sluice__Wire__Call *c)
+/* Room for one more held array (before the call, so that a created array is never lost). */
+static int held_room(struct be_mem *m)
 {
-    switch (c->call_id) {
-    case SL_CALL_cuMemAlloc_v2:
-        return c->cu_mem_alloc_v2 ? c->cu_mem_alloc_v2->bytesize : 0;
-    case SL_CALL_cuMemAllocPitch_v2:
-        return c->cu_mem_alloc_pitch_v2
-                   ? c->cu_mem_alloc_pitch_v2->width_in_bytes * c->cu_mem_alloc_pitch_v2->height
-                   : 0;
-    case SL_CALL_cuMemAllocAsync:
-        return c->cu_mem_alloc_async ? c->cu_mem_alloc_async->bytesize : 0;
-    case SL_CALL_cuMemAllocFromPoolAsync:
-        return c->cu_mem_alloc_from_pool_async ? c->cu_mem_alloc_from_pool_async->bytesize : 0;
-    case SL_CALL_cuMemAllocManaged:
-        return c->cu_mem_alloc_managed ? c->cu_mem_alloc_managed->bytesize : 0;
-    default:
+    if (m->n_held < m->cap_held)
+        return 1;
+    size_t cap = m->cap_held ? m->cap_held * 2 : 16;
+    struct be_held *h = realloc(m->held, cap * sizeof *h);
+    if (!h)
         return 0;
-    }
+    m->held = h;
+    m->cap_held = cap;
+    return 1;
 }
 
-static CUresult h_alloc(sl_be_session *s, const struct sl_driver_api *api,
-                        const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_quota_before(struct sl_be_call *c, const struct sl_call_info *ci, uint64_t *asked)
 {
-    sl_be_handler next = prev_alloc[call->call_id];
-    if (!next)
-        return CUDA_ERROR_NOT_SUPPORTED;
+    *asked = 0;
+    if (ci->quota != SL_QUOTA_ALLOC && ci->quota != SL_QUOTA_ARRAY)
+        return CUDA_SUCCESS;
+    if (ci->quota == SL_QUOTA_ARRAY && !held_room(&c->s->mem))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *asked = sl_call_quota_bytes(c->call); /* 0: malformed, the handler refuses it */
     char why[200];
-    if (be_acct_mem_admit(s, asked(call), why, sizeof why) != 0) {
-        be_detail(reply, "%s", why);
+    if (be_acct_mem_admit(c->s, *asked, why, sizeof why) != 0) {
+        sl_be_detail(c->reply, "%s", why);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    CUresult rc = next(s, api, call, reply);
-    be_acct_mem_publish(s); /* what the table holds now replaces the reservation */
-    if (rc == CUDA_SUCCESS && s->acct && s->acct->cfg.shm) {
-        /* a pitch allocation may have been padded past the quota: give it back */
-        struct be_acct_shm *m = s->acct->cfg.shm;
-        be_acct_lock(m);
-        uint64_t quota = m->inst[s->acct->cfg.inst].sla.quota;
-        uint64_t used = be_acct_inst_bytes(m, s->acct->cfg.inst);
-        be_acct_unlock(m);
-        if (quota && used > quota && call->call_id == SL_CALL_cuMemAllocPitch_v2 &&
-            reply->cu_mem_alloc_pitch_v2 && api->cuMemFree_v2) {
-            uint64_t p = reply->cu_mem_alloc_pitch_v2->dptr;
-            if (api->cuMemFree_v2((CUdeviceptr)p) == CUDA_SUCCESS)
-                sl_be_devptr_release(s, p);
-            be_acct_mem_publish(s);
-            s->acct->quota_refusals++;
-            be_detail(reply, "the instance's memory quota of %llu MiB is used (pitch padding)",
-                      (unsigned long long)(quota >> 20));
-            reply->cu_mem_alloc_pitch_v2->dptr = 0;
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    return rc;
-}
-
-/* ---------------------------------------------------------------- CUDA arrays */
-
-static uint64_t format_bytes(unsigned f)
-{
-    size_t b = be_format_bytes((CUarray_format)f);
-    return b ? b : 4; /* the rarer formats: an estimate */
-}
-
-/* Bytes an array of these dimensions holds (UINT64_MAX when that does not fit in 64 bits). */
-uint64_t be_array_bytes(uint64_t w, uint64_t h, uint64_t d, unsigned format, unsigned channels)
-{
-    uint64_t dims[] = {w, h ? h : 1, d ? d : 1, channels ? channels : 1, format_bytes(format)};
-    uint64_t b = 1;
-    for (size_t i = 0; i < sizeof dims / sizeof *dims; i++) {
-        if (dims[i] && b > UINT64_MAX / dims[i])
-            return UINT64_MAX;
-        b *= dims[i];
-    }
-    return b;
-}
-
-static uint64_t array_asked(const Sluice__Wire__Call *c)
-{
-    if (c->call_id == SL_CALL_cuArrayCreate_v2 && c->cu_array_create_v2 &&
-        c->cu_array_create_v2->p_allocate_array.len == sizeof(CUDA_ARRAY_DESCRIPTOR)) {
-        CUDA_ARRAY_DESCRIPTOR a;
-        memcpy(&a, c->cu_array_create_v2->p_allocate_array.data, sizeof a);
-        return be_array_bytes(a.Width, a.Height, 1, a.Format, a.NumChannels);
-    }
-    if (c->call_id == SL_CALL_cuArray3DCreate_v2 && c->cu_array3_dcreate_v2 &&
-        c->cu_array3_dcreate_v2->p_allocate_array.len == sizeof(CUDA_ARRAY3D_DESCRIPTOR)) {
-        CUDA_ARRAY3D_DESCRIPTOR a;
-        memcpy(&a, c->cu_array3_dcreate_v2->p_allocate_array.data, sizeof a);
-        return be_array_bytes(a.Width, a.Height, a.Depth, a.Format, a.NumChannels);
-    }
-    return 0; /* a malformed descriptor: the generated handler refuses it */
-}
-
-/* Array creation asks the quota first; the array's bytes count until cuArrayDestroy. */
-static CUresult h_array_create(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
-{
-    sl_be_handler next = prev_alloc[call->call_id];
-    if (!next)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    struct be_mem *m = &s->mem;
-    if (m->n_held == m->cap_held) {
-        size_t cap = m->cap_held ? m->cap_held * 2 : 16;
-        struct be_held *h = realloc(m->held, cap * sizeof *h);
-        if (!h)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        m->held = h;
-        m->cap_held = cap;
-    }
-    uint64_t bytes = array_asked(call);
-    char why[200];
-    if (be_acct_mem_admit(s, bytes, why, sizeof why) != 0) {
-        be_detail(reply, "%s", why);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    CUresult rc = next(s, api, call, reply);
-    uint64_t id = 0;
-    if (rc == CUDA_SUCCESS && call->call_id == SL_CALL_cuArrayCreate_v2 &&
-        reply->out_case == SLUICE__WIRE__REPLY__OUT_CU_ARRAY_CREATE_V2)
-        id = reply->cu_array_create_v2->p_handle;
-    if (rc == CUDA_SUCCESS && call->call_id == SL_CALL_cuArray3DCreate_v2 &&
-        reply->out_case == SLUICE__WIRE__REPLY__OUT_CU_ARRAY3_DCREATE_V2)
-        id = reply->cu_array3_dcreate_v2->p_handle;
-    if (id) {
-        m->held[m->n_held++] = (struct be_held){id, bytes};
-        m->counted_held += bytes;
-    }
-    be_acct_mem_publish(s); /* what is held now replaces the reservation */
-    return rc;
-}
-
-static CUresult h_array_destroy(sl_be_session *s, const struct sl_driver_api *api,
-                                const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
-{
-    sl_be_handler next = prev_alloc[call->call_id];
-    if (!next)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    uint64_t id = call->cu_array_destroy ? call->cu_array_destroy->h_array : 0;
-    CUresult rc = next(s, api, call, reply);
-    struct be_mem *m = &s->mem;
-    for (size_t i = 0; rc == CUDA_SUCCESS && i < m->n_held; i++)
-        if (m->held[i].id == id) {
-            m->counted_held -= m->held[i].bytes;
-            m->held[i] = m->held[--m->n_held];
-            be_acct_mem_publish(s);
-            break;
-        }
-    return rc;
-}
-
-static CUresult h_mem_get_info(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
-{
-    (void)call;
-    if (!api->cuMemGetInfo_v2)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    size_t f = 0, t = 0;
-    CUresult rc = api->cuMemGetInfo_v2(&f, &t);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    uint64_t free_ = f, total = t;
-    be_acct_meminfo(s, &free_, &total);
-    Sluice__Cuda__CuMemGetInfoV2Reply *rp =
-        BE_REPLY(reply, cu_mem_get_info_v2, SLUICE__WIRE__REPLY__OUT_CU_MEM_GET_INFO_V2,
-                 Sluice__Cuda__CuMemGetInfoV2Reply, sluice__cuda__cu_mem_get_info_v2_reply__init);
-    if (!rp)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    rp->free = free_;
-    rp->total = total;
     return CUDA_SUCCESS;
 }
 
-void be_register_quota(struct sl_be_dispatch_entry *t)
+/* An allocation the driver made larger than asked (pitch padding) that took the instance past
+ * its quota is given back and refused. */
+static CUresult padded_past_quota(struct sl_be_call *c, uint64_t asked)
 {
-    static const uint32_t allocs[] = {SL_CALL_cuMemAlloc_v2, SL_CALL_cuMemAllocPitch_v2,
-                                      SL_CALL_cuMemAllocAsync, SL_CALL_cuMemAllocFromPoolAsync,
-                                      SL_CALL_cuMemAllocManaged};
-    for (size_t i = 0; i < sizeof allocs / sizeof *allocs; i++) {
-        if (t[allocs[i]].handler == h_alloc)
-            continue; /* registered already */
-        prev_alloc[allocs[i]] = t[allocs[i]].handler;
-        t[allocs[i]].handler = h_alloc;
+    sl_be_session *s = c->s;
+    uint64_t *dptr = sl_reply_out_devptr(c->reply);
+    if (!s->acct || !s->acct->cfg.shm || !dptr || !c->api->cuMemFree_v2)
+        return CUDA_SUCCESS;
+    const struct be_range *r = be_mem_find(&s->mem, *dptr);
+    if (!r || r->base != *dptr || r->size <= asked)
+        return CUDA_SUCCESS;
+    struct be_acct_shm *m = s->acct->cfg.shm;
+    be_acct_lock(m);
+    uint64_t quota = m->inst[s->acct->cfg.inst].sla.quota;
+    uint64_t used = be_acct_inst_bytes(m, s->acct->cfg.inst);
+    be_acct_unlock(m);
+    if (!quota || used <= quota)
+        return CUDA_SUCCESS;
+    if (c->api->cuMemFree_v2((CUdeviceptr)*dptr) == CUDA_SUCCESS)
+        sl_be_devptr_release(s, *dptr);
+    be_acct_mem_publish(s);
+    s->acct->quota_refusals++;
+    sl_be_detail(c->reply, "the instance's memory quota of %llu MiB is used (pitch padding)",
+                 (unsigned long long)(quota >> 20));
+    *dptr = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult be_quota_after(struct sl_be_call *c, const struct sl_call_info *ci, uint64_t asked,
+                        CUresult rc)
+{
+    sl_be_session *s = c->s;
+    struct be_mem *m = &s->mem;
+    switch (ci->quota) {
+    case SL_QUOTA_ALLOC:
+        be_acct_mem_publish(s); /* what the table holds now replaces the reservation */
+        return rc == CUDA_SUCCESS ? padded_past_quota(c, asked) : rc;
+    case SL_QUOTA_ARRAY: { /* the array's bytes count until it is destroyed */
+        uint64_t *id = rc == CUDA_SUCCESS ? sl_reply_out_handle(c->reply) : NULL;
+        if (id && *id) {
+            m->held[m->n_held++] = (struct be_held){*id, asked};
+            m->counted_held += asked;
+        }
+        be_acct_mem_publish(s); /* what is held now replaces the reservation */
+        return rc;
     }
-    static const struct {
-        uint32_t id;
-        sl_be_handler h;
-    } arrays[] = {{SL_CALL_cuArrayCreate_v2, h_array_create},
-                  {SL_CALL_cuArray3DCreate_v2, h_array_create},
-                  {SL_CALL_cuArrayDestroy, h_array_destroy}};
-    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
-        if (t[arrays[i].id].handler == arrays[i].h)
-            continue;
-        prev_alloc[arrays[i].id] = t[arrays[i].id].handler;
-        t[arrays[i].id].handler = arrays[i].h;
+    case SL_QUOTA_FREE_ARRAY: {
+        uint64_t id = sl_call_released(c->call);
+        for (size_t i = 0; rc == CUDA_SUCCESS && i < m->n_held; i++)
+            if (m->held[i].id == id) {
+                m->counted_held -= m->held[i].bytes;
+                m->held[i] = m->held[--m->n_held];
+                be_acct_mem_publish(s);
+                break;
+            }
+        return rc;
     }
-    t[SL_CALL_cuMemGetInfo_v2].handler = h_mem_get_info;
+    case SL_QUOTA_MEMINFO: /* total = quota, free = min(device free, quota - used) */
+        if (rc == CUDA_SUCCESS && c->reply->out_case == SLUICE__WIRE__REPLY__OUT_CU_MEM_GET_INFO_V2)
+            be_acct_meminfo(s, &c->reply->cu_mem_get_info_v2->free,
+                            &c->reply->cu_mem_get_info_v2->total);
+        return rc;
+    default:
+        return rc;
+    }
 }

@@ -71,7 +71,12 @@ struct be_sess_node {
     size_t tx_bytes;
     int64_t kill_at; /* ms (monotonic) after which the worker gets SIGKILL; 0 = not asked */
     int killed;
-    int ended; /* the channel session is gone; waiting for the worker */
+    int ended;         /* the channel session is gone; waiting for the worker */
+    uint64_t last_seq; /* of the session's last call: seq must go up across frames too */
+    /* a CallFrame whose bulk the channel is still receiving (sl_server_take_bulk): queued
+     * for the worker (process mode) or the session thread at SL_EV_BULK */
+    struct be_tx *tx_pend;
+    struct be_job *job_pend;
     /* accounting: the slot and instance entry in the accounting page, what the last usage
      * record said (a worker that dies without its final record gets one from here) */
     int acct_slot, acct_inst;
@@ -100,7 +105,7 @@ struct be_server {
 };
 
 static int64_t now_ms(void);
-static void worker_read(struct be_server *srv, struct be_sess_node *n);
+static void worker_read(struct be_server *srv, struct be_sess_node *n, size_t budget);
 
 static be_outbox_sink sink; /* a session worker process: the outbox goes to its parent */
 
@@ -280,11 +285,11 @@ static void drain_outbox(struct be_server *srv)
             if (o->close) {
                 sl_server_disconnect(srv->srv, o->peer, o->code, o->why, &e);
             } else {
-                struct iovec iov = {o->bulk, o->bulk_len};
-                if (sl_server_send(srv->srv, o->peer, o->msg, o->len, o->bulk_len ? &iov : NULL,
-                                   o->bulk_len ? 1 : 0, &e) != SL_OK)
+                if (sl_server_send_take(srv->srv, o->peer, o->msg, o->len, o->bulk, o->bulk_len,
+                                        &e) != SL_OK)
                     sl_log(SL_LOG_WARNING, BE_COMPONENT, "peer %llu: send: %s",
                            (unsigned long long)o->peer, e.msg);
+                o->bulk = NULL; /* the channel has it */
             }
         }
         free(o->msg);
@@ -305,6 +310,15 @@ static void tx_free(struct be_sess_node *n)
     }
     n->tx_head = n->tx_tail = NULL;
     n->tx_bytes = 0;
+    if (n->tx_pend) {
+        free(n->tx_pend->buf);
+        free(n->tx_pend);
+        n->tx_pend = NULL;
+    }
+    if (n->job_pend) {
+        be_job_free(n->job_pend);
+        n->job_pend = NULL;
+    }
 }
 
 static void end_session(struct be_server *srv, struct be_sess_node *n, const char *why)
@@ -318,6 +332,7 @@ static void end_session(struct be_server *srv, struct be_sess_node *n, const cha
     be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__CLOSED, n->instance,
                        n->project, n->id, why);
     if (n->s) {
+        tx_free(n); /* a job whose bulk was still on its way */
         be_session_close(n->s);
         return;
     }
@@ -353,8 +368,8 @@ static void worker_exited(struct be_server *srv, struct be_sess_node *n, int st)
     else
         snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(st));
     n->pid = 0;
-    if (n->fd >= 0) /* what it wrote before exiting (its final usage record) */
-        worker_read(srv, n);
+    if (n->fd >= 0) /* what it wrote before exiting (its final usage record): all of it */
+        worker_read(srv, n, 0);
     if (n->fd >= 0) {
         close(n->fd);
         n->fd = -1;
@@ -396,7 +411,7 @@ static void reap(struct be_server *srv, int wait)
                 }
             }
             if (n->pid > 0 && n->ended && n->fd >= 0)
-                worker_read(srv, n); /* its last usage records */
+                worker_read(srv, n, BE_READ_TURN); /* its last usage records */
             int done = n->s ? (wait || atomic_load(&n->s->finished)) : n->pid == 0;
             if (n->ended && done) {
                 *p = n->next;
@@ -540,23 +555,30 @@ static sl_code spawn_worker(struct be_server *srv, struct be_sess_node *n, sl_er
     return SL_OK;
 }
 
-/* Queues one message for n's worker: header, msg, then the calls' bulk taken from the channel
- * straight into the buffer, each call's at a 16-byte aligned offset (BE_IPC_ALIGN: parameter
- * buffers keep the alignment a malloc'd buffer has). f: the frame, NULL without bulk. */
+/* Queues one message for n's worker: header, msg, then the calls' bulk, each call's at a
+ * 16-byte aligned offset (BE_IPC_ALIGN: parameter buffers keep the alignment a malloc'd buffer
+ * has). f: the frame, NULL without bulk. The bulk is taken from the channel straight into the
+ * buffer without waiting (sl_server_take_bulk): the message waits in n->tx_pend until the last
+ * byte is in (SL_EV_BULK, bulk_in). */
 static sl_code worker_send(struct be_server *srv, struct be_sess_node *n, const void *msg,
                            size_t len, const Sluice__Wire__CallFrame *f, sl_error *e)
 {
     uint64_t bulk_len = 0;
+    size_t nseg = 0;
     for (size_t i = 0; f && i < f->n_calls; i++)
-        if (f->calls[i]->bulk_length)
+        if (f->calls[i]->bulk_length) {
             bulk_len = BE_IPC_ALIGN(bulk_len) + f->calls[i]->bulk_length;
+            nseg++;
+        }
     struct be_ipc_hdr h = {BE_IPC_MSG, 0, len, bulk_len};
     size_t total = sizeof h + len + (size_t)bulk_len;
     if (n->tx_bytes + total > BE_MAX_QUEUED_BYTES + ((size_t)64 << 20))
         return sl_fail(e, SL_ERR_TOO_LARGE, "the session's worker does not keep up");
     struct be_tx *t = calloc(1, sizeof *t);
     uint8_t *buf = t ? malloc(total) : NULL;
-    if (!buf) {
+    struct iovec *seg = buf && nseg ? calloc(nseg, sizeof *seg) : NULL;
+    if (!buf || (nseg && !seg)) {
+        free(buf);
         free(t);
         return sl_fail(e, SL_ERR_NOMEM, "out of memory");
     }
@@ -564,21 +586,29 @@ static sl_code worker_send(struct be_server *srv, struct be_sess_node *n, const 
     memcpy(buf + sizeof h, msg, len);
     uint8_t *bulk = buf + sizeof h + len;
     uint64_t off = 0;
+    size_t k = 0;
     for (size_t i = 0; f && i < f->n_calls; i++) {
         uint64_t bl = f->calls[i]->bulk_length;
         if (!bl)
             continue;
         uint64_t at = BE_IPC_ALIGN(off);
         memset(bulk + off, 0, (size_t)(at - off));
-        if (sl_server_recv_bulk(srv->srv, n->peer, bulk + at, (size_t)bl, e) != SL_OK) {
-            free(buf);
-            free(t);
-            return e->code;
-        }
+        seg[k++] = (struct iovec){bulk + at, (size_t)bl};
         off = at + bl;
     }
     t->buf = buf;
     t->len = total;
+    if (nseg) {
+        n->tx_pend = t;
+        sl_code rc = sl_server_take_bulk(srv->srv, n->peer, seg, nseg, e);
+        free(seg);
+        if (rc != SL_OK) {
+            n->tx_pend = NULL;
+            free(buf);
+            free(t);
+        }
+        return rc;
+    }
     if (n->tx_tail)
         n->tx_tail->next = t;
     else
@@ -612,9 +642,12 @@ static void worker_flush(struct be_sess_node *n)
 }
 
 /* What n's worker sent: messages for the guest, or the end of the session. */
-static void worker_read(struct be_server *srv, struct be_sess_node *n)
+static void worker_read(struct be_server *srv, struct be_sess_node *n, size_t budget)
 {
     sl_error e;
+    n->rx.budget = budget; /* a 64 MiB reply is not read in one go: other sessions first */
+    n->rx.until_ns = budget ? be_now_ns() + BE_READ_TURN_NS : 0;
+    n->rx.spent = 0;
     while (n->fd >= 0) {
         int r = be_ipc_read(n->fd, &n->rx, 1);
         if (r == 2)
@@ -631,9 +664,12 @@ static void worker_read(struct be_server *srv, struct be_sess_node *n)
             on_usage(srv, n, n->rx.msg, (size_t)n->rx.hdr.msg_len);
         } else if (!n->ended) {
             if (n->rx.hdr.type == BE_IPC_SEND) {
-                struct iovec iov = {n->rx.bulk, (size_t)n->rx.hdr.bulk_len};
-                if (sl_server_send(srv->srv, n->peer, n->rx.msg, (size_t)n->rx.hdr.msg_len,
-                                   iov.iov_len ? &iov : NULL, iov.iov_len ? 1 : 0, &e) != SL_OK)
+                /* the reply's bulk goes to the channel as it is: sent as fast as the guest
+                 * reads, never waited for here */
+                uint8_t *bulk = n->rx.bulk;
+                n->rx.bulk = NULL;
+                if (sl_server_send_take(srv->srv, n->peer, n->rx.msg, (size_t)n->rx.hdr.msg_len,
+                                        bulk, (size_t)n->rx.hdr.bulk_len, &e) != SL_OK)
                     sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu: send: %s",
                            (unsigned long long)n->id, e.msg);
             } else if (n->rx.hdr.type == BE_IPC_CLOSE) {
@@ -769,35 +805,46 @@ static void on_open(struct be_server *srv, const sl_server_event *ev,
                (int)n->pid);
 }
 
-/* Checks the calls' bulk, then takes it into the job (thread mode) or straight into the
- * message for the session's worker (process mode). */
+/* Checks the calls' bulk and seq, then takes the bulk into the job (thread mode) or straight
+ * into the message for the session's worker (process mode), without waiting for it: what has
+ * not arrived yet comes in later polls (SL_EV_BULK, bulk_in). A frame refused here is refused
+ * before any of its bulk is read: the disconnect drops what is owed. */
 static void on_calls(struct be_server *srv, const sl_server_event *ev,
                      Sluice__Wire__ClientMessage *m)
 {
     struct be_sess_node *n = find(srv, ev->peer);
     if (!n) {
-        sl_server_recv_bulk(srv->srv, ev->peer, NULL, ev->bulk_len, NULL);
         sl_wire_free_client(m);
         violation(srv, ev->peer, SL_ERR_PROTOCOL, "calls before SessionOpen");
         return;
     }
     const Sluice__Wire__CallFrame *f = m->calls;
     uint64_t total = 0;
-    for (size_t i = 0; i < f->n_calls; i++) {
-        if (f->calls[i]->bulk_length > BE_MAX_BULK_PER_CALL) {
-            sl_server_recv_bulk(srv->srv, ev->peer, NULL, ev->bulk_len, NULL);
-            sl_wire_free_client(m);
-            violation(srv, ev->peer, SL_ERR_TOO_LARGE, "a call with more than 64 MiB of bulk");
-            return;
-        }
+    char why[160] = "";
+    for (size_t i = 0; i < f->n_calls && !why[0]; i++) {
+        if (f->calls[i]->bulk_length > BE_MAX_BULK_PER_CALL)
+            snprintf(why, sizeof why, "call seq %llu announces %llu bytes of bulk, over 64 MiB",
+                     (unsigned long long)f->calls[i]->seq,
+                     (unsigned long long)f->calls[i]->bulk_length);
         total += f->calls[i]->bulk_length;
     }
-    if (total != ev->bulk_len) {
-        sl_server_recv_bulk(srv->srv, ev->peer, NULL, ev->bulk_len, NULL);
+    if (!why[0] && total != ev->bulk_len)
+        snprintf(why, sizeof why,
+                 "the calls' bulk lengths (%llu bytes) do not add up to the %llu "
+                 "bytes announced",
+                 (unsigned long long)total, (unsigned long long)ev->bulk_len);
+    if (!why[0] && f->n_calls && f->calls[0]->seq <= n->last_seq) /* the codec checks within */
+        snprintf(why, sizeof why,
+                 "call seq %llu is not above the session's last seq %llu (reused or out of "
+                 "order)",
+                 (unsigned long long)f->calls[0]->seq, (unsigned long long)n->last_seq);
+    if (why[0]) {
         sl_wire_free_client(m);
-        violation(srv, ev->peer, SL_ERR_PROTOCOL, "the calls' bulk lengths do not add up");
+        violation(srv, ev->peer, strstr(why, "over 64") ? SL_ERR_TOO_LARGE : SL_ERR_PROTOCOL, why);
         return;
     }
+    if (f->n_calls)
+        n->last_seq = f->calls[f->n_calls - 1]->seq;
     sl_error e;
     if (!n->s) {
         sl_code rc = worker_send(srv, n, ev->msg, ev->len, f, &e);
@@ -812,31 +859,73 @@ static void on_calls(struct be_server *srv, const sl_server_event *ev,
     struct be_job *job = calloc(1, sizeof *job);
     if (job)
         job->bulk = calloc(f->n_calls, sizeof *job->bulk);
-    if (!job || !job->bulk) {
+    struct iovec *seg = job && job->bulk ? calloc(f->n_calls + 1, sizeof *seg) : NULL;
+    if (!seg) {
+        if (job)
+            free(job->bulk);
         free(job);
-        sl_server_recv_bulk(srv->srv, ev->peer, NULL, ev->bulk_len, NULL);
         sl_wire_free_client(m);
         violation(srv, ev->peer, SL_ERR_NOMEM, "out of memory");
         return;
     }
     job->msg = m;
+    size_t k = 0;
     for (size_t i = 0; i < f->n_calls; i++) {
         uint64_t len = f->calls[i]->bulk_length;
         if (!len)
             continue;
         job->bulk[i] = malloc(len);
-        if (!job->bulk[i] ||
-            sl_server_recv_bulk(srv->srv, ev->peer, job->bulk[i], len, &e) != SL_OK) {
-            /* the bytes still owed are discarded by the disconnect */
+        if (!job->bulk[i]) {
+            free(seg);
             be_job_free(job);
-            violation(srv, ev->peer, SL_ERR_NOMEM, "bulk could not be taken");
+            violation(srv, ev->peer, SL_ERR_NOMEM, "no memory for the calls' bulk");
             return;
         }
+        seg[k++] = (struct iovec){job->bulk[i], (size_t)len};
         job->bytes += len;
     }
+    if (k) {
+        n->job_pend = job;
+        sl_code rc = sl_server_take_bulk(srv->srv, ev->peer, seg, k, &e);
+        free(seg);
+        if (rc != SL_OK) {
+            n->job_pend = NULL;
+            be_job_free(job);
+            violation(srv, ev->peer, e.code, e.msg);
+        }
+        return;
+    }
+    free(seg);
     if (be_session_enqueue(n->s, job, &e) != SL_OK) {
         be_job_free(job);
         violation(srv, ev->peer, e.code, e.msg);
+    }
+}
+
+/* The bulk of a session's CallFrame is all in: the frame goes on to its worker. */
+static void bulk_in(struct be_server *srv, const sl_server_event *ev)
+{
+    struct be_sess_node *n = find(srv, ev->peer);
+    if (!n)
+        return;
+    sl_error e;
+    if (n->tx_pend) {
+        struct be_tx *t = n->tx_pend;
+        n->tx_pend = NULL;
+        if (n->tx_tail)
+            n->tx_tail->next = t;
+        else
+            n->tx_head = t;
+        n->tx_tail = t;
+        n->tx_bytes += t->len;
+        worker_flush(n);
+    } else if (n->job_pend) {
+        struct be_job *job = n->job_pend;
+        n->job_pend = NULL;
+        if (be_session_enqueue(n->s, job, &e) != SL_OK) {
+            be_job_free(job);
+            violation(srv, ev->peer, e.code, e.msg);
+        }
     }
 }
 
@@ -845,7 +934,6 @@ static void on_message(struct be_server *srv, const sl_server_event *ev)
     Sluice__Wire__ClientMessage *m = NULL;
     sl_error e;
     if (sl_wire_decode_client(ev->msg, ev->len, NULL, &m, &e) != SL_OK) {
-        sl_server_recv_bulk(srv->srv, ev->peer, NULL, ev->bulk_len, NULL);
         violation(srv, ev->peer, SL_ERR_PROTOCOL, e.msg);
         return;
     }
@@ -853,15 +941,15 @@ static void on_message(struct be_server *srv, const sl_server_event *ev)
         on_calls(srv, ev, m); /* takes m */
         return;
     }
-    if (ev->bulk_len)
-        sl_server_recv_bulk(srv->srv, ev->peer, NULL, ev->bulk_len, NULL);
+    if (ev->bulk_len) { /* only CallFrames carry bulk */
+        violation(srv, ev->peer, SL_ERR_PROTOCOL, "bulk with a message other than calls");
+        sl_wire_free_client(m);
+        return;
+    }
     struct be_sess_node *n = find(srv, ev->peer);
     switch (m->kind_case) {
     case SLUICE__WIRE__CLIENT_MESSAGE__KIND_OPEN:
-        if (ev->bulk_len)
-            violation(srv, ev->peer, SL_ERR_PROTOCOL, "bulk with SessionOpen");
-        else
-            on_open(srv, ev, m->open);
+        on_open(srv, ev, m->open);
         break;
     case SLUICE__WIRE__CLIENT_MESSAGE__KIND_CLOSE:
         if (n) {
@@ -916,6 +1004,16 @@ static void on_grant(void *user, const char *uuid, const struct be_sla *sla)
                uuid);
 }
 
+/* Connected to an agent again (a restarted agent adopted us): it learns the live sessions. */
+static void on_reconnected(void *user)
+{
+    struct be_server *srv = user;
+    for (struct be_sess_node *n = srv->sessions; n; n = n->next)
+        if (!n->ended)
+            be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED, n->instance,
+                               n->project, n->id, "live when the agent connected");
+}
+
 static void on_shutdown(void *user, const char *reason)
 {
     struct be_server *srv = user;
@@ -933,6 +1031,9 @@ static void handle_event(struct be_server *srv, const sl_server_event *ev)
         break;
     case SL_EV_MESSAGE:
         on_message(srv, ev);
+        break;
+    case SL_EV_BULK:
+        bulk_in(srv, ev);
         break;
     case SL_EV_CLOSED: {
         struct be_sess_node *n = find(srv, ev->peer);
@@ -1029,6 +1130,8 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
     sl_channel_opts opts;
     sl_channel_opts_default(&opts);
     opts.max_message = SL_WIRE_MAX_MESSAGE;
+    opts.max_bulk = BE_MAX_BULK_PER_FRAME;   /* more announced: refused before a byte is read */
+    opts.max_out_queue = BE_MAX_REPLY_QUEUE; /* replies a guest lets wait (docs/backend.md) */
     if (sl_server_bind(cfg->listen, &tls, &opts, &hooks, &srv->srv, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, BE_COMPONENT, "cannot listen on %s: %s", cfg->listen, e.msg);
         goto out;
@@ -1036,11 +1139,18 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
     sl_log(SL_LOG_NOTICE, BE_COMPONENT, "project %s: listening on %s", cfg->project,
            sl_server_endpoint(srv->srv));
     if (cfg->control) {
-        struct be_control_hooks ch = {
-            .revoke = on_revoke, .shutdown = on_shutdown, .grant = on_grant, .user = srv};
+        struct be_control_hooks ch = {.revoke = on_revoke,
+                                      .shutdown = on_shutdown,
+                                      .grant = on_grant,
+                                      .reconnected = on_reconnected,
+                                      .user = srv};
         if (be_control_open(cfg->control, cfg->project, sl_server_endpoint(srv->srv), srv->grants,
                             &ch, &srv->ctl, &e) != SL_OK) {
             sl_log(SL_LOG_ERR, BE_COMPONENT, "--control %s: %s", cfg->control, e.msg);
+            goto out;
+        }
+        if (cfg->control_key && be_control_require_key(srv->ctl, cfg->control_key, &e) != SL_OK) {
+            sl_log(SL_LOG_ERR, BE_COMPONENT, "%s", e.msg);
             goto out;
         }
         if (cfg->usage_resend_s)
@@ -1080,7 +1190,7 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
             }
         /* spin.c: for spin_us after the last event the loop polls without sleeping */
         int spinning = spin_ns && now - active_at < spin_ns;
-        int np = zmq_poll(items, (int)ni, spinning ? 0 : 100);
+        int np = zmq_poll(items, (int)ni, spinning ? 0 : sl_server_wait_ms(srv->srv, 100));
         if (np < 0 && errno != EINTR) {
             sl_log(SL_LOG_ERR, BE_COMPONENT, "poll: %s", zmq_strerror(errno));
             break;
@@ -1093,7 +1203,7 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
             if (items[i].revents & ZMQ_POLLOUT)
                 worker_flush(owner[i]);
             if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
-                worker_read(srv, owner[i]);
+                worker_read(srv, owner[i], BE_READ_TURN);
         }
         drain_outbox(srv);
         for (int k = 0; k < 4096 && !*stop; k++) {
@@ -1104,12 +1214,13 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
             handle_event(srv, &ev);
             drain_outbox(srv);
         }
-        /* while spinning, the control socket's timers and the workers' reaping (a waitpid per
-         * session) run when something happened or every 10 ms, not on every empty poll */
+        /* the control socket's timers and the workers' reaping (a waitpid per session) run
+         * when something happened or every 10 ms, not on every empty poll (the loop turns
+         * every 1 ms while a guest's queue is full, more often while spinning) */
         now = be_now_ns();
         if (busy)
             active_at = now;
-        if (busy || !spinning || now - chores_at >= 10000000u) {
+        if (busy || now - chores_at >= 10000000u) {
             chores_at = now;
             if (srv->ctl)
                 be_control_process(srv->ctl);

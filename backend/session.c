@@ -12,22 +12,6 @@
 #include "sluice/relax.h"
 #include "sluice/log.h"
 
-struct sl_be_dispatch_entry be_table[SL_CALL_ID_MAX + 1];
-
-void be_detail(Sluice__Wire__Reply *reply, const char *fmt, ...)
-{
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (reply->detail && reply->detail != protobuf_c_empty_string)
-        free(reply->detail);
-    reply->detail = strdup(buf);
-    if (!reply->detail)
-        reply->detail = (char *)protobuf_c_empty_string;
-}
-
 /* ---------------------------------------------------------------- contexts */
 
 struct be_ctx *be_ctx_find(sl_be_session *s, uint64_t id)
@@ -150,57 +134,28 @@ static CUresult primary_of(sl_be_session *s, int32_t ordinal, struct be_ctx **ou
     return CUDA_SUCCESS;
 }
 
-static CUresult h_primary_retain(sl_be_session *s, const struct sl_driver_api *api,
-                                 const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuDevicePrimaryCtxSetFlags_v2(struct sl_be_call *c)
 {
-    (void)api;
-    struct be_ctx *c;
-    CUresult rc = primary_of(s, call->cu_device_primary_ctx_retain->dev, &c);
-    if (rc == CUDA_SUCCESS)
-        rc = be_ctx_ensure(s, c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    Sluice__Cuda__CuDevicePrimaryCtxRetainReply *rp = BE_REPLY(
-        reply, cu_device_primary_ctx_retain, SLUICE__WIRE__REPLY__OUT_CU_DEVICE_PRIMARY_CTX_RETAIN,
-        Sluice__Cuda__CuDevicePrimaryCtxRetainReply,
-        sluice__cuda__cu_device_primary_ctx_retain_reply__init);
-    if (!rp)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    rp->pctx = c->id;
-    return CUDA_SUCCESS;
-}
-
-static CUresult h_primary_release(sl_be_session *s, const struct sl_driver_api *api,
-                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
-{
-    (void)api;
-    (void)reply;
-    struct be_ctx *c;
-    return primary_of(s, call->cu_device_primary_ctx_release_v2->dev, &c);
-}
-
-static CUresult h_primary_set_flags(sl_be_session *s, const struct sl_driver_api *api,
-                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
-{
-    (void)api;
-    (void)reply;
-    struct be_ctx *c;
-    CUresult rc = primary_of(s, call->cu_device_primary_ctx_set_flags_v2->dev, &c);
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    struct be_ctx *cx;
+    CUresult rc = primary_of(s, call->cu_device_primary_ctx_set_flags_v2->dev, &cx);
     if (rc != CUDA_SUCCESS)
         return rc;
     unsigned f = call->cu_device_primary_ctx_set_flags_v2->flags;
     if (f & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_SYNC_MEMOPS))
         return CUDA_ERROR_INVALID_VALUE;
-    c->flags = f; /* applies when the context is (re)created */
+    cx->flags = f; /* applies when the context is (re)created */
     return CUDA_SUCCESS;
 }
 
-static CUresult h_primary_get_state(sl_be_session *s, const struct sl_driver_api *api,
-                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuDevicePrimaryCtxGetState(struct sl_be_call *c)
 {
-    (void)api;
-    struct be_ctx *c;
-    CUresult rc = primary_of(s, call->cu_device_primary_ctx_get_state->dev, &c);
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
+    struct be_ctx *cx;
+    CUresult rc = primary_of(s, call->cu_device_primary_ctx_get_state->dev, &cx);
     if (rc != CUDA_SUCCESS)
         return rc;
     Sluice__Cuda__CuDevicePrimaryCtxGetStateReply *rp =
@@ -210,25 +165,25 @@ static CUresult h_primary_get_state(sl_be_session *s, const struct sl_driver_api
                  sluice__cuda__cu_device_primary_ctx_get_state_reply__init);
     if (!rp)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rp->flags = c->flags;
-    rp->active = c->ctx != NULL;
+    rp->flags = cx->flags;
+    rp->active = cx->ctx != NULL;
     return CUDA_SUCCESS;
 }
 
-static CUresult h_primary_reset(sl_be_session *s, const struct sl_driver_api *api,
-                                const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuDevicePrimaryCtxReset_v2(struct sl_be_call *c)
 {
-    (void)api;
-    (void)reply;
-    struct be_ctx *c;
-    CUresult rc = primary_of(s, call->cu_device_primary_ctx_reset_v2->dev, &c);
-    return rc == CUDA_SUCCESS ? ctx_destroy(s, c) : rc;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    struct be_ctx *cx;
+    CUresult rc = primary_of(s, call->cu_device_primary_ctx_reset_v2->dev, &cx);
+    return rc == CUDA_SUCCESS ? ctx_destroy(s, cx) : rc;
 }
 
-static CUresult h_ctx_create(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuCtxCreate_v4(struct sl_be_call *c)
 {
-    (void)api;
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuCtxCreateV4Request *rq = call->cu_ctx_create_v4;
     if (rq->flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_SYNC_MEMOPS |
                                 CU_CTX_MAP_HOST))
@@ -237,12 +192,12 @@ static CUresult h_ctx_create(sl_be_session *s, const struct sl_driver_api *api,
     CUresult rc = be_ctx_add(s, NULL, rq->dev, 0, &id);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct be_ctx *c = be_ctx_find(s, id);
-    c->flags = rq->flags;
+    struct be_ctx *cx = be_ctx_find(s, id);
+    cx->flags = rq->flags;
     if (rq->dev < 0 || !s->devs || rq->dev >= s->devs->count)
         rc = CUDA_ERROR_INVALID_DEVICE;
     else
-        rc = be_ctx_ensure(s, c);
+        rc = be_ctx_ensure(s, cx);
     if (rc != CUDA_SUCCESS) {
         be_ctx_forget(s, id);
         return rc;
@@ -256,92 +211,28 @@ static CUresult h_ctx_create(sl_be_session *s, const struct sl_driver_api *api,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_ctx_destroy(sl_be_session *s, const struct sl_driver_api *api,
-                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuCtxDestroy_v2(struct sl_be_call *c)
 {
-    (void)api;
-    (void)reply;
-    struct be_ctx *c = be_ctx_find(s, call->cu_ctx_destroy_v2->ctx);
-    if (!c)
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    struct be_ctx *cx = be_ctx_find(s, call->cu_ctx_destroy_v2->ctx);
+    if (!cx)
         return CUDA_ERROR_INVALID_CONTEXT;
-    CUresult rc = ctx_destroy(s, c);
-    if (rc == CUDA_SUCCESS && !c->primary)
-        be_ctx_forget(s, c->id);
+    CUresult rc = ctx_destroy(s, cx);
+    if (rc == CUDA_SUCCESS && !cx->primary)
+        be_ctx_forget(s, cx->id);
     return rc;
 }
 
-/* The guest's context stack lives in the frontend; the worker's current context is ours. */
-static CUresult h_refuse(sl_be_session *s, const struct sl_driver_api *api,
-                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_slFence(struct sl_be_call *c)
 {
-    (void)s;
-    (void)api;
-    be_detail(reply, "%s is answered by the frontend", sl_call_lookup(call->call_id)->name);
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-static CUresult h_fence(sl_be_session *s, const struct sl_driver_api *api,
-                        const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
-{
-    (void)s;
-    (void)api;
-    (void)call;
+    Sluice__Wire__Reply *reply = c->reply;
     /* every earlier call of the session ran before this one (one worker, in order) */
     return BE_REPLY(reply, sl_fence, SLUICE__WIRE__REPLY__OUT_SL_FENCE, Sluice__Cuda__SlFenceReply,
                     sluice__cuda__sl_fence_reply__init)
                ? CUDA_SUCCESS
                : CUDA_ERROR_OUT_OF_MEMORY;
 }
-
-void be_register_session(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuDevicePrimaryCtxRetain].handler = h_primary_retain;
-    t[SL_CALL_cuDevicePrimaryCtxRelease_v2].handler = h_primary_release;
-    t[SL_CALL_cuDevicePrimaryCtxSetFlags_v2].handler = h_primary_set_flags;
-    t[SL_CALL_cuDevicePrimaryCtxGetState].handler = h_primary_get_state;
-    t[SL_CALL_cuDevicePrimaryCtxReset_v2].handler = h_primary_reset;
-    t[SL_CALL_cuCtxCreate_v4].handler = h_ctx_create;
-    t[SL_CALL_cuCtxDestroy_v2].handler = h_ctx_destroy;
-    static const uint32_t refused[] = {
-        SL_CALL_cuCtxPushCurrent_v2,
-        SL_CALL_cuCtxPopCurrent_v2,
-        SL_CALL_cuCtxSetCurrent,
-        SL_CALL_cuCtxGetCurrent,
-        SL_CALL_cuCtxAttach,
-        SL_CALL_cuCtxDetach,
-        SL_CALL_cuCtxCreate_v2,
-        SL_CALL_cuCtxCreate,
-        SL_CALL_cuDevicePrimaryCtxRelease,
-        SL_CALL_cuDevicePrimaryCtxSetFlags,
-        SL_CALL_cuDevicePrimaryCtxReset,
-        SL_CALL_cuCtxDestroy,
-        SL_CALL_cuCtxPopCurrent,
-        SL_CALL_cuCtxPushCurrent,
-    };
-    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
-        if (t[refused[i]].call_id)
-            t[refused[i]].handler = h_refuse;
-    t[SL_CALL_slFence].handler = h_fence;
-}
-
-static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
-
-static void setup(void)
-{
-    sl_be_dispatch_init(be_table);
-    be_register_session(be_table);
-    be_register_copy(be_table);
-    be_register_module(be_table);
-    be_register_launch(be_table);
-    be_register_callback(be_table);
-    be_register_quota(be_table); /* quota.c: cuMemGetInfo, allocations under the quota */
-}
-
-void be_dispatch_setup(void)
-{
-    pthread_once(&setup_once, setup);
-}
-
 /* ---------------------------------------------------------------- one call */
 
 static CUresult switch_ctx(sl_be_session *s, uint64_t id, struct be_ctx **cur)
@@ -368,57 +259,31 @@ static CUresult switch_ctx(sl_be_session *s, uint64_t id, struct be_ctx **cur)
     return rc;
 }
 
-/* Calls after which CUDA promises device printf output (synchronizations, blocking copies,
- * frees, graph launches): they run under the printf lock and drain the pipe. Launches also
- * flush earlier kernels' output; the printf watcher (printf.c) takes it. */
-static int prints(uint32_t id)
+CUresult be_run_call(struct sl_be_call *c)
 {
-    switch (id) {
-    case SL_CALL_cuCtxSynchronize:
-    case SL_CALL_cuCtxSynchronize_v2:
-    case SL_CALL_cuStreamSynchronize:
-    case SL_CALL_cuEventSynchronize:
-    case SL_CALL_cuMemcpyDtoH_v2:
-    case SL_CALL_cuMemcpyDtoHAsync_v2:
-    case SL_CALL_cuMemcpy:
-    case SL_CALL_cuMemcpyDtoD_v2:
-    case SL_CALL_cuMemFree_v2:
-    case SL_CALL_cuGraphLaunch:
-    case SL_CALL_slFence:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-CUresult be_run_call(sl_be_session *s, const Sluice__Wire__Call *call, const uint8_t *bulk,
-                     Sluice__Wire__Reply *reply)
-{
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
+    const struct sl_call_info *ci = sl_call_lookup(call->call_id);
     reply->seq = call->seq;
     reply->call_id = call->call_id;
-    s->in_bulk = bulk;
-    s->in_bulk_len = bulk ? call->bulk_length : 0;
-    s->last_parent = 0;
     struct be_ctx *cur = NULL;
     CUresult rc = switch_ctx(s, call->context, &cur);
-    if (rc == CUDA_SUCCESS && cur && cur->sticky && call->call_id != SL_CALL_cuCtxDestroy_v2 &&
-        call->call_id != SL_CALL_cuDevicePrimaryCtxReset_v2)
+    if (rc == CUDA_SUCCESS && cur && cur->sticky && !(ci && (ci->flags & SL_CALL_UNSTICKY)))
         rc = cur->sticky;
     if (rc == CUDA_SUCCESS) {
-        int lock = be_printf_active() && prints(call->call_id);
+        /* after these CUDA promises device printf output: they run under the printf lock and
+         * drain the pipe (launches also flush earlier kernels' output: printf.c's watcher) */
+        int lock = be_printf_active() && ci && (ci->flags & SL_CALL_PRINTS);
         if (lock)
             be_printf_lock();
-        be_acct_call_begin(s, call); /* accounting.c: timed runs of device work */
-        rc = sl_be_dispatch(s, s->api, be_table, call, reply);
-        be_acct_call_end(s, call, rc);
+        rc = be_layers_run(c, ci); /* accounting and quota around the handler (accounting/) */
         if (lock)
             be_printf_unlock_drain(s);
         if (cur && be_is_sticky(rc) && be_ctx_find(s, call->context) == cur)
             cur->sticky = rc;
     }
     reply->result = (int32_t)rc;
-    s->in_bulk = NULL;
-    s->in_bulk_len = 0;
     s->calls++;
     if (rc != CUDA_SUCCESS) {
         s->errors++;
@@ -438,7 +303,6 @@ CUresult be_run_call(sl_be_session *s, const Sluice__Wire__Call *call, const uin
 sl_be_session *be_session_new(uint64_t id, const struct sl_driver_api *api,
                               const struct be_devices *devs)
 {
-    be_dispatch_setup();
     sl_be_session *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
@@ -513,8 +377,9 @@ sl_code be_session_enqueue(sl_be_session *s, struct be_job *job, sl_error *e)
     return SL_OK;
 }
 
-static void send_reply(sl_be_session *s, Sluice__Wire__Reply *reply)
+static void send_reply(sl_be_session *s, struct sl_be_call *c)
 {
+    Sluice__Wire__Reply *reply = c->reply;
     be_mapped_collect(s, reply); /* mapped.c: device writes to mapped host memory */
     uint8_t *out;
     size_t out_len;
@@ -526,16 +391,16 @@ static void send_reply(sl_be_session *s, Sluice__Wire__Reply *reply)
     be_deferred_stamp(&s->def, &reply->failed_seq, &reply->result);
     uint8_t *bulk = NULL;
     size_t blen = 0;
-    if (s->out_bulk) {
+    if (c->out) {
         if (reply->result == CUDA_SUCCESS) {
-            bulk = s->out_bulk;
-            blen = s->out_bulk_len;
+            bulk = c->out;
+            blen = c->out_len;
             reply->bulk_length = blen;
         } else {
-            free(s->out_bulk);
+            free(c->out);
         }
-        s->out_bulk = NULL;
-        s->out_bulk_len = 0;
+        c->out = NULL;
+        c->out_len = 0;
     }
     Sluice__Wire__Reply *one[1] = {reply};
     Sluice__Wire__ReplyFrame rf = SLUICE__WIRE__REPLY_FRAME__INIT;
@@ -580,14 +445,19 @@ static void run_job(sl_be_session *s, struct be_job *job)
         struct timespec c0, c1;
         if (timed)
             clock_gettime(CLOCK_MONOTONIC, &c0);
-        CUresult rc = be_run_call(s, call, job->bulk ? job->bulk[i] : NULL, &reply);
+        const uint8_t *bulk = job->bulk ? job->bulk[i] : NULL;
+        struct sl_be_call c = {.s = s,
+                               .api = s->api,
+                               .call = call,
+                               .reply = &reply,
+                               .in = bulk,
+                               .in_len = bulk ? call->bulk_length : 0};
+        CUresult rc = be_run_call(&c);
         if (async) {
             be_deferred_async(&s->def, call->seq, rc);
-            free(s->out_bulk); /* async calls have no reply (DtoHAsync: see copy.c) */
-            s->out_bulk = NULL;
-            s->out_bulk_len = 0;
+            free(c.out); /* async calls have no reply (DtoHAsync: see copy.c) */
         } else {
-            send_reply(s, &reply);
+            send_reply(s, &c);
         }
         sl_be_reply_clear(&reply);
         if (ct)
@@ -776,8 +646,6 @@ void be_session_release_all(sl_be_session *s)
     be_graph_release(s); /* graph*.c, vmm.c, link.c: their bookkeeping */
     be_handles_free(&s->h);
     be_mem_free(&s->mem);
-    free(s->out_bulk);
-    s->out_bulk = NULL;
     free(s->stdout_buf);
     s->stdout_buf = NULL;
     s->stdout_len = 0;

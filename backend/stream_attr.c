@@ -23,17 +23,20 @@ static int stream_attr(uint32_t a)
     }
 }
 
-static CUresult h_set(sl_be_session *s, const struct sl_driver_api *api,
-                      const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuStreamSetAttribute(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuStreamSetAttributeRequest *rq = call->cu_stream_set_attribute;
     CUstreamAttrValue v;
     if (rq->value.len != sizeof v) {
-        be_detail(reply, "CUstreamAttrValue of %zu bytes", rq->value.len);
+        sl_be_detail(reply, "CUstreamAttrValue of %zu bytes", rq->value.len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!stream_attr(rq->attr)) {
-        be_detail(reply, "stream attribute %u is not one a stream has", rq->attr);
+        sl_be_detail(reply, "stream attribute %u is not one a stream has", rq->attr);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(&v, rq->value.data, sizeof v);
@@ -41,7 +44,7 @@ static CUresult h_set(sl_be_session *s, const struct sl_driver_api *api,
         CUresult rc = sl_be_devptr_check(s, (uint64_t)(uintptr_t)v.accessPolicyWindow.base_ptr,
                                          v.accessPolicyWindow.num_bytes);
         if (rc != CUDA_SUCCESS) {
-            be_detail(reply, "access policy window outside the session's memory");
+            sl_be_detail(reply, "access policy window outside the session's memory");
             return rc;
         }
     }
@@ -55,12 +58,15 @@ static CUresult h_set(sl_be_session *s, const struct sl_driver_api *api,
     return rc == CUDA_SUCCESS ? fn(st, (CUstreamAttrID)rq->attr, &v) : rc;
 }
 
-static CUresult h_get(sl_be_session *s, const struct sl_driver_api *api,
-                      const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuStreamGetAttribute(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuStreamGetAttributeRequest *rq = call->cu_stream_get_attribute;
     if (!stream_attr(rq->attr)) {
-        be_detail(reply, "stream attribute %u is not one a stream has", rq->attr);
+        sl_be_detail(reply, "stream attribute %u is not one a stream has", rq->attr);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult (*fn)(CUstream, CUstreamAttrID, CUstreamAttrValue *) =
@@ -81,10 +87,4 @@ static CUresult h_get(sl_be_session *s, const struct sl_driver_api *api,
     rp->value_out.data = (uint8_t *)v; /* freed with the reply */
     rp->value_out.len = sizeof *v;
     return fn(st, (CUstreamAttrID)rq->attr, v);
-}
-
-void be_register_stream_attr(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuStreamSetAttribute].handler = h_set;
-    t[SL_CALL_cuStreamGetAttribute].handler = h_get;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "sluice/pod_facts.h"
 
 /* ---------------------------------------------------------------- objects by value */
 
@@ -32,30 +33,11 @@ static struct be_handle *by_value(sl_be_session *s, enum sl_handle_kind kind, ui
     return NULL;
 }
 
-size_t be_format_bytes(CUarray_format f)
-{
-    switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-        return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-        return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-        return 4;
-    default:
-        return 0;
-    }
-}
-
 static CUresult res_desc_in(sl_be_session *s, Sluice__Wire__Reply *reply,
                             const ProtobufCBinaryData *pod, CUDA_RESOURCE_DESC *d)
 {
     if (pod->len != sizeof *d) {
-        be_detail(reply, "CUDA_RESOURCE_DESC of %zu bytes", pod->len);
+        sl_be_detail(reply, "CUDA_RESOURCE_DESC of %zu bytes", pod->len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(d, pod->data, sizeof *d);
@@ -78,10 +60,10 @@ static CUresult res_desc_in(sl_be_session *s, Sluice__Wire__Reply *reply,
     case CU_RESOURCE_TYPE_LINEAR:
         rc = sl_be_devptr_check(s, d->res.linear.devPtr, d->res.linear.sizeInBytes);
         if (rc != CUDA_SUCCESS)
-            be_detail(reply, "linear texture memory outside the session's memory");
+            sl_be_detail(reply, "linear texture memory outside the session's memory");
         return rc;
     case CU_RESOURCE_TYPE_PITCH2D: {
-        size_t row = be_format_bytes(d->res.pitch2D.format);
+        size_t row = sl_array_format_bytes(d->res.pitch2D.format);
         uint64_t span;
         if (!d->res.pitch2D.height || !d->res.pitch2D.width)
             return CUDA_ERROR_INVALID_VALUE;
@@ -96,26 +78,29 @@ static CUresult res_desc_in(sl_be_session *s, Sluice__Wire__Reply *reply,
             return CUDA_ERROR_INVALID_VALUE;
         rc = sl_be_devptr_check(s, d->res.pitch2D.devPtr, span);
         if (rc != CUDA_SUCCESS)
-            be_detail(reply, "pitch2D texture memory outside the session's memory");
+            sl_be_detail(reply, "pitch2D texture memory outside the session's memory");
         return rc;
     }
     default:
-        be_detail(reply, "resource type %d is not supported", (int)d->resType);
+        sl_be_detail(reply, "resource type %d is not supported", (int)d->resType);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
 }
 
-static CUresult h_tex_create(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuTexObjectCreate(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuTexObjectCreateRequest *rq = call->cu_tex_object_create;
     CUDA_RESOURCE_DESC rd;
     CUDA_TEXTURE_DESC td;
     CUDA_RESOURCE_VIEW_DESC vd;
     if (rq->p_tex_desc.len != sizeof td ||
         (rq->p_res_view_desc.len && rq->p_res_view_desc.len != sizeof vd)) {
-        be_detail(reply, "texture descriptors of %zu and %zu bytes", rq->p_tex_desc.len,
-                  rq->p_res_view_desc.len);
+        sl_be_detail(reply, "texture descriptors of %zu and %zu bytes", rq->p_tex_desc.len,
+                     rq->p_res_view_desc.len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult rc = res_desc_in(s, reply, &rq->p_res_desc, &rd);
@@ -136,7 +121,7 @@ static CUresult h_tex_create(sl_be_session *s, const struct sl_driver_api *api,
     if (rc != CUDA_SUCCESS)
         return rc;
     uint64_t id;
-    rc = sl_be_handle_put(s, SL_H_TEXOBJ, (void *)(uintptr_t)t, &id);
+    rc = sl_be_handle_put(s, SL_H_TEXOBJ, (void *)(uintptr_t)t, 0, &id);
     if (rc != CUDA_SUCCESS) {
         if (api->cuTexObjectDestroy)
             api->cuTexObjectDestroy(t);
@@ -146,9 +131,12 @@ static CUresult h_tex_create(sl_be_session *s, const struct sl_driver_api *api,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_surf_create(sl_be_session *s, const struct sl_driver_api *api,
-                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuSurfObjectCreate(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuSurfObjectCreateRequest *rq = call->cu_surf_object_create;
     CUDA_RESOURCE_DESC rd;
     CUresult rc = res_desc_in(s, reply, &rq->p_res_desc, &rd);
@@ -168,7 +156,7 @@ static CUresult h_surf_create(sl_be_session *s, const struct sl_driver_api *api,
     if (rc != CUDA_SUCCESS)
         return rc;
     uint64_t id;
-    rc = sl_be_handle_put(s, SL_H_SURFOBJ, (void *)(uintptr_t)o, &id);
+    rc = sl_be_handle_put(s, SL_H_SURFOBJ, (void *)(uintptr_t)o, 0, &id);
     if (rc != CUDA_SUCCESS) {
         if (api->cuSurfObjectDestroy)
             api->cuSurfObjectDestroy(o);
@@ -178,10 +166,11 @@ static CUresult h_surf_create(sl_be_session *s, const struct sl_driver_api *api,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_tex_destroy(sl_be_session *s, const struct sl_driver_api *api,
-                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuTexObjectDestroy(struct sl_be_call *c)
 {
-    (void)reply;
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     struct be_handle *h = by_value(s, SL_H_TEXOBJ, call->cu_tex_object_destroy->tex_object);
     if (!h)
         return CUDA_ERROR_INVALID_VALUE;
@@ -193,10 +182,11 @@ static CUresult h_tex_destroy(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_surf_destroy(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuSurfObjectDestroy(struct sl_be_call *c)
 {
-    (void)reply;
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     struct be_handle *h = by_value(s, SL_H_SURFOBJ, call->cu_surf_object_destroy->surf_object);
     if (!h)
         return CUDA_ERROR_INVALID_VALUE;
@@ -208,9 +198,12 @@ static CUresult h_surf_destroy(sl_be_session *s, const struct sl_driver_api *api
     return rc;
 }
 
-static CUresult h_tex_desc(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuTexObjectGetTextureDesc(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     struct be_handle *h =
         by_value(s, SL_H_TEXOBJ, call->cu_tex_object_get_texture_desc->tex_object);
     if (!h)
@@ -230,9 +223,12 @@ static CUresult h_tex_desc(sl_be_session *s, const struct sl_driver_api *api,
     return api->cuTexObjectGetTextureDesc(d, (CUtexObject)(uintptr_t)h->native);
 }
 
-static CUresult h_view_desc(sl_be_session *s, const struct sl_driver_api *api,
-                            const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuTexObjectGetResourceViewDesc(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     struct be_handle *h =
         by_value(s, SL_H_TEXOBJ, call->cu_tex_object_get_resource_view_desc->tex_object);
     if (!h)
@@ -300,9 +296,12 @@ static CUresult res_desc_reply(sl_be_session *s, const struct sl_driver_api *api
     return CUDA_SUCCESS;
 }
 
-static CUresult h_tex_res_desc(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuTexObjectGetResourceDesc(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     Sluice__Cuda__CuTexObjectGetResourceDescReply *rp =
         BE_REPLY(reply, cu_tex_object_get_resource_desc,
                  SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_RESOURCE_DESC,
@@ -314,9 +313,12 @@ static CUresult h_tex_res_desc(sl_be_session *s, const struct sl_driver_api *api
                           &rp->p_res_desc);
 }
 
-static CUresult h_surf_res_desc(sl_be_session *s, const struct sl_driver_api *api,
-                                const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuSurfObjectGetResourceDesc(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     Sluice__Cuda__CuSurfObjectGetResourceDescReply *rp =
         BE_REPLY(reply, cu_surf_object_get_resource_desc,
                  SLUICE__WIRE__REPLY__OUT_CU_SURF_OBJECT_GET_RESOURCE_DESC,
@@ -339,25 +341,27 @@ struct side {
 };
 
 /* out: the host buffer (destination) the caller sends back as bulk. */
-static CUresult side_in(sl_be_session *s, Sluice__Wire__Reply *reply, struct side d, int is_src,
-                        size_t w, size_t h, size_t depth, uint8_t **out)
+static CUresult side_in(struct sl_be_call *c, struct side d, int is_src, size_t w, size_t h,
+                        size_t depth, uint8_t **out)
 {
+    sl_be_session *s = c->s;
+    Sluice__Wire__Reply *reply = c->reply;
     uint64_t total, span, start;
     switch (*d.type) {
     case CU_MEMORYTYPE_HOST:
         if (*d.host || *d.pitch != w || *d.x || *d.y || (d.z && *d.z) ||
             (d.height && *d.height != h) || __builtin_mul_overflow((uint64_t)w, h, &total) ||
             __builtin_mul_overflow(total, depth, &total) || total > BE_MAX_BULK_PER_CALL) {
-            be_detail(reply, "host side of a rectangle copy not as the frontend sends it");
+            sl_be_detail(reply, "host side of a rectangle copy not as the frontend sends it");
             return CUDA_ERROR_INVALID_VALUE;
         }
         if (is_src) {
-            if (s->in_bulk_len != total) {
-                be_detail(reply, "copy of %llu bytes with %llu bulk bytes",
-                          (unsigned long long)total, (unsigned long long)s->in_bulk_len);
+            if (c->in_len != total) {
+                sl_be_detail(reply, "copy of %llu bytes with %llu bulk bytes",
+                             (unsigned long long)total, (unsigned long long)c->in_len);
                 return CUDA_ERROR_INVALID_VALUE;
             }
-            *d.host = s->in_bulk;
+            *d.host = c->in;
         } else {
             if (*out)
                 return CUDA_ERROR_INVALID_VALUE;
@@ -365,7 +369,7 @@ static CUresult side_in(sl_be_session *s, Sluice__Wire__Reply *reply, struct sid
             if (!*out)
                 return CUDA_ERROR_OUT_OF_MEMORY;
             *d.host = *out;
-            s->out_bulk_len = total;
+            c->out_len = total;
         }
         return CUDA_SUCCESS;
     case CU_MEMORYTYPE_DEVICE:
@@ -386,8 +390,8 @@ static CUresult side_in(sl_be_session *s, Sluice__Wire__Reply *reply, struct sid
             return CUDA_ERROR_INVALID_VALUE;
         CUresult rc = sl_be_devptr_check(s, start, span);
         if (rc != CUDA_SUCCESS)
-            be_detail(reply, "%s of a rectangle copy outside the session's memory",
-                      is_src ? "source" : "destination");
+            sl_be_detail(reply, "%s of a rectangle copy outside the session's memory",
+                         is_src ? "source" : "destination");
         return rc;
     }
     case CU_MEMORYTYPE_ARRAY: {
@@ -406,30 +410,34 @@ static CUresult side_in(sl_be_session *s, Sluice__Wire__Reply *reply, struct sid
  * out for the get; proto/api/cuda_driver.api, call 378). */
 #define RGBA_BYTES (4 * sizeof(float))
 
-static CUresult h_texref_set_border(sl_be_session *s, const struct sl_driver_api *api,
-                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuTexRefSetBorderColor(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     void *tr = NULL;
     CUresult rc =
         sl_be_handle_get(s, SL_H_TEXREF, call->cu_tex_ref_set_border_color->h_tex_ref, &tr);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!s->in_bulk || s->in_bulk_len != RGBA_BYTES) {
-        be_detail(reply, "cuTexRefSetBorderColor: %zu bytes of RGBA expected, got %llu", RGBA_BYTES,
-                  (unsigned long long)s->in_bulk_len);
+    if (!c->in || c->in_len != RGBA_BYTES) {
+        sl_be_detail(reply, "cuTexRefSetBorderColor: %zu bytes of RGBA expected, got %llu",
+                     RGBA_BYTES, (unsigned long long)c->in_len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuTexRefSetBorderColor)
         return CUDA_ERROR_NOT_SUPPORTED;
     float rgba[4];
-    memcpy(rgba, s->in_bulk, RGBA_BYTES);
+    memcpy(rgba, c->in, RGBA_BYTES);
     return api->cuTexRefSetBorderColor((CUtexref)tr, rgba);
 }
 
-static CUresult h_texref_get_border(sl_be_session *s, const struct sl_driver_api *api,
-                                    const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuTexRefGetBorderColor(struct sl_be_call *c)
 {
-    (void)reply;
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     void *tr = NULL;
     CUresult rc =
         sl_be_handle_get(s, SL_H_TEXREF, call->cu_tex_ref_get_border_color->h_tex_ref, &tr);
@@ -445,25 +453,27 @@ static CUresult h_texref_get_border(sl_be_session *s, const struct sl_driver_api
         free(rgba);
         return rc;
     }
-    s->out_bulk = (uint8_t *)rgba;
-    s->out_bulk_len = RGBA_BYTES;
+    c->out = (uint8_t *)rgba;
+    c->out_len = RGBA_BYTES;
     return CUDA_SUCCESS;
 }
 
 /* The part of a 2D/3D copy both shapes share: both sides checked (a host source is the call's
  * bulk, a host destination a buffer *out for the reply), the stream of an async copy, and no
  * capture of a copy that touches guest memory. */
-static CUresult copy_prepare(sl_be_session *s, const Sluice__Wire__Call *call,
-                             Sluice__Wire__Reply *reply, struct side src, struct side dst, size_t w,
+static CUresult copy_prepare(struct sl_be_call *c, struct side src, struct side dst, size_t w,
                              size_t h, size_t d, int async, uint64_t stream, CUstream *st,
                              uint8_t **out)
 {
-    s->out_bulk_len = 0;
-    CUresult rc = side_in(s, reply, src, 1, w, h, d, out);
-    if (rc == CUDA_SUCCESS && *src.type != CU_MEMORYTYPE_HOST && s->in_bulk_len)
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
+    c->out_len = 0;
+    CUresult rc = side_in(c, src, 1, w, h, d, out);
+    if (rc == CUDA_SUCCESS && *src.type != CU_MEMORYTYPE_HOST && c->in_len)
         rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS)
-        rc = side_in(s, reply, dst, 0, w, h, d, out);
+        rc = side_in(c, dst, 0, w, h, d, out);
     *st = NULL;
     if (rc == CUDA_SUCCESS && async)
         rc = be_stream(s, stream, st);
@@ -475,122 +485,121 @@ static CUresult copy_prepare(sl_be_session *s, const Sluice__Wire__Call *call,
 }
 
 /* The reply's bulk is the host destination's bytes, if any. */
-static CUresult copy_done(sl_be_session *s, CUresult rc, uint8_t *out)
+static CUresult copy_done(struct sl_be_call *c, CUresult rc, uint8_t *out)
 {
     if (rc != CUDA_SUCCESS || !out) {
         free(out);
-        s->out_bulk_len = 0;
+        c->out_len = 0;
         return rc;
     }
-    s->out_bulk = out;
+    c->out = out;
     return CUDA_SUCCESS;
 }
 
-static CUresult copy2d(sl_be_session *s, const struct sl_driver_api *api,
-                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply,
-                       const ProtobufCBinaryData *pod, int async, uint64_t stream)
+static CUresult copy2d(struct sl_be_call *c, const ProtobufCBinaryData *pod, int async,
+                       uint64_t stream)
 {
-    CUDA_MEMCPY2D c;
-    if (pod->len != sizeof c) {
-        be_detail(reply, "CUDA_MEMCPY2D of %zu bytes", pod->len);
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    CUDA_MEMCPY2D p;
+    if (pod->len != sizeof p) {
+        sl_be_detail(c->reply, "CUDA_MEMCPY2D of %zu bytes", pod->len);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    memcpy(&c, pod->data, sizeof c);
+    memcpy(&p, pod->data, sizeof p);
     uint8_t *out = NULL;
-    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcDevice, &c.srcArray, &c.srcXInBytes,
-                       &c.srcY,          NULL,       &c.srcPitch,  NULL};
-    struct side dst = {&c.dstMemoryType,
-                       (const void **)&c.dstHost,
-                       &c.dstDevice,
-                       &c.dstArray,
-                       &c.dstXInBytes,
-                       &c.dstY,
+    struct side src = {&p.srcMemoryType, &p.srcHost, &p.srcDevice, &p.srcArray, &p.srcXInBytes,
+                       &p.srcY,          NULL,       &p.srcPitch,  NULL};
+    struct side dst = {&p.dstMemoryType,
+                       (const void **)&p.dstHost,
+                       &p.dstDevice,
+                       &p.dstArray,
+                       &p.dstXInBytes,
+                       &p.dstY,
                        NULL,
-                       &c.dstPitch,
+                       &p.dstPitch,
                        NULL};
     CUstream st;
-    CUresult rc = copy_prepare(s, call, reply, src, dst, c.WidthInBytes, c.Height, 1, async, stream,
-                               &st, &out);
+    CUresult rc = copy_prepare(c, src, dst, p.WidthInBytes, p.Height, 1, async, stream, &st, &out);
     if (rc == CUDA_SUCCESS) {
         if (async) {
             CUresult (*fn)(const CUDA_MEMCPY2D *, CUstream) =
                 call->per_thread_stream && api->cuMemcpy2DAsync_v2_ptsz
                     ? api->cuMemcpy2DAsync_v2_ptsz
                     : api->cuMemcpy2DAsync_v2;
-            rc = fn ? fn(&c, st) : CUDA_ERROR_NOT_SUPPORTED;
+            rc = fn ? fn(&p, st) : CUDA_ERROR_NOT_SUPPORTED;
         } else {
             CUresult (*fn)(const CUDA_MEMCPY2D *) =
                 call->per_thread_stream && api->cuMemcpy2D_v2_ptds ? api->cuMemcpy2D_v2_ptds
                                                                    : api->cuMemcpy2D_v2;
-            rc = fn ? fn(&c) : CUDA_ERROR_NOT_SUPPORTED;
+            rc = fn ? fn(&p) : CUDA_ERROR_NOT_SUPPORTED;
         }
     }
-    return copy_done(s, rc, out);
+    return copy_done(c, rc, out);
 }
 
-static CUresult copy3d(sl_be_session *s, const struct sl_driver_api *api,
-                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply,
-                       const ProtobufCBinaryData *pod, int async, uint64_t stream)
+static CUresult copy3d(struct sl_be_call *c, const ProtobufCBinaryData *pod, int async,
+                       uint64_t stream)
 {
-    CUDA_MEMCPY3D c;
-    if (pod->len != sizeof c) {
-        be_detail(reply, "CUDA_MEMCPY3D of %zu bytes", pod->len);
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    CUDA_MEMCPY3D p;
+    if (pod->len != sizeof p) {
+        sl_be_detail(c->reply, "CUDA_MEMCPY3D of %zu bytes", pod->len);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    memcpy(&c, pod->data, sizeof c);
-    c.reserved0 = c.reserved1 = NULL;
+    memcpy(&p, pod->data, sizeof p);
+    p.reserved0 = p.reserved1 = NULL;
     uint8_t *out = NULL;
-    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcDevice, &c.srcArray, &c.srcXInBytes,
-                       &c.srcY,          &c.srcZ,    &c.srcPitch,  &c.srcHeight};
-    struct side dst = {&c.dstMemoryType, (const void **)&c.dstHost,
-                       &c.dstDevice,     &c.dstArray,
-                       &c.dstXInBytes,   &c.dstY,
-                       &c.dstZ,          &c.dstPitch,
-                       &c.dstHeight};
+    struct side src = {&p.srcMemoryType, &p.srcHost, &p.srcDevice, &p.srcArray, &p.srcXInBytes,
+                       &p.srcY,          &p.srcZ,    &p.srcPitch,  &p.srcHeight};
+    struct side dst = {&p.dstMemoryType, (const void **)&p.dstHost,
+                       &p.dstDevice,     &p.dstArray,
+                       &p.dstXInBytes,   &p.dstY,
+                       &p.dstZ,          &p.dstPitch,
+                       &p.dstHeight};
     CUstream st;
-    CUresult rc = copy_prepare(s, call, reply, src, dst, c.WidthInBytes, c.Height, c.Depth, async,
-                               stream, &st, &out);
+    CUresult rc =
+        copy_prepare(c, src, dst, p.WidthInBytes, p.Height, p.Depth, async, stream, &st, &out);
     if (rc == CUDA_SUCCESS) {
         if (async) {
             CUresult (*fn)(const CUDA_MEMCPY3D *, CUstream) =
                 call->per_thread_stream && api->cuMemcpy3DAsync_v2_ptsz
                     ? api->cuMemcpy3DAsync_v2_ptsz
                     : api->cuMemcpy3DAsync_v2;
-            rc = fn ? fn(&c, st) : CUDA_ERROR_NOT_SUPPORTED;
+            rc = fn ? fn(&p, st) : CUDA_ERROR_NOT_SUPPORTED;
         } else {
             CUresult (*fn)(const CUDA_MEMCPY3D *) =
                 call->per_thread_stream && api->cuMemcpy3D_v2_ptds ? api->cuMemcpy3D_v2_ptds
                                                                    : api->cuMemcpy3D_v2;
-            rc = fn ? fn(&c) : CUDA_ERROR_NOT_SUPPORTED;
+            rc = fn ? fn(&p) : CUDA_ERROR_NOT_SUPPORTED;
         }
     }
-    return copy_done(s, rc, out);
+    return copy_done(c, rc, out);
 }
 
-static CUresult h_2d(sl_be_session *s, const struct sl_driver_api *api,
-                     const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpy2D_v2(struct sl_be_call *c)
 {
-    return copy2d(s, api, call, reply, &call->cu_memcpy2_d_v2->p_copy, 0, 0);
+    const Sluice__Wire__Call *call = c->call;
+    return copy2d(c, &call->cu_memcpy2_d_v2->p_copy, 0, 0);
 }
 
-static CUresult h_2d_async(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpy2DAsync_v2(struct sl_be_call *c)
 {
-    return copy2d(s, api, call, reply, &call->cu_memcpy2_dasync_v2->p_copy, 1,
-                  call->cu_memcpy2_dasync_v2->h_stream);
+    const Sluice__Wire__Call *call = c->call;
+    return copy2d(c, &call->cu_memcpy2_dasync_v2->p_copy, 1, call->cu_memcpy2_dasync_v2->h_stream);
 }
 
-static CUresult h_3d(sl_be_session *s, const struct sl_driver_api *api,
-                     const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpy3D_v2(struct sl_be_call *c)
 {
-    return copy3d(s, api, call, reply, &call->cu_memcpy3_d_v2->p_copy, 0, 0);
+    const Sluice__Wire__Call *call = c->call;
+    return copy3d(c, &call->cu_memcpy3_d_v2->p_copy, 0, 0);
 }
 
-static CUresult h_3d_async(sl_be_session *s, const struct sl_driver_api *api,
-                           const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpy3DAsync_v2(struct sl_be_call *c)
 {
-    return copy3d(s, api, call, reply, &call->cu_memcpy3_dasync_v2->p_copy, 1,
-                  call->cu_memcpy3_dasync_v2->h_stream);
+    const Sluice__Wire__Call *call = c->call;
+    return copy3d(c, &call->cu_memcpy3_dasync_v2->p_copy, 1, call->cu_memcpy3_dasync_v2->h_stream);
 }
 
 static CUresult array_of(sl_be_session *s, uint64_t id, CUarray *a)
@@ -601,13 +610,16 @@ static CUresult array_of(sl_be_session *s, uint64_t id, CUarray *a)
     return rc;
 }
 
-static CUresult h_htoa(sl_be_session *s, const struct sl_driver_api *api,
-                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpyHtoA_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemcpyHtoAV2Request *rq = call->cu_memcpy_hto_a_v2;
-    if (rq->src_host != rq->byte_count || s->in_bulk_len != rq->byte_count) {
-        be_detail(reply, "copy of %llu bytes with %llu bulk bytes",
-                  (unsigned long long)rq->byte_count, (unsigned long long)s->in_bulk_len);
+    if (rq->src_host != rq->byte_count || c->in_len != rq->byte_count) {
+        sl_be_detail(reply, "copy of %llu bytes with %llu bulk bytes",
+                     (unsigned long long)rq->byte_count, (unsigned long long)c->in_len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUarray a;
@@ -617,16 +629,19 @@ static CUresult h_htoa(sl_be_session *s, const struct sl_driver_api *api,
     CUresult (*fn)(CUarray, size_t, const void *, size_t) =
         call->per_thread_stream && api->cuMemcpyHtoA_v2_ptds ? api->cuMemcpyHtoA_v2_ptds
                                                              : api->cuMemcpyHtoA_v2;
-    return fn ? fn(a, (size_t)rq->dst_offset, s->in_bulk, (size_t)rq->byte_count)
+    return fn ? fn(a, (size_t)rq->dst_offset, c->in, (size_t)rq->byte_count)
               : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult h_atoh(sl_be_session *s, const struct sl_driver_api *api,
-                       const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemcpyAtoH_v2(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemcpyAtoHV2Request *rq = call->cu_memcpy_ato_h_v2;
-    if (rq->dst_host != rq->byte_count || rq->byte_count > BE_MAX_BULK_PER_CALL || s->in_bulk_len) {
-        be_detail(reply, "array to host copy of %llu bytes", (unsigned long long)rq->byte_count);
+    if (rq->dst_host != rq->byte_count || rq->byte_count > BE_MAX_BULK_PER_CALL || c->in_len) {
+        sl_be_detail(reply, "array to host copy of %llu bytes", (unsigned long long)rq->byte_count);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUarray a;
@@ -646,27 +661,7 @@ static CUresult h_atoh(sl_be_session *s, const struct sl_driver_api *api,
         free(buf);
         return rc;
     }
-    s->out_bulk = buf;
-    s->out_bulk_len = rq->byte_count;
+    c->out = buf;
+    c->out_len = rq->byte_count;
     return CUDA_SUCCESS;
-}
-
-void be_register_texture(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuMemcpyHtoA_v2].handler = h_htoa;
-    t[SL_CALL_cuMemcpyAtoH_v2].handler = h_atoh;
-    t[SL_CALL_cuTexObjectCreate].handler = h_tex_create;
-    t[SL_CALL_cuTexObjectDestroy].handler = h_tex_destroy;
-    t[SL_CALL_cuTexObjectGetTextureDesc].handler = h_tex_desc;
-    t[SL_CALL_cuTexObjectGetResourceViewDesc].handler = h_view_desc;
-    t[SL_CALL_cuTexObjectGetResourceDesc].handler = h_tex_res_desc;
-    t[SL_CALL_cuSurfObjectGetResourceDesc].handler = h_surf_res_desc;
-    t[SL_CALL_cuSurfObjectCreate].handler = h_surf_create;
-    t[SL_CALL_cuSurfObjectDestroy].handler = h_surf_destroy;
-    t[SL_CALL_cuTexRefSetBorderColor].handler = h_texref_set_border;
-    t[SL_CALL_cuTexRefGetBorderColor].handler = h_texref_get_border;
-    t[SL_CALL_cuMemcpy2D_v2].handler = h_2d;
-    t[SL_CALL_cuMemcpy2DAsync_v2].handler = h_2d_async;
-    t[SL_CALL_cuMemcpy3D_v2].handler = h_3d;
-    t[SL_CALL_cuMemcpy3DAsync_v2].handler = h_3d_async;
 }

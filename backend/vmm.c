@@ -118,7 +118,7 @@ static void drop_maps(struct be_vmm *v, uint64_t p, uint64_t n)
 static CUresult location_in(sl_be_session *s, Sluice__Wire__Reply *reply, CUmemLocation *loc)
 {
     if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE) {
-        be_detail(reply, "memory location type %d is not supported", (int)loc->type);
+        sl_be_detail(reply, "memory location type %d is not supported", (int)loc->type);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     CUdevice dev;
@@ -132,12 +132,12 @@ static CUresult prop_in(sl_be_session *s, Sluice__Wire__Reply *reply,
                         const ProtobufCBinaryData *pod, CUmemAllocationProp *p)
 {
     if (pod->len != sizeof *p) {
-        be_detail(reply, "CUmemAllocationProp of %zu bytes", pod->len);
+        sl_be_detail(reply, "CUmemAllocationProp of %zu bytes", pod->len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(p, pod->data, sizeof *p);
     if (p->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE || p->win32HandleMetaData) {
-        be_detail(reply, "allocations with shareable handle types are refused");
+        sl_be_detail(reply, "allocations with shareable handle types are refused");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     return location_in(s, reply, &p->location);
@@ -145,9 +145,12 @@ static CUresult prop_in(sl_be_session *s, Sluice__Wire__Reply *reply,
 
 /* ---------------------------------------------------------------- handlers */
 
-static CUresult h_reserve(sl_be_session *s, const struct sl_driver_api *api,
-                          const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemAddressReserve(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemAddressReserveRequest *rq = call->cu_mem_address_reserve;
     struct be_vmm *v = vmm(s);
     if (!api->cuMemAddressReserve)
@@ -171,17 +174,20 @@ static CUresult h_reserve(sl_be_session *s, const struct sl_driver_api *api,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_address_free(sl_be_session *s, const struct sl_driver_api *api,
-                               const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemAddressFree(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemAddressFreeRequest *rq = call->cu_mem_address_free;
     struct be_vmm *v = s->vmm;
     size_t i = 0;
     while (v && i < v->n_res && (v->res[i].base != rq->ptr || v->res[i].size != rq->size))
         i++;
     if (!v || i == v->n_res) {
-        be_detail(reply, "0x%llx+%llu is not an address range the session reserved",
-                  (unsigned long long)rq->ptr, (unsigned long long)rq->size);
+        sl_be_detail(reply, "0x%llx+%llu is not an address range the session reserved",
+                     (unsigned long long)rq->ptr, (unsigned long long)rq->size);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuMemAddressFree)
@@ -194,9 +200,12 @@ static CUresult h_address_free(sl_be_session *s, const struct sl_driver_api *api
     return sync_table(s);
 }
 
-static CUresult h_create(sl_be_session *s, const struct sl_driver_api *api,
-                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemCreate(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemCreateRequest *rq = call->cu_mem_create;
     CUmemAllocationProp p;
     CUresult rc = prop_in(s, reply, &rq->prop, &p);
@@ -214,13 +223,13 @@ static CUresult h_create(sl_be_session *s, const struct sl_driver_api *api,
         return CUDA_ERROR_OUT_OF_MEMORY;
     char why[200]; /* physical memory counts against the instance's quota (quota.c) */
     if (be_acct_mem_admit(s, rq->size, why, sizeof why) != 0) {
-        be_detail(reply, "%s", why);
+        sl_be_detail(reply, "%s", why);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUmemGenericAllocationHandle h = 0;
     rc = api->cuMemCreate(&h, (size_t)rq->size, &p, rq->flags);
     if (rc == CUDA_SUCCESS) {
-        rc = sl_be_handle_put(s, SL_H_MEMHANDLE, (void *)(uintptr_t)h, &rp->handle);
+        rc = sl_be_handle_put(s, SL_H_MEMHANDLE, (void *)(uintptr_t)h, 0, &rp->handle);
         if (rc != CUDA_SUCCESS && api->cuMemRelease)
             api->cuMemRelease(h);
     }
@@ -232,10 +241,11 @@ static CUresult h_create(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_release(sl_be_session *s, const struct sl_driver_api *api,
-                          const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemRelease(struct sl_be_call *c)
 {
-    (void)reply;
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
     uint64_t id = call->cu_mem_release->handle;
     void *h = NULL;
     CUresult rc = id ? sl_be_handle_get(s, SL_H_MEMHANDLE, id, &h) : CUDA_ERROR_INVALID_HANDLE;
@@ -258,20 +268,23 @@ static CUresult h_release(sl_be_session *s, const struct sl_driver_api *api,
     return CUDA_SUCCESS;
 }
 
-static CUresult h_map(sl_be_session *s, const struct sl_driver_api *api,
-                      const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemMap(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemMapRequest *rq = call->cu_mem_map;
     struct be_vmm *v = s->vmm;
     if (!reservation(v, rq->ptr, rq->size)) {
-        be_detail(reply, "0x%llx+%llu is not inside an address range the session reserved",
-                  (unsigned long long)rq->ptr, (unsigned long long)rq->size);
+        sl_be_detail(reply, "0x%llx+%llu is not inside an address range the session reserved",
+                     (unsigned long long)rq->ptr, (unsigned long long)rq->size);
         return CUDA_ERROR_INVALID_VALUE;
     }
     for (size_t i = 0; i < v->n_maps; i++)
         if (rq->ptr < v->maps[i].base + v->maps[i].size && v->maps[i].base < rq->ptr + rq->size) {
-            be_detail(reply, "0x%llx+%llu overlaps a mapping", (unsigned long long)rq->ptr,
-                      (unsigned long long)rq->size);
+            sl_be_detail(reply, "0x%llx+%llu overlaps a mapping", (unsigned long long)rq->ptr,
+                         (unsigned long long)rq->size);
             return CUDA_ERROR_INVALID_VALUE;
         }
     void *h = NULL;
@@ -284,8 +297,9 @@ static CUresult h_map(sl_be_session *s, const struct sl_driver_api *api,
         if (v->hs[i].id == rq->handle)
             hsize = v->hs[i].size;
     if (rq->offset > hsize || rq->size > hsize - rq->offset) {
-        be_detail(reply, "bytes %llu+%llu of an allocation of %llu", (unsigned long long)rq->offset,
-                  (unsigned long long)rq->size, (unsigned long long)hsize);
+        sl_be_detail(reply, "bytes %llu+%llu of an allocation of %llu",
+                     (unsigned long long)rq->offset, (unsigned long long)rq->size,
+                     (unsigned long long)hsize);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuMemMap)
@@ -300,14 +314,17 @@ static CUresult h_map(sl_be_session *s, const struct sl_driver_api *api,
     return sync_table(s);
 }
 
-static CUresult h_unmap(sl_be_session *s, const struct sl_driver_api *api,
-                        const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemUnmap(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemUnmapRequest *rq = call->cu_mem_unmap;
     struct be_vmm *v = s->vmm;
     if (!reservation(v, rq->ptr, rq->size)) {
-        be_detail(reply, "0x%llx+%llu is not inside an address range the session reserved",
-                  (unsigned long long)rq->ptr, (unsigned long long)rq->size);
+        sl_be_detail(reply, "0x%llx+%llu is not inside an address range the session reserved",
+                     (unsigned long long)rq->ptr, (unsigned long long)rq->size);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuMemUnmap)
@@ -319,18 +336,21 @@ static CUresult h_unmap(sl_be_session *s, const struct sl_driver_api *api,
     return sync_table(s);
 }
 
-static CUresult h_set_access(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemSetAccess(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemSetAccessRequest *rq = call->cu_mem_set_access;
     if (!rq->count || rq->count > 64 || rq->desc.len != rq->count * sizeof(CUmemAccessDesc)) {
-        be_detail(reply, "%llu access descriptors in %zu bytes", (unsigned long long)rq->count,
-                  rq->desc.len);
+        sl_be_detail(reply, "%llu access descriptors in %zu bytes", (unsigned long long)rq->count,
+                     rq->desc.len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!be_mem_contains(&s->mem, rq->ptr, rq->size) || !reservation(s->vmm, rq->ptr, rq->size)) {
-        be_detail(reply, "0x%llx+%llu is not mapped memory of the session",
-                  (unsigned long long)rq->ptr, (unsigned long long)rq->size);
+        sl_be_detail(reply, "0x%llx+%llu is not mapped memory of the session",
+                     (unsigned long long)rq->ptr, (unsigned long long)rq->size);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuMemSetAccess)
@@ -348,13 +368,16 @@ static CUresult h_set_access(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_get_access(sl_be_session *s, const struct sl_driver_api *api,
-                             const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemGetAccess(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemGetAccessRequest *rq = call->cu_mem_get_access;
     CUmemLocation loc;
     if (rq->location.len != sizeof loc) {
-        be_detail(reply, "CUmemLocation of %zu bytes", rq->location.len);
+        sl_be_detail(reply, "CUmemLocation of %zu bytes", rq->location.len);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(&loc, rq->location.data, sizeof loc);
@@ -362,8 +385,8 @@ static CUresult h_get_access(sl_be_session *s, const struct sl_driver_api *api,
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!reservation(s->vmm, rq->ptr, 1)) {
-        be_detail(reply, "0x%llx is not inside an address range the session reserved",
-                  (unsigned long long)rq->ptr);
+        sl_be_detail(reply, "0x%llx is not inside an address range the session reserved",
+                     (unsigned long long)rq->ptr);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!api->cuMemGetAccess)
@@ -379,9 +402,12 @@ static CUresult h_get_access(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_granularity(sl_be_session *s, const struct sl_driver_api *api,
-                              const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemGetAllocationGranularity(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__CuMemGetAllocationGranularityRequest *rq =
         call->cu_mem_get_allocation_granularity;
     CUmemAllocationProp p;
@@ -403,9 +429,12 @@ static CUresult h_granularity(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-static CUresult h_props(sl_be_session *s, const struct sl_driver_api *api,
-                        const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+CUresult be_h_cuMemGetAllocationPropertiesFromHandle(struct sl_be_call *c)
 {
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
     uint64_t id = call->cu_mem_get_allocation_properties_from_handle->handle;
     void *h = NULL;
     CUresult rc = id ? sl_be_handle_get(s, SL_H_MEMHANDLE, id, &h) : CUDA_ERROR_INVALID_HANDLE;
@@ -433,18 +462,4 @@ static CUresult h_props(sl_be_session *s, const struct sl_driver_api *api,
         p->location.id = ord;
     }
     return rc;
-}
-
-void be_register_vmm(struct sl_be_dispatch_entry *t)
-{
-    t[SL_CALL_cuMemAddressReserve].handler = h_reserve;
-    t[SL_CALL_cuMemAddressFree].handler = h_address_free;
-    t[SL_CALL_cuMemCreate].handler = h_create;
-    t[SL_CALL_cuMemRelease].handler = h_release;
-    t[SL_CALL_cuMemMap].handler = h_map;
-    t[SL_CALL_cuMemUnmap].handler = h_unmap;
-    t[SL_CALL_cuMemSetAccess].handler = h_set_access;
-    t[SL_CALL_cuMemGetAccess].handler = h_get_access;
-    t[SL_CALL_cuMemGetAllocationGranularity].handler = h_granularity;
-    t[SL_CALL_cuMemGetAllocationPropertiesFromHandle].handler = h_props;
 }

@@ -103,6 +103,12 @@ int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock)
                 return r;
             continue;
         }
+        if (nonblock && rx->until_ns && be_now_ns() > rx->until_ns)
+            rx->spent = 1;
+        if (nonblock && rx->spent) {
+            rx->spent = 0;
+            return 2; /* the budget of this turn is spent */
+        }
         ssize_t n = recv(fd, rx->spare, BE_IPC_RECORD, nonblock ? MSG_DONTWAIT : 0);
         if (n < 0 && errno == EINTR)
             continue;
@@ -110,6 +116,10 @@ int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock)
             return 2; /* nothing more now */
         if (n <= 0)
             return -2; /* EOF or error */
+        if (nonblock && rx->budget) {
+            rx->spent = rx->budget <= (size_t)n;
+            rx->budget -= rx->spent ? rx->budget : (size_t)n;
+        }
         rx->spare_len = (size_t)n;
         rx->spare_off = 0;
     }
@@ -319,7 +329,6 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
         w_close(SL_ERR_CONFIG, why);
         return 1;
     }
-    be_dispatch_setup();
     sl_be_session *s = be_session_new(sid, &api, &devs);
     if (!s) {
         be_devices_free(&devs);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
@@ -88,9 +89,7 @@ static CUresult host_func(bool pt, CUstream s, CUhostFn fn, void *user)
     req.user_data = 0; /* stays in the guest */
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     call.per_thread_stream = pt;
-    call.call_id = SL_CALL_cuLaunchHostFunc;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_LAUNCH_HOST_FUNC;
-    call.cu_launch_host_func = &req;
+    SL_FE_SET(cuLaunchHostFunc, &call, &req);
     CUresult rc = sl_fe_enqueue_async(&call);
     if (rc != CUDA_SUCCESS)
         sl_fe_callback_forget(id);
@@ -122,9 +121,7 @@ static CUresult add_callback(bool pt, CUstream s, CUstreamCallback cb, void *use
     req.flags = flags;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     call.per_thread_stream = pt;
-    call.call_id = SL_CALL_cuStreamAddCallback;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_STREAM_ADD_CALLBACK;
-    call.cu_stream_add_callback = &req;
+    SL_FE_SET(cuStreamAddCallback, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {

@@ -38,6 +38,16 @@ static sl_code tr_recv_bulk(void *t, void *dst, size_t len, sl_error *e)
     return sl_client_recv_bulk(t, dst, len, e);
 }
 
+static int tr_fds(void *t, int *fds, int n)
+{
+    return sl_client_fds(t, fds, n);
+}
+
+static int tr_has_input(void *t)
+{
+    return sl_client_has_input(t);
+}
+
 /* ------------------------------------------------------------------ session open */
 static void free_devices(void)
 {
@@ -182,7 +192,7 @@ static CUresult connect_now(void)
         return rc;
     }
     g_client = c;
-    struct sl_fe_transport tr = {tr_send, tr_recv, tr_recv_bulk, c};
+    struct sl_fe_transport tr = {tr_send, tr_recv, tr_recv_bulk, c, tr_fds, tr_has_input};
     sl_fe_rpc_attach(&tr);
     int sender = sl_fe_rpc_sender_from_env(many_cpus);
     struct sl_fe_rpc_limits lim = {256,

@@ -9,6 +9,7 @@
 
 #include "export_tables.h"
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "hooks.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -268,15 +269,12 @@ static CUresult primary_flags_fetch(CUdevice dev, unsigned *flags)
         SLUICE__CUDA__CU_DEVICE_PRIMARY_CTX_GET_STATE_REQUEST__INIT;
     req.dev = dev;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuDevicePrimaryCtxGetState;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_DEVICE_PRIMARY_CTX_GET_STATE;
-    call.cu_device_primary_ctx_get_state = &req;
+    SL_FE_SET(cuDevicePrimaryCtxGetState, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
-        if (rc == CUDA_SUCCESS &&
-            rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_DEVICE_PRIMARY_CTX_GET_STATE)
+        if (rc == CUDA_SUCCESS && SL_FE_REPLY(cuDevicePrimaryCtxGetState, rep))
             *flags = rep->cu_device_primary_ctx_get_state->flags;
         else if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;
@@ -321,9 +319,7 @@ CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
     req.dev = dev;
     req.flags = flags;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuDevicePrimaryCtxSetFlags_v2;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_DEVICE_PRIMARY_CTX_SET_FLAGS_V2;
-    call.cu_device_primary_ctx_set_flags_v2 = &req;
+    SL_FE_SET(cuDevicePrimaryCtxSetFlags_v2, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     rc = sl_fe_call(&call, &rep);
     if (rep) {
@@ -352,9 +348,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
         SLUICE__CUDA__CU_DEVICE_PRIMARY_CTX_RESET_V2_REQUEST__INIT;
     req.dev = dev;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuDevicePrimaryCtxReset_v2;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_DEVICE_PRIMARY_CTX_RESET_V2;
-    call.cu_device_primary_ctx_reset_v2 = &req;
+    SL_FE_SET(cuDevicePrimaryCtxReset_v2, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     rc = sl_fe_call(&call, &rep);
     if (rep) {
@@ -415,16 +409,14 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, uns
     req.flags = flags;
     req.dev = dev;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuCtxCreate_v4;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_CTX_CREATE_V4;
-    call.cu_ctx_create_v4 = &req;
+    SL_FE_SET(cuCtxCreate_v4, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     uint64_t id = 0;
     rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_CTX_CREATE_V4 && rep->cu_ctx_create_v4)
+            if (SL_FE_REPLY(cuCtxCreate_v4, rep) && rep->cu_ctx_create_v4)
                 id = rep->cu_ctx_create_v4->pctx;
             if (!id)
                 rc = CUDA_ERROR_UNKNOWN;
@@ -474,9 +466,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     Sluice__Cuda__CuCtxDestroyV2Request req = SLUICE__CUDA__CU_CTX_DESTROY_V2_REQUEST__INIT;
     req.ctx = (uint64_t)(uintptr_t)ctx;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuCtxDestroy_v2;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_CTX_DESTROY_V2;
-    call.cu_ctx_destroy_v2 = &req;
+    SL_FE_SET(cuCtxDestroy_v2, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {

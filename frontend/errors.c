@@ -1,6 +1,6 @@
-/* cuGetErrorName / cuGetErrorString, answered locally from the table generated from cuda.h's
- * CUresult enum (names) and its doxygen comments (strings). An unknown code is
- * CUDA_ERROR_INVALID_VALUE with *pStr = NULL, as the driver does. */
+/* cuGetErrorName / cuGetErrorString, answered locally with the real driver's own names and
+ * strings, recorded on the GPU machine (frontend/gen/driver_errors.jsonl, gen_errors.py). An
+ * unknown code is CUDA_ERROR_INVALID_VALUE with *pStr = NULL. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <stdlib.h>
 

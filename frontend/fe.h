@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include "sluice/error.h"
+#include "sluice/wire.h"
 #include "sluice_session.pb-c.h"
 
 #define SL_FE_COMPONENT "frontend"
@@ -92,6 +93,10 @@ struct sl_fe_transport {
                     sl_error *e);
     sl_code (*recv_bulk)(void *t, void *dst, size_t len, sl_error *e);
     void *t;
+    /* Waiting for input without holding the transport (sluice/channel.h sl_client_fds and
+     * sl_client_has_input); NULL: the reading thread blocks in recv instead (tests). */
+    int (*fds)(void *t, int *fds, int n);
+    int (*has_input)(void *t);
 };
 
 /* Installs the transport of a fresh session (seq restarts at 1). */
@@ -111,7 +116,8 @@ struct sl_fe_rpc_limits {
     unsigned start_us;       /* after a reply: the first async call goes at once, the next frames
                                 wait start_us, twice that, ... up to flush_us; 0: flush_us always */
     int sender;              /* frames of async calls go out from a thread of their own */
-    unsigned sender_spin_us; /* that thread polls this long after a send before it sleeps */
+    unsigned sender_spin_us; /* that thread polls this long after a send before it sleeps; a
+                                thread waiting for a reply polls as long before it sleeps */
 };
 #define SL_FE_FLUSH_US_DEFAULT 200u
 #define SL_FE_FLUSH_US_MAX     1000000u
@@ -173,8 +179,8 @@ CUresult sl_fe_fence(void);
 int sl_fe_in_callback(void);
 
 /* ------------------------------------------------------------------ idle.c */
-/* With the rpc lock held. A call appended to the pending frame (its sl_call_info flags). */
-void sl_fe_idle_note(const Sluice__Wire__Call *c, uint32_t flags);
+/* With the rpc lock held. A call appended to the pending frame (its table entry; NULL: none). */
+void sl_fe_idle_note(const Sluice__Wire__Call *c, const struct sl_call_info *ci);
 /* 1 if c (a synchronization or a stream query) can be answered with success here. */
 int sl_fe_idle_can_answer(const Sluice__Wire__Call *c);
 /* c was answered with success (here or by the backend): what it synchronized is idle. */

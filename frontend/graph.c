@@ -15,6 +15,7 @@
 #include "fe.h"
 #include "graph.h"
 #include "hooks.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
@@ -29,11 +30,11 @@ CUresult sl_fe_g_result(CUresult rc, Sluice__Wire__Reply *rep)
     return rc;
 }
 
-CUresult sl_fe_g_node_out(Sluice__Wire__Reply *rep, int out_case, uint64_t id, CUgraphNode *out)
+CUresult sl_fe_g_node_out(Sluice__Wire__Reply *rep, uint64_t id, CUgraphNode *out)
 {
     CUresult rc = (CUresult)rep->result;
     if (rc == CUDA_SUCCESS) {
-        if ((int)rep->out_case == out_case && id)
+        if (id)
             *out = (CUgraphNode)(uintptr_t)id;
         else
             rc = CUDA_ERROR_UNKNOWN;
@@ -127,16 +128,14 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
         rq.num_dependencies = numDependencies;
         rq.node_params = &pod;
         rq.n_node_params = 1;
-        call.call_id = SL_CALL_cuGraphAddKernelNode_v2;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_ADD_KERNEL_NODE_V2;
-        call.cu_graph_add_kernel_node_v2 = &rq;
+        SL_FE_SET(cuGraphAddKernelNode_v2, &call, &rq);
         struct iovec iov = {(void *)k->bytes, k->len};
         Sluice__Wire__Reply *rep = NULL;
         rc = sl_fe_call_bulk(&call, &iov, k->len ? 1 : 0, NULL, 0, NULL, &rep);
         if (rep) {
             rc = (CUresult)rep->result;
             if (rc == CUDA_SUCCESS) {
-                if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_KERNEL_NODE_V2)
+                if (SL_FE_REPLY(cuGraphAddKernelNode_v2, rep))
                     *phGraphNode =
                         (CUgraphNode)(uintptr_t)rep->cu_graph_add_kernel_node_v2->ph_graph_node;
                 else
@@ -180,15 +179,11 @@ static CUresult set_params(uint64_t exec, CUgraphNode hNode, const CUDA_KERNEL_N
             rqe.h_graph_exec = exec;
             rqe.h_node = (uint64_t)(uintptr_t)hNode;
             rqe.node_params = pod;
-            call.call_id = SL_CALL_cuGraphExecKernelNodeSetParams_v2;
-            call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_EXEC_KERNEL_NODE_SET_PARAMS_V2;
-            call.cu_graph_exec_kernel_node_set_params_v2 = &rqe;
+            SL_FE_SET(cuGraphExecKernelNodeSetParams_v2, &call, &rqe);
         } else {
             rq.h_node = (uint64_t)(uintptr_t)hNode;
             rq.node_params = pod;
-            call.call_id = SL_CALL_cuGraphKernelNodeSetParams_v2;
-            call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_KERNEL_NODE_SET_PARAMS_V2;
-            call.cu_graph_kernel_node_set_params_v2 = &rq;
+            SL_FE_SET(cuGraphKernelNodeSetParams_v2, &call, &rq);
         }
         struct iovec iov = {(void *)k->bytes, k->len};
         Sluice__Wire__Reply *rep = NULL;
@@ -253,15 +248,13 @@ CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     rq.memset_params = &pod;
     rq.n_memset_params = 1;
     rq.ctx = (uint64_t)(uintptr_t)ctx;
-    call.call_id = SL_CALL_cuGraphAddMemsetNode;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_ADD_MEMSET_NODE;
-    call.cu_graph_add_memset_node = &rq;
+    SL_FE_SET(cuGraphAddMemsetNode, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_MEMSET_NODE)
+            if (SL_FE_REPLY(cuGraphAddMemsetNode, rep))
                 *phGraphNode = (CUgraphNode)(uintptr_t)rep->cu_graph_add_memset_node->ph_graph_node;
             else
                 rc = CUDA_ERROR_UNKNOWN;
@@ -284,16 +277,14 @@ CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
     Sluice__Cuda__CuGraphGetNodesRequest rq = SLUICE__CUDA__CU_GRAPH_GET_NODES_REQUEST__INIT;
     rq.h_graph = (uint64_t)(uintptr_t)hGraph;
     rq.num_nodes = nodes ? *numNodes : 0;
-    call.call_id = SL_CALL_cuGraphGetNodes;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_GET_NODES;
-    call.cu_graph_get_nodes = &rq;
+    SL_FE_SET(cuGraphGetNodes, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
             const Sluice__Cuda__CuGraphGetNodesReply *r = rep->cu_graph_get_nodes;
-            if (rep->out_case != SLUICE__WIRE__REPLY__OUT_CU_GRAPH_GET_NODES ||
+            if (!SL_FE_REPLY(cuGraphGetNodes, rep) ||
                 (nodes && (r->n_nodes > *numNodes || r->num_nodes > *numNodes))) {
                 rc = CUDA_ERROR_UNKNOWN;
             } else if (nodes) {
@@ -322,9 +313,7 @@ CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *num
         SLUICE__CUDA__CU_GRAPH_GET_ROOT_NODES_REQUEST__INIT;
     rq.h_graph = (uint64_t)(uintptr_t)hGraph;
     rq.num_root_nodes = rootNodes ? *numRootNodes : 0;
-    call.call_id = SL_CALL_cuGraphGetRootNodes;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_GET_ROOT_NODES;
-    call.cu_graph_get_root_nodes = &rq;
+    SL_FE_SET(cuGraphGetRootNodes, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
@@ -332,7 +321,7 @@ CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *num
     rc = (CUresult)rep->result;
     if (rc == CUDA_SUCCESS) {
         const Sluice__Cuda__CuGraphGetRootNodesReply *r = rep->cu_graph_get_root_nodes;
-        if (rep->out_case != SLUICE__WIRE__REPLY__OUT_CU_GRAPH_GET_ROOT_NODES ||
+        if (!SL_FE_REPLY(cuGraphGetRootNodes, rep) ||
             (rootNodes && (r->n_root_nodes > *numRootNodes || r->num_root_nodes > *numRootNodes))) {
             rc = CUDA_ERROR_UNKNOWN;
         } else {
@@ -418,9 +407,7 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAM
         SLUICE__CUDA__CU_GRAPH_KERNEL_NODE_GET_PARAMS_V2_REQUEST__INIT;
     rq.h_node = (uint64_t)(uintptr_t)hNode;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphKernelNodeGetParams_v2;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_KERNEL_NODE_GET_PARAMS_V2;
-    call.cu_graph_kernel_node_get_params_v2 = &rq;
+    SL_FE_SET(cuGraphKernelNodeGetParams_v2, &call, &rq);
     size_t cap = 8 + 16 * 4096 + 32768, got = 0;
     uint8_t *bulk = malloc(cap);
     if (!bulk)
@@ -431,9 +418,8 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAM
         rc = (CUresult)rep->result;
         const Sluice__Cuda__CuGraphKernelNodeGetParamsV2Reply *r =
             rep->cu_graph_kernel_node_get_params_v2;
-        if (rc == CUDA_SUCCESS &&
-            (rep->out_case != SLUICE__WIRE__REPLY__OUT_CU_GRAPH_KERNEL_NODE_GET_PARAMS_V2 ||
-             r->node_params.len != sizeof *nodeParams))
+        if (rc == CUDA_SUCCESS && (!SL_FE_REPLY(cuGraphKernelNodeGetParams_v2, rep) ||
+                                   r->node_params.len != sizeof *nodeParams))
             rc = CUDA_ERROR_UNKNOWN;
         void **ptrs = NULL;
         if (rc == CUDA_SUCCESS)
@@ -480,16 +466,14 @@ CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *
         SLUICE__CUDA__CU_GRAPH_MEMSET_NODE_GET_PARAMS_REQUEST__INIT;
     rq.h_node = (uint64_t)(uintptr_t)hNode;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphMemsetNodeGetParams;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_MEMSET_NODE_GET_PARAMS;
-    call.cu_graph_memset_node_get_params = &rq;
+    SL_FE_SET(cuGraphMemsetNodeGetParams, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
     rc = sl_fe_pod_out(rc,
-                       rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_MEMSET_NODE_GET_PARAMS
+                       SL_FE_REPLY(cuGraphMemsetNodeGetParams, rep)
                            ? &rep->cu_graph_memset_node_get_params->node_params
                            : NULL,
                        nodeParams, sizeof *nodeParams);
@@ -506,9 +490,7 @@ CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PA
     rq.h_node = (uint64_t)(uintptr_t)hNode;
     rq.node_params = (ProtobufCBinaryData){sizeof *nodeParams, (uint8_t *)nodeParams};
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphMemsetNodeSetParams;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_MEMSET_NODE_SET_PARAMS;
-    call.cu_graph_memset_node_set_params = &rq;
+    SL_FE_SET(cuGraphMemsetNodeSetParams, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     return sl_fe_g_result(rc, rep);
@@ -526,10 +508,54 @@ CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNod
     rq.memset_params = (ProtobufCBinaryData){sizeof *memsetParams, (uint8_t *)memsetParams};
     rq.ctx = (uint64_t)(uintptr_t)ctx;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphExecMemsetNodeSetParams;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_EXEC_MEMSET_NODE_SET_PARAMS;
-    call.cu_graph_exec_memset_node_set_params = &rq;
+    SL_FE_SET(cuGraphExecMemsetNodeSetParams, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     return sl_fe_g_result(rc, rep);
+}
+
+/* ---------------------------------------------------------------- instantiation with params */
+
+/* The CUDA_GRAPH_INSTANTIATE_PARAMS travel both ways as a pod: the backend translates the
+ * upload stream and answers result_out; hErrNode_out is not reported (NULL). */
+static CUresult instantiate_params(bool per_thread, CUgraphExec *phGraphExec, CUgraph hGraph,
+                                   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    if (!phGraphExec || !instantiateParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Cuda__CuGraphInstantiateWithParamsRequest rq =
+        SLUICE__CUDA__CU_GRAPH_INSTANTIATE_WITH_PARAMS_REQUEST__INIT;
+    rq.h_graph = (uint64_t)(uintptr_t)hGraph;
+    rq.instantiate_params =
+        (ProtobufCBinaryData){sizeof *instantiateParams, (uint8_t *)instantiateParams};
+    Sluice__Wire__Call call = SL_FE_CALL(cuGraphInstantiateWithParams, &rq);
+    call.per_thread_stream = per_thread;
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    if (!rep)
+        return rc;
+    const Sluice__Cuda__CuGraphInstantiateWithParamsReply *o =
+        SL_FE_REPLY(cuGraphInstantiateWithParams, rep);
+    rc = (CUresult)rep->result;
+    if (o &&
+        o->instantiate_params.len == sizeof *instantiateParams) /* result_out, also on failure */
+        memcpy(instantiateParams, o->instantiate_params.data, sizeof *instantiateParams);
+    else if (rc == CUDA_SUCCESS)
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc == CUDA_SUCCESS)
+        *phGraphExec = (CUgraphExec)(uintptr_t)o->ph_graph_exec;
+    sl_fe_reply_free(rep);
+    return rc;
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return instantiate_params(false, phGraphExec, hGraph, instantiateParams);
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return instantiate_params(true, phGraphExec, hGraph, instantiateParams);
 }

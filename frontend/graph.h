@@ -16,6 +16,6 @@ CUresult sl_fe_g_result(CUresult rc, Sluice__Wire__Reply *rep);
 /* Forgets what the frontend knows of an instantiated graph's guest-memory nodes (it changed). */
 void sl_fe_g_exec_forget(uint64_t exec);
 /* A graph node id from a reply's out member, checking the reply's case. */
-CUresult sl_fe_g_node_out(Sluice__Wire__Reply *rep, int out_case, uint64_t id, CUgraphNode *out);
+CUresult sl_fe_g_node_out(Sluice__Wire__Reply *rep, uint64_t id, CUgraphNode *out);
 
 #endif

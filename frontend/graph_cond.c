@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "graph.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -70,16 +71,14 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, C
     rq.default_launch_value = defaultLaunchValue;
     rq.flags = flags;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphConditionalHandleCreate;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_CONDITIONAL_HANDLE_CREATE;
-    call.cu_graph_conditional_handle_create = &rq;
+    SL_FE_SET(cuGraphConditionalHandleCreate, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
     if (rc == CUDA_SUCCESS) {
-        if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_CONDITIONAL_HANDLE_CREATE)
+        if (SL_FE_REPLY(cuGraphConditionalHandleCreate, rep))
             *pHandle_out =
                 (CUgraphConditionalHandle)rep->cu_graph_conditional_handle_create->p_handle_out;
         else
@@ -126,9 +125,7 @@ static CUresult add_conditional(CUgraphNode *ph, CUgraph g, const CUgraphNode *d
     rq.size = c->size;
     rq.ctx = (uint64_t)(uintptr_t)c->ctx;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_slGraphAddConditional;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_GRAPH_ADD_CONDITIONAL;
-    call.sl_graph_add_conditional = &rq;
+    SL_FE_SET(slGraphAddConditional, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     rc = sl_fe_call(&call, &rep);
     free(ids);
@@ -136,8 +133,8 @@ static CUresult add_conditional(CUgraphNode *ph, CUgraph g, const CUgraphNode *d
         return rc;
     rc = (CUresult)rep->result;
     const Sluice__Cuda__SlGraphAddConditionalReply *r = rep->sl_graph_add_conditional;
-    if (rc == CUDA_SUCCESS && (rep->out_case != SLUICE__WIRE__REPLY__OUT_SL_GRAPH_ADD_CONDITIONAL ||
-                               !r->node || r->n_bodies != c->size))
+    if (rc == CUDA_SUCCESS &&
+        (!SL_FE_REPLY(slGraphAddConditional, rep) || !r->node || r->n_bodies != c->size))
         rc = CUDA_ERROR_UNKNOWN;
     CUgraph *bodies = rc == CUDA_SUCCESS ? bodies_new(c->size) : NULL;
     if (rc == CUDA_SUCCESS && !bodies)
@@ -296,16 +293,14 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
     rq.h_graph_exec = (uint64_t)(uintptr_t)hGraphExec;
     rq.h_graph = (uint64_t)(uintptr_t)hGraph;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphExecUpdate_v2;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_EXEC_UPDATE_V2;
-    call.cu_graph_exec_update_v2 = &rq;
+    SL_FE_SET(cuGraphExecUpdate_v2, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     sl_fe_g_exec_forget(rq.h_graph_exec);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
-    if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_EXEC_UPDATE_V2 &&
+    if (SL_FE_REPLY(cuGraphExecUpdate_v2, rep) &&
         rep->cu_graph_exec_update_v2->result_info.len == sizeof *resultInfo)
         memcpy(resultInfo, rep->cu_graph_exec_update_v2->result_info.data, sizeof *resultInfo);
     else if (rc == CUDA_SUCCESS)
@@ -330,9 +325,7 @@ static CUresult capture_info(bool pt, CUstream s, CUstreamCaptureStatus *status,
     rq.stream = (uint64_t)(uintptr_t)s;
     rq.per_thread = pt;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_slStreamCaptureInfo;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_STREAM_CAPTURE_INFO;
-    call.sl_stream_capture_info = &rq;
+    SL_FE_SET(slStreamCaptureInfo, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
@@ -340,7 +333,7 @@ static CUresult capture_info(bool pt, CUstream s, CUstreamCaptureStatus *status,
     rc = (CUresult)rep->result;
     const Sluice__Cuda__SlStreamCaptureInfoReply *r = rep->sl_stream_capture_info;
     if (rc == CUDA_SUCCESS &&
-        (rep->out_case != SLUICE__WIRE__REPLY__OUT_SL_STREAM_CAPTURE_INFO ||
+        (!SL_FE_REPLY(slStreamCaptureInfo, rep) ||
          (r->edges.len && r->edges.len != r->n_nodes * sizeof(CUgraphEdgeData))))
         rc = CUDA_ERROR_UNKNOWN;
     if (rc == CUDA_SUCCESS) {
@@ -428,9 +421,7 @@ static CUresult update_capture(bool pt, CUstream s, CUgraphNode *deps, const CUg
         rq.edges = (ProtobufCBinaryData){n * sizeof *edges, (uint8_t *)edges};
     rq.flags = flags;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_slStreamUpdateCapture;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_STREAM_UPDATE_CAPTURE;
-    call.sl_stream_update_capture = &rq;
+    SL_FE_SET(slStreamUpdateCapture, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     rc = sl_fe_call(&call, &rep);
     free(ids);

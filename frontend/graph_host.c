@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "graph.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"
@@ -110,9 +111,7 @@ static CUresult xinfo_fetch(uint64_t exec)
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     Sluice__Cuda__SlGraphExecHostRequest rq = SLUICE__CUDA__SL_GRAPH_EXEC_HOST_REQUEST__INIT;
     rq.exec = exec;
-    call.call_id = SL_CALL_slGraphExecHost;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_GRAPH_EXEC_HOST;
-    call.sl_graph_exec_host = &rq;
+    SL_FE_SET(slGraphExecHost, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
@@ -120,9 +119,8 @@ static CUresult xinfo_fetch(uint64_t exec)
     rc = (CUresult)rep->result;
     const Sluice__Cuda__SlGraphExecHostReply *r = rep->sl_graph_exec_host;
     if (rc == CUDA_SUCCESS &&
-        (rep->out_case != SLUICE__WIRE__REPLY__OUT_SL_GRAPH_EXEC_HOST || r->n_lens != r->n_kinds ||
-         r->n_fns != r->n_kinds || r->n_users != r->n_kinds ||
-         r->pods.len != r->n_kinds * sizeof(CUDA_MEMCPY3D)))
+        (!SL_FE_REPLY(slGraphExecHost, rep) || r->n_lens != r->n_kinds || r->n_fns != r->n_kinds ||
+         r->n_users != r->n_kinds || r->pods.len != r->n_kinds * sizeof(CUDA_MEMCPY3D)))
         rc = CUDA_ERROR_UNKNOWN;
     struct xinfo *x = rc == CUDA_SUCCESS ? calloc(1, sizeof *x) : NULL;
     if (rc == CUDA_SUCCESS && !x)
@@ -215,9 +213,7 @@ static CUresult enqueue_launch(bool pt, CUgraphExec e, CUstream s)
     rq.h_stream = (uint64_t)(uintptr_t)s;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     call.per_thread_stream = pt;
-    call.call_id = SL_CALL_cuGraphLaunch;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_LAUNCH;
-    call.cu_graph_launch = &rq;
+    SL_FE_SET(cuGraphLaunch, &call, &rq);
     return sl_fe_enqueue_async(&call);
 }
 
@@ -231,9 +227,7 @@ static CUresult put_item(uint64_t exec, uint64_t gen, uint32_t item, const uint8
         rq.offset = off;
         rq.generation = gen;
         Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-        call.call_id = SL_CALL_slGraphHostPut;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_SL_GRAPH_HOST_PUT;
-        call.sl_graph_host_put = &rq;
+        SL_FE_SET(slGraphHostPut, &call, &rq);
         struct iovec iov = {(void *)(b + off), c};
         Sluice__Wire__Reply *rep = NULL;
         CUresult rc = sl_fe_call_bulk(&call, &iov, 1, NULL, 0, NULL, &rep);
@@ -255,9 +249,7 @@ static CUresult get_item(uint64_t exec, uint32_t item, uint8_t *b, size_t len)
         rq.offset = off;
         rq.length = c;
         Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-        call.call_id = SL_CALL_slGraphHostGet;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_SL_GRAPH_HOST_GET;
-        call.sl_graph_host_get = &rq;
+        SL_FE_SET(slGraphHostGet, &call, &rq);
         Sluice__Wire__Reply *rep = NULL;
         size_t got = 0;
         CUresult rc = sl_fe_call_bulk(&call, NULL, 0, b + off, c, &got, &rep);
@@ -317,9 +309,7 @@ static CUresult launch_host(bool pt, uint64_t exec, CUstream s, const struct xin
         rq.staged = (uint32_t)staged;
         rq.per_thread = pt;
         Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-        call.call_id = SL_CALL_slGraphLaunch;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_SL_GRAPH_LAUNCH;
-        call.sl_graph_launch = &rq;
+        SL_FE_SET(slGraphLaunch, &call, &rq);
         struct iovec iov = {tmp, staged ? 0 : h2d};
         size_t got = 0;
         int inl = d2h && d2h <= INLINE_BYTES;
@@ -327,7 +317,7 @@ static CUresult launch_host(bool pt, uint64_t exec, CUstream s, const struct xin
                              &got, &rep);
         if (rep) {
             rc = (CUresult)rep->result;
-            if (rc == CUDA_SUCCESS && (rep->out_case != SLUICE__WIRE__REPLY__OUT_SL_GRAPH_LAUNCH ||
+            if (rc == CUDA_SUCCESS && (!SL_FE_REPLY(slGraphLaunch, rep) ||
                                        (inl && (!rep->sl_graph_launch->d2h_inline || got != d2h))))
                 rc = CUDA_ERROR_UNKNOWN;
         }
@@ -398,9 +388,7 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     Sluice__Cuda__CuGraphExecDestroyRequest rq = SLUICE__CUDA__CU_GRAPH_EXEC_DESTROY_REQUEST__INIT;
     rq.h_graph_exec = exec;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphExecDestroy;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_EXEC_DESTROY;
-    call.cu_graph_exec_destroy = &rq;
+    SL_FE_SET(cuGraphExecDestroy, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     rc = sl_fe_g_result(rc, rep);
@@ -454,14 +442,12 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     rq.n_copy_params = 1;
     rq.ctx = (uint64_t)(uintptr_t)ctx;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphAddMemcpyNode;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_ADD_MEMCPY_NODE;
-    call.cu_graph_add_memcpy_node = &rq;
+    SL_FE_SET(cuGraphAddMemcpyNode, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     rc = sl_fe_call(&call, &rep);
     if (rep)
-        rc = sl_fe_g_node_out(rep, SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_MEMCPY_NODE,
-                              rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_MEMCPY_NODE
+        rc = sl_fe_g_node_out(rep,
+                              SL_FE_REPLY(cuGraphAddMemcpyNode, rep)
                                   ? rep->cu_graph_add_memcpy_node->ph_graph_node
                                   : 0,
                               phGraphNode);
@@ -477,16 +463,14 @@ CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams
         SLUICE__CUDA__CU_GRAPH_MEMCPY_NODE_GET_PARAMS_REQUEST__INIT;
     rq.h_node = (uint64_t)(uintptr_t)hNode;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphMemcpyNodeGetParams;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_MEMCPY_NODE_GET_PARAMS;
-    call.cu_graph_memcpy_node_get_params = &rq;
+    SL_FE_SET(cuGraphMemcpyNodeGetParams, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
     rc = sl_fe_pod_out(rc,
-                       rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_MEMCPY_NODE_GET_PARAMS
+                       SL_FE_REPLY(cuGraphMemcpyNodeGetParams, rep)
                            ? &rep->cu_graph_memcpy_node_get_params->node_params
                            : NULL,
                        nodeParams, sizeof *nodeParams);
@@ -505,9 +489,7 @@ CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *node
     rq.h_node = (uint64_t)(uintptr_t)hNode;
     rq.node_params = (ProtobufCBinaryData){sizeof c, (uint8_t *)&c};
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphMemcpyNodeSetParams;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_MEMCPY_NODE_SET_PARAMS;
-    call.cu_graph_memcpy_node_set_params = &rq;
+    SL_FE_SET(cuGraphMemcpyNodeSetParams, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     rc = sl_fe_call(&call, &rep);
     return sl_fe_g_result(rc, rep);
@@ -527,9 +509,7 @@ CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNod
     rq.copy_params = (ProtobufCBinaryData){sizeof c, (uint8_t *)&c};
     rq.ctx = (uint64_t)(uintptr_t)ctx;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphExecMemcpyNodeSetParams;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_EXEC_MEMCPY_NODE_SET_PARAMS;
-    call.cu_graph_exec_memcpy_node_set_params = &rq;
+    SL_FE_SET(cuGraphExecMemcpyNodeSetParams, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     rc = sl_fe_call(&call, &rep);
     sl_fe_g_exec_forget(rq.h_graph_exec);
@@ -558,17 +538,14 @@ CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     rq.node_params = &pod;
     rq.n_node_params = 1;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphAddHostNode;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_ADD_HOST_NODE;
-    call.cu_graph_add_host_node = &rq;
+    SL_FE_SET(cuGraphAddHostNode, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     rc = sl_fe_call(&call, &rep);
     if (rep)
-        rc = sl_fe_g_node_out(rep, SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_HOST_NODE,
-                              rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_HOST_NODE
-                                  ? rep->cu_graph_add_host_node->ph_graph_node
-                                  : 0,
-                              phGraphNode);
+        rc = sl_fe_g_node_out(
+            rep,
+            SL_FE_REPLY(cuGraphAddHostNode, rep) ? rep->cu_graph_add_host_node->ph_graph_node : 0,
+            phGraphNode);
     free(deps);
     return rc;
 }
@@ -581,16 +558,14 @@ CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *node
         SLUICE__CUDA__CU_GRAPH_HOST_NODE_GET_PARAMS_REQUEST__INIT;
     rq.h_node = (uint64_t)(uintptr_t)hNode;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphHostNodeGetParams;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_HOST_NODE_GET_PARAMS;
-    call.cu_graph_host_node_get_params = &rq;
+    SL_FE_SET(cuGraphHostNodeGetParams, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
     rc = sl_fe_pod_out(rc,
-                       rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_HOST_NODE_GET_PARAMS
+                       SL_FE_REPLY(cuGraphHostNodeGetParams, rep)
                            ? &rep->cu_graph_host_node_get_params->node_params
                            : NULL,
                        nodeParams, sizeof *nodeParams);
@@ -608,9 +583,7 @@ CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS
     rq.h_node = (uint64_t)(uintptr_t)hNode;
     rq.node_params = (ProtobufCBinaryData){sizeof p, (uint8_t *)&p};
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphHostNodeSetParams;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_HOST_NODE_SET_PARAMS;
-    call.cu_graph_host_node_set_params = &rq;
+    SL_FE_SET(cuGraphHostNodeSetParams, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     return sl_fe_g_result(rc, rep);
@@ -628,9 +601,7 @@ CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
     rq.h_node = (uint64_t)(uintptr_t)hNode;
     rq.node_params = (ProtobufCBinaryData){sizeof p, (uint8_t *)&p};
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphExecHostNodeSetParams;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_EXEC_HOST_NODE_SET_PARAMS;
-    call.cu_graph_exec_host_node_set_params = &rq;
+    SL_FE_SET(cuGraphExecHostNodeSetParams, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     sl_fe_g_exec_forget(rq.h_graph_exec);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "graph.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -39,9 +40,7 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     rq.node_params = &pod;
     rq.n_node_params = 1;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphAddMemAllocNode;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_ADD_MEM_ALLOC_NODE;
-    call.cu_graph_add_mem_alloc_node = &rq;
+    SL_FE_SET(cuGraphAddMemAllocNode, &call, &rq);
     struct iovec iov = {(void *)nodeParams->accessDescs,
                         nodeParams->accessDescCount * sizeof(CUmemAccessDesc)};
     Sluice__Wire__Reply *rep = NULL;
@@ -50,8 +49,8 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
         rc = (CUresult)rep->result;
         const Sluice__Cuda__CuGraphAddMemAllocNodeReply *r = rep->cu_graph_add_mem_alloc_node;
         if (rc == CUDA_SUCCESS) {
-            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_MEM_ALLOC_NODE &&
-                r->n_node_params == 1 && r->node_params[0].len == sizeof p && r->ph_graph_node) {
+            if (SL_FE_REPLY(cuGraphAddMemAllocNode, rep) && r->n_node_params == 1 &&
+                r->node_params[0].len == sizeof p && r->ph_graph_node) {
                 const CUDA_MEM_ALLOC_NODE_PARAMS *o =
                     (const CUDA_MEM_ALLOC_NODE_PARAMS *)r->node_params[0].data;
                 nodeParams->dptr = o->dptr;
@@ -103,9 +102,7 @@ CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PAR
         SLUICE__CUDA__CU_GRAPH_MEM_ALLOC_NODE_GET_PARAMS_REQUEST__INIT;
     rq.h_node = node;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuGraphMemAllocNodeGetParams;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_GRAPH_MEM_ALLOC_NODE_GET_PARAMS;
-    call.cu_graph_mem_alloc_node_get_params = &rq;
+    SL_FE_SET(cuGraphMemAllocNodeGetParams, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     size_t got = 0;
     CUresult rc = sl_fe_call_bulk(&call, NULL, 0, got_descs, sizeof got_descs, &got, &rep);
@@ -115,7 +112,7 @@ CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PAR
     if (rc == CUDA_SUCCESS) {
         const Sluice__Cuda__CuGraphMemAllocNodeGetParamsReply *r =
             rep->cu_graph_mem_alloc_node_get_params;
-        if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_MEM_ALLOC_NODE_GET_PARAMS &&
+        if (SL_FE_REPLY(cuGraphMemAllocNodeGetParams, rep) &&
             r->params_out.len == sizeof *params_out) {
             memcpy(params_out, r->params_out.data, sizeof *params_out);
             if (params_out->accessDescCount * sizeof(CUmemAccessDesc) != got ||
@@ -146,16 +143,12 @@ static CUresult graph_mem_attr(int set, CUdevice device, CUgraphMem_attribute at
         st.device = device;
         st.attr = (uint32_t)attr;
         st.value = sizeof(cuuint64_t);
-        call.call_id = SL_CALL_cuDeviceSetGraphMemAttribute;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_DEVICE_SET_GRAPH_MEM_ATTRIBUTE;
-        call.cu_device_set_graph_mem_attribute = &st;
+        SL_FE_SET(cuDeviceSetGraphMemAttribute, &call, &st);
     } else {
         g.device = device;
         g.attr = (uint32_t)attr;
         g.value = sizeof(cuuint64_t);
-        call.call_id = SL_CALL_cuDeviceGetGraphMemAttribute;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_DEVICE_GET_GRAPH_MEM_ATTRIBUTE;
-        call.cu_device_get_graph_mem_attribute = &g;
+        SL_FE_SET(cuDeviceGetGraphMemAttribute, &call, &g);
     }
     struct iovec iov = {value, sizeof(cuuint64_t)};
     Sluice__Wire__Reply *rep = NULL;

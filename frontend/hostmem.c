@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -391,9 +392,7 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     req.attribute = (uint32_t)attribute;
     req.ptr = ptr;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuPointerGetAttribute;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_POINTER_GET_ATTRIBUTE;
-    call.cu_pointer_get_attribute = &req;
+    SL_FE_SET(cuPointerGetAttribute, &call, &req);
     uint8_t buf[8] = {0};
     size_t got = 0;
     Sluice__Wire__Reply *rep = NULL;

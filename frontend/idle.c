@@ -6,10 +6,12 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/call_facts.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
 static uint32_t g_unclean_by_call[SL_CALL_ID_MAX + 1]; /* the idle context forgotten, per call */
+static uint64_t g_work_seq; /* the seq of the last call of device work appended */
 
 /* Streams known to be idle: a call that synchronized them was answered with success, and every
  * call appended since leaves GPU work alone (queries, synchronizations, copies into guest
@@ -81,51 +83,13 @@ static struct joined {
 } g_joins[EVENTS_MAX];
 static size_t g_njoins;
 
-/* A request's stream field (h_stream or stream, one uint64), NULL if it has none. Looked up by
- * name once per request type (g_io held): every queued call asks while the context is clean. */
-static const ProtobufCFieldDescriptor *stream_field(const ProtobufCMessageDescriptor *d)
-{
-    static struct {
-        const ProtobufCMessageDescriptor *d;
-        const ProtobufCFieldDescriptor *h;
-    } cache[64];
-    size_t slot = ((uintptr_t)d >> 4) % 64;
-    if (cache[slot].d == d)
-        return cache[slot].h;
-    const ProtobufCFieldDescriptor *h =
-        protobuf_c_message_descriptor_get_field_by_name(d, "h_stream");
-    if (!h)
-        h = protobuf_c_message_descriptor_get_field_by_name(d, "stream");
-    if (h && (h->type != PROTOBUF_C_TYPE_UINT64 || h->label == PROTOBUF_C_LABEL_REPEATED))
-        h = NULL;
-    cache[slot].d = d;
-    cache[slot].h = h;
-    return h;
-}
-
-/* The stream parameter of a call's request (hStream or stream), by reflection; a
- * cuLaunchKernelEx's is in its CUlaunchConfig (cuBLASLt launches its Hopper kernels so). */
+/* The stream a call works on (the table's stream parameter), as these sets know it. */
 static int request_stream(const Sluice__Wire__Call *c, uint64_t *key)
 {
-    if (c->call_id == SL_CALL_cuLaunchKernelEx) {
-        CUlaunchConfig cfg;
-        if (!c->cu_launch_kernel_ex || c->cu_launch_kernel_ex->config.len != sizeof cfg)
-            return -1;
-        memcpy(&cfg, c->cu_launch_kernel_ex->config.data, sizeof cfg);
-        *key = stream_key((uint64_t)(uintptr_t)cfg.hStream, c->per_thread_stream);
-        return 0;
-    }
-    const ProtobufCFieldDescriptor *f =
-        protobuf_c_message_descriptor_get_field(&sluice__wire__call__descriptor, c->args_case);
-    if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE)
+    uint64_t h;
+    if (!sl_call_stream(c, &h))
         return -1;
-    const ProtobufCMessage *rq = *(ProtobufCMessage *const *)((const char *)c + f->offset);
-    if (!rq)
-        return -1;
-    const ProtobufCFieldDescriptor *h = stream_field(rq->descriptor);
-    if (!h)
-        return -1;
-    *key = stream_key(*(const uint64_t *)((const char *)rq + h->offset), c->per_thread_stream);
+    *key = stream_key(h, c->per_thread_stream);
     return 0;
 }
 
@@ -138,14 +102,10 @@ static void unclean(uint32_t call_id)
 
 /* Event records and stream waits of the clean context (note_work): which stream's work a
  * stream waited for. */
-static void note_join(const Sluice__Wire__Call *c, uint64_t stream)
+static void note_join(const Sluice__Wire__Call *c, enum sl_call_idle idle, uint64_t stream)
 {
-    uint64_t event = 0;
-    if (c->call_id == SL_CALL_cuEventRecord && c->cu_event_record)
-        event = c->cu_event_record->h_event;
-    else if (c->call_id == SL_CALL_cuEventRecordWithFlags && c->cu_event_record_with_flags)
-        event = c->cu_event_record_with_flags->h_event;
-    if (event) {
+    uint64_t event = idle == SL_IDLE_RECORD || idle == SL_IDLE_WAIT ? sl_call_event(c) : 0;
+    if (event && idle == SL_IDLE_RECORD) {
         size_t i = 0;
         while (i < g_nevents && g_events[i].event != event)
             i++;
@@ -154,7 +114,7 @@ static void note_join(const Sluice__Wire__Call *c, uint64_t stream)
         g_events[i] = (struct recorded){event, stream, c->seq};
         return;
     }
-    if (c->call_id != SL_CALL_cuStreamWaitEvent || !c->cu_stream_wait_event)
+    if (!event)
         return;
     if (g_njoins == EVENTS_MAX) { /* a forgotten wait could make a stream look idle */
         unclean(c->call_id);
@@ -163,7 +123,7 @@ static void note_join(const Sluice__Wire__Call *c, uint64_t stream)
     struct joined *j = &g_joins[g_njoins++];
     *j = (struct joined){stream, UNKNOWN_STREAM, 0}; /* an event recorded before: never idle */
     for (size_t i = 0; i < g_nevents; i++)
-        if (g_events[i].event == c->cu_stream_wait_event->h_event) {
+        if (g_events[i].event == event) {
             j->stream = g_events[i].stream;
             j->seq = g_events[i].seq;
         }
@@ -196,7 +156,7 @@ static void idle_joined(uint64_t ctx, uint64_t stream, int depth)
     }
 }
 
-static void note_work(const Sluice__Wire__Call *c)
+static void note_work(const Sluice__Wire__Call *c, enum sl_call_idle idle)
 {
     g_nidle = 0;
     if (!g_clean)
@@ -218,9 +178,9 @@ static void note_work(const Sluice__Wire__Call *c)
         b = &g_busy[g_nbusy++];
         *b = (struct busy){k, 0};
     }
-    if (c->call_id != SL_CALL_cuStreamWaitEvent)
+    if (idle != SL_IDLE_WAIT)
         b->last = c->seq; /* a wait is a dependency (g_joins), not work of its own */
-    note_join(c, k);
+    note_join(c, idle, k);
 }
 
 /* ctx answered a synchronization with success (there or here): the new clean point. */
@@ -232,12 +192,11 @@ static void clean_point(uint64_t ctx)
     g_nevents = g_njoins = 0;
 }
 
-static int ctx_sync_call(const Sluice__Wire__Call *c)
+/* A synchronization of the calling thread's context (the one it names, or the current one). */
+static int ctx_sync_call(const Sluice__Wire__Call *c, enum sl_call_idle idle)
 {
-    if (c->call_id == SL_CALL_cuCtxSynchronize)
-        return 1;
-    return c->call_id == SL_CALL_cuCtxSynchronize_v2 && c->cu_ctx_synchronize_v2 &&
-           (!c->cu_ctx_synchronize_v2->ctx || c->cu_ctx_synchronize_v2->ctx == c->context);
+    uint64_t ctx = idle == SL_IDLE_SYNC_CTX ? sl_call_context_arg(c) : 0;
+    return idle == SL_IDLE_SYNC_CTX && (!ctx || ctx == c->context);
 }
 
 static int ctx_known_idle(uint64_t ctx)
@@ -250,60 +209,69 @@ static int ctx_known_idle(uint64_t ctx)
     return 1;
 }
 
-/* The stream a call synchronizes (0: none), and whether an appended call keeps streams idle. */
-static uint64_t synced_stream(const Sluice__Wire__Call *c)
+/* The stream a call synchronizes (0: none). */
+static uint64_t synced_stream(const Sluice__Wire__Call *c, enum sl_call_idle idle)
 {
-    if (c->call_id == SL_CALL_cuStreamSynchronize && c->cu_stream_synchronize)
-        return stream_key(c->cu_stream_synchronize->h_stream, c->per_thread_stream);
-    if (c->call_id == SL_CALL_cuMemcpyDtoHAsync_v2 && c->cu_memcpy_dto_hasync_v2)
-        return stream_key(c->cu_memcpy_dto_hasync_v2->h_stream, c->per_thread_stream);
-    return 0;
+    uint64_t key;
+    if (idle != SL_IDLE_SYNC_STREAM && idle != SL_IDLE_COMPLETES_STREAM)
+        return 0;
+    return request_stream(c, &key) == 0 ? key : 0;
 }
 
-static int keeps_idle(const Sluice__Wire__Call *c, uint32_t flags)
+/* Whether an appended call keeps streams idle: synchronizations, queries, copies into guest
+ * memory, memo queries (the table's idle= and memo). */
+static int keeps_idle(const struct sl_call_info *ci)
 {
-    switch (c->call_id) {
-    case SL_CALL_cuStreamSynchronize:
-    case SL_CALL_cuStreamQuery:
-    case SL_CALL_cuCtxSynchronize:
-    case SL_CALL_cuCtxSynchronize_v2:
-    case SL_CALL_cuMemcpyDtoH_v2:
-    case SL_CALL_cuMemcpyDtoHAsync_v2:
-    case SL_CALL_slMappedWrite: /* bytes into a host twin: no work for the device */
-        return 1;
+    switch (ci->idle) {
+    case SL_IDLE_WORK:
+        return (ci->flags & SL_CALL_MEMO) != 0;
+    case SL_IDLE_RECORD:
+    case SL_IDLE_WAIT:
+        return 0; /* work of their stream: joins (note_join) */
     default:
-        return (flags & SL_CALL_MEMO) != 0;
+        return 1;
     }
 }
 
-/* ------------------------------------------------------------------ entry points */
-void sl_fe_idle_note(const Sluice__Wire__Call *c, uint32_t flags)
+static enum sl_call_idle idle_of(const Sluice__Wire__Call *c)
 {
-    if (!keeps_idle(c, flags))
-        note_work(c);
+    const struct sl_call_info *ci = sl_call_lookup(c->call_id);
+    return ci ? (enum sl_call_idle)ci->idle : SL_IDLE_WORK;
+}
+
+/* ------------------------------------------------------------------ entry points */
+void sl_fe_idle_note(const Sluice__Wire__Call *c, const struct sl_call_info *ci)
+{
+    if (ci && keeps_idle(ci))
+        return;
+    g_work_seq = c->seq;
+    note_work(c, ci ? (enum sl_call_idle)ci->idle : SL_IDLE_WORK);
 }
 
 int sl_fe_idle_can_answer(const Sluice__Wire__Call *c)
 {
-    if (ctx_sync_call(c))
+    enum sl_call_idle idle = idle_of(c);
+    uint64_t key;
+    if (ctx_sync_call(c, idle))
         return ctx_known_idle(c->context);
-    if (c->call_id == SL_CALL_cuStreamSynchronize && c->cu_stream_synchronize)
-        return idle_known(c->context,
-                          stream_key(c->cu_stream_synchronize->h_stream, c->per_thread_stream));
-    if (c->call_id == SL_CALL_cuStreamQuery && c->cu_stream_query)
-        return idle_known(c->context,
-                          stream_key(c->cu_stream_query->h_stream, c->per_thread_stream));
+    if (idle == SL_IDLE_SYNC_STREAM || idle == SL_IDLE_QUERY_STREAM)
+        return request_stream(c, &key) == 0 && idle_known(c->context, key);
     return 0;
 }
 
 void sl_fe_idle_answered(const Sluice__Wire__Call *c)
 {
-    uint64_t st = synced_stream(c);
+    /* another thread appended work after this synchronization went out: it proves nothing idle
+     * (its reply came while that thread's work may still run) */
+    if (g_work_seq > c->seq)
+        return;
+    enum sl_call_idle idle = idle_of(c);
+    uint64_t st = synced_stream(c, idle);
     if (st) {
         idle_add(c->context, st);
         idle_joined(c->context, st, 0);
     }
-    if (ctx_sync_call(c))
+    if (ctx_sync_call(c, idle))
         clean_point(c->context);
 }
 
@@ -323,6 +291,7 @@ void sl_fe_idle_forget(void)
 void sl_fe_idle_reset(void)
 {
     sl_fe_idle_forget();
+    g_work_seq = 0;
     memset(g_unclean_by_call, 0, sizeof g_unclean_by_call);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
@@ -64,16 +65,13 @@ static CUresult get_layout(uint64_t f, const struct sl_fe_param_layout **out)
     Sluice__Cuda__SlParamLayoutRequest req = SLUICE__CUDA__SL_PARAM_LAYOUT_REQUEST__INIT;
     req.f = f;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_slParamLayout;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_PARAM_LAYOUT;
-    call.sl_param_layout = &req;
+    SL_FE_SET(slParamLayout, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
-    const Sluice__Cuda__SlParamLayoutReply *o =
-        rep->out_case == SLUICE__WIRE__REPLY__OUT_SL_PARAM_LAYOUT ? rep->sl_param_layout : NULL;
+    const Sluice__Cuda__SlParamLayoutReply *o = SL_FE_REPLY(slParamLayout, rep);
     if (rc == CUDA_SUCCESS &&
         (!o || o->n_offsets != o->count || o->n_sizes != o->count || o->count > 4096))
         rc = CUDA_ERROR_UNKNOWN;
@@ -231,9 +229,7 @@ static CUresult launch(bool ptsz, CUfunction f, unsigned gx, unsigned gy, unsign
         creq.shared_mem_bytes = shmem;
         creq.h_stream = (uint64_t)(uintptr_t)s;
         creq.kernel_params = len;
-        call.call_id = SL_CALL_cuLaunchCooperativeKernel;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_LAUNCH_COOPERATIVE_KERNEL;
-        call.cu_launch_cooperative_kernel = &creq;
+        SL_FE_SET(cuLaunchCooperativeKernel, &call, &creq);
     } else {
         req.f = fid;
         req.grid_dim_x = gx, req.grid_dim_y = gy, req.grid_dim_z = gz;
@@ -244,9 +240,7 @@ static CUresult launch(bool ptsz, CUfunction f, unsigned gx, unsigned gy, unsign
             req.extra = len;
         else
             req.kernel_params = len;
-        call.call_id = SL_CALL_cuLaunchKernel;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_LAUNCH_KERNEL;
-        call.cu_launch_kernel = &req;
+        SL_FE_SET(cuLaunchKernel, &call, &req);
     }
     struct iovec iov = {(void *)bytes, len};
     rc = sl_fe_enqueue_async_bulk(&call, &iov, len ? 1 : 0);
@@ -325,9 +319,7 @@ static CUresult launch_ex(bool ptsz, const CUlaunchConfig *config, CUfunction f,
         req.kernel_params = len;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     call.per_thread_stream = ptsz;
-    call.call_id = SL_CALL_cuLaunchKernelEx;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_LAUNCH_KERNEL_EX;
-    call.cu_launch_kernel_ex = &req;
+    SL_FE_SET(cuLaunchKernelEx, &call, &req);
     struct iovec iov[2] = {{(void *)bytes, len},
                            {config->attrs, config->numAttrs * sizeof(CUlaunchAttribute)}};
     rc = sl_fe_enqueue_async_bulk(&call, iov, 2);

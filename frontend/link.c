@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
@@ -157,17 +158,15 @@ CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **
     rq.num_options = numOptions;
     rq.option_values = olen;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuLinkCreate_v2;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_LINK_CREATE_V2;
-    call.cu_link_create_v2 = &rq;
+    SL_FE_SET(cuLinkCreate_v2, &call, &rq);
     struct iovec iov = {ob, olen};
     Sluice__Wire__Reply *rep = NULL;
     size_t got = 0;
     rc = sl_fe_call_bulk(&call, &iov, olen ? 1 : 0, bulk, LOG_BULK, &got, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
-        if (rc == CUDA_SUCCESS && (rep->out_case != SLUICE__WIRE__REPLY__OUT_CU_LINK_CREATE_V2 ||
-                                   !rep->cu_link_create_v2->state_out))
+        if (rc == CUDA_SUCCESS &&
+            (!SL_FE_REPLY(cuLinkCreate_v2, rep) || !rep->cu_link_create_v2->state_out))
             rc = CUDA_ERROR_UNKNOWN;
         if (rc == CUDA_SUCCESS) {
             l->id = rep->cu_link_create_v2->state_out;
@@ -226,9 +225,7 @@ static CUresult add_data(CUlinkState state, CUjitInputType type, const void *dat
     rq.num_options = n;
     rq.option_values = olen;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuLinkAddData_v2;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_LINK_ADD_DATA_V2;
-    call.cu_link_add_data_v2 = &rq;
+    SL_FE_SET(cuLinkAddData_v2, &call, &rq);
     struct iovec iov[2] = {{(void *)data, size}, {ob, olen}};
     Sluice__Wire__Reply *rep = NULL;
     size_t got = 0;
@@ -355,18 +352,15 @@ CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
     Sluice__Cuda__CuLinkCompleteRequest rq = SLUICE__CUDA__CU_LINK_COMPLETE_REQUEST__INIT;
     rq.state = id;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuLinkComplete;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_LINK_COMPLETE;
-    call.cu_link_complete = &rq;
+    SL_FE_SET(cuLinkComplete, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     size_t got = 0;
     CUresult rc = sl_fe_call_bulk(&call, NULL, 0, bulk, cap, &got, &rep);
     void *image = NULL;
     if (rep) {
         rc = (CUresult)rep->result;
-        size_t size = rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_LINK_COMPLETE
-                          ? (size_t)rep->cu_link_complete->size_out
-                          : 0;
+        size_t size =
+            SL_FE_REPLY(cuLinkComplete, rep) ? (size_t)rep->cu_link_complete->size_out : 0;
         if (rc == CUDA_SUCCESS && (!size || size > got || size > MAX_IMAGE))
             rc = CUDA_ERROR_UNKNOWN;
         if (rc == CUDA_SUCCESS) {
@@ -406,9 +400,7 @@ CUresult cuLinkDestroy(CUlinkState state)
     Sluice__Cuda__CuLinkDestroyRequest rq = SLUICE__CUDA__CU_LINK_DESTROY_REQUEST__INIT;
     rq.state = id;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuLinkDestroy;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_LINK_DESTROY;
-    call.cu_link_destroy = &rq;
+    SL_FE_SET(cuLinkDestroy, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {

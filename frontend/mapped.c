@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -46,14 +47,12 @@ static CUresult rpc_alloc(uint64_t address, uint64_t len, uint64_t *dptr)
     req.address = address;
     req.bytesize = len;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_slMappedAlloc;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_MAPPED_ALLOC;
-    call.sl_mapped_alloc = &req;
+    SL_FE_SET(slMappedAlloc, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
-        if (rc == CUDA_SUCCESS && rep->out_case == SLUICE__WIRE__REPLY__OUT_SL_MAPPED_ALLOC)
+        if (rc == CUDA_SUCCESS && SL_FE_REPLY(slMappedAlloc, rep))
             *dptr = rep->sl_mapped_alloc->dptr;
         else if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;
@@ -67,9 +66,7 @@ static void rpc_free(uint64_t dptr)
     Sluice__Cuda__SlMappedFreeRequest req = SLUICE__CUDA__SL_MAPPED_FREE_REQUEST__INIT;
     req.dptr = dptr;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_slMappedFree;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_MAPPED_FREE;
-    call.sl_mapped_free = &req;
+    SL_FE_SET(slMappedFree, &call, &req);
     sl_fe_enqueue_async(&call);
 }
 

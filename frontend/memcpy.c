@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
@@ -51,18 +52,14 @@ static CUresult htod(bool pt, CUdeviceptr dst, const void *src, size_t n, CUstre
             r.src_host = c;
             r.byte_count = c;
             r.h_stream = (uint64_t)(uintptr_t)s;
-            call.call_id = SL_CALL_cuMemcpyHtoDAsync_v2;
-            call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_HTO_DASYNC_V2;
-            call.cu_memcpy_hto_dasync_v2 = &r;
+            SL_FE_SET(cuMemcpyHtoDAsync_v2, &call, &r);
             rc = sl_fe_enqueue_async_bulk(&call, &iov, c ? 1 : 0);
         } else {
             Sluice__Cuda__CuMemcpyHtoDV2Request r = SLUICE__CUDA__CU_MEMCPY_HTO_DV2_REQUEST__INIT;
             r.dst_device = dst + off;
             r.src_host = c;
             r.byte_count = c;
-            call.call_id = SL_CALL_cuMemcpyHtoD_v2;
-            call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_HTO_D_V2;
-            call.cu_memcpy_hto_d_v2 = &r;
+            SL_FE_SET(cuMemcpyHtoD_v2, &call, &r);
             Sluice__Wire__Reply *rep = NULL;
             rc = sl_fe_call_bulk(&call, &iov, c ? 1 : 0, NULL, 0, NULL, &rep);
             rc = finish(rc, rep);
@@ -102,9 +99,7 @@ static CUresult dtoh(bool pt, void *dst, CUdeviceptr src, size_t n)
             r[k].byte_count = c;
             call[k] = (Sluice__Wire__Call)SLUICE__WIRE__CALL__INIT;
             call[k].per_thread_stream = pt;
-            call[k].call_id = SL_CALL_cuMemcpyDtoH_v2;
-            call[k].args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_H_V2;
-            call[k].cu_memcpy_dto_h_v2 = &r[k];
+            SL_FE_SET(cuMemcpyDtoH_v2, &call[k], &r[k]);
             calls[k] = &call[k];
             out[k] = (char *)dst + o;
             cap[k] = c;
@@ -138,25 +133,17 @@ static CUresult dtod(bool pt, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
     Sluice__Cuda__CuMemcpyAsyncRequest ua = SLUICE__CUDA__CU_MEMCPY_ASYNC_REQUEST__INIT;
     if (unified && async) {
         ua.dst = dst, ua.src = src, ua.byte_count = n, ua.h_stream = (uint64_t)(uintptr_t)s;
-        call.call_id = SL_CALL_cuMemcpyAsync;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_ASYNC;
-        call.cu_memcpy_async = &ua;
+        SL_FE_SET(cuMemcpyAsync, &call, &ua);
     } else if (unified) {
         u.dst = dst, u.src = src, u.byte_count = n;
-        call.call_id = SL_CALL_cuMemcpy;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY;
-        call.cu_memcpy = &u;
+        SL_FE_SET(cuMemcpy, &call, &u);
     } else if (async) {
         ra.dst_device = dst, ra.src_device = src, ra.byte_count = n;
         ra.h_stream = (uint64_t)(uintptr_t)s;
-        call.call_id = SL_CALL_cuMemcpyDtoDAsync_v2;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_DASYNC_V2;
-        call.cu_memcpy_dto_dasync_v2 = &ra;
+        SL_FE_SET(cuMemcpyDtoDAsync_v2, &call, &ra);
     } else {
         r.dst_device = dst, r.src_device = src, r.byte_count = n;
-        call.call_id = SL_CALL_cuMemcpyDtoD_v2;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_D_V2;
-        call.cu_memcpy_dto_d_v2 = &r;
+        SL_FE_SET(cuMemcpyDtoD_v2, &call, &r);
     }
     if (async)
         return sl_fe_enqueue_async(&call);
@@ -222,9 +209,7 @@ static CUresult dtoh_async(bool pt, void *dst, CUdeviceptr src, size_t n, CUstre
     r.h_stream = (uint64_t)(uintptr_t)s;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     call.per_thread_stream = pt;
-    call.call_id = SL_CALL_cuMemcpyDtoHAsync_v2;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_HASYNC_V2;
-    call.cu_memcpy_dto_hasync_v2 = &r;
+    SL_FE_SET(cuMemcpyDtoHAsync_v2, &call, &r);
     Sluice__Wire__Reply *rep = NULL;
     size_t got = 0;
     CUresult rc = sl_fe_call_bulk(&call, NULL, 0, dst, n, &got, &rep);
@@ -352,24 +337,16 @@ static CUresult copy_rect(bool pt, int three_d, void *pod, size_t podlen, struct
     int send_async = async && !dh;
     if (three_d && send_async) {
         r3a.p_copy = bd, r3a.h_stream = (uint64_t)(uintptr_t)s;
-        call.call_id = SL_CALL_cuMemcpy3DAsync_v2;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY3_DASYNC_V2;
-        call.cu_memcpy3_dasync_v2 = &r3a;
+        SL_FE_SET(cuMemcpy3DAsync_v2, &call, &r3a);
     } else if (three_d) {
         r3.p_copy = bd;
-        call.call_id = SL_CALL_cuMemcpy3D_v2;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY3_D_V2;
-        call.cu_memcpy3_d_v2 = &r3;
+        SL_FE_SET(cuMemcpy3D_v2, &call, &r3);
     } else if (send_async) {
         r2a.p_copy = bd, r2a.h_stream = (uint64_t)(uintptr_t)s;
-        call.call_id = SL_CALL_cuMemcpy2DAsync_v2;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY2_DASYNC_V2;
-        call.cu_memcpy2_dasync_v2 = &r2a;
+        SL_FE_SET(cuMemcpy2DAsync_v2, &call, &r2a);
     } else {
         r2.p_copy = bd;
-        call.call_id = SL_CALL_cuMemcpy2D_v2;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY2_D_V2;
-        call.cu_memcpy2_d_v2 = &r2;
+        SL_FE_SET(cuMemcpy2D_v2, &call, &r2);
     }
     struct iovec iov = {tmp, total};
     if (rc == CUDA_SUCCESS && send_async) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "sluice/wire.h"
 
 #define MEMO_BUCKETS 4096u
@@ -71,7 +72,7 @@ void sl_fe_memo_uncapture(void)
  * work whose error arrives later, so a stream seen capturing is asked again. */
 static int keepable(const Sluice__Wire__Reply *r)
 {
-    return r->out_case != SLUICE__WIRE__REPLY__OUT_CU_STREAM_IS_CAPTURING ||
+    return !SL_FE_REPLY(cuStreamIsCapturing, r) ||
            r->cu_stream_is_capturing->capture_status == CU_STREAM_CAPTURE_STATUS_NONE;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "hooks.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"
@@ -157,9 +158,7 @@ CUresult sl_fe_load_image(const void *image, uint32_t target, const uint32_t *ji
     CUresult rc = CUDA_ERROR_UNKNOWN;
     for (int attempt = 0; attempt < 2; attempt++) {
         Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-        call.call_id = SL_CALL_slLoadImage;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_SL_LOAD_IMAGE;
-        call.sl_load_image = &req;
+        SL_FE_SET(slLoadImage, &call, &req);
         struct iovec iov = {(void *)bytes, len};
         Sluice__Wire__Reply *rep = NULL;
         rc = sl_fe_call_bulk(&call, &iov, attempt ? 1 : 0, NULL, 0, NULL, &rep);
@@ -167,7 +166,7 @@ CUresult sl_fe_load_image(const void *image, uint32_t target, const uint32_t *ji
             return rc;
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (rep->out_case != SLUICE__WIRE__REPLY__OUT_SL_LOAD_IMAGE)
+            if (!SL_FE_REPLY(slLoadImage, rep))
                 rc = CUDA_ERROR_UNKNOWN;
             else
                 *handle = rep->sl_load_image->handle;
@@ -335,15 +334,13 @@ CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, c
     req.hmod = (uint64_t)(uintptr_t)hmod;
     req.name = (char *)name;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuModuleGetGlobal_v2;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MODULE_GET_GLOBAL_V2;
-    call.cu_module_get_global_v2 = &req;
+    SL_FE_SET(cuModuleGetGlobal_v2, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
-    if (rc == CUDA_SUCCESS && rep->out_case != SLUICE__WIRE__REPLY__OUT_CU_MODULE_GET_GLOBAL_V2)
+    if (rc == CUDA_SUCCESS && !SL_FE_REPLY(cuModuleGetGlobal_v2, rep))
         rc = CUDA_ERROR_UNKNOWN;
     if (rc == CUDA_SUCCESS) {
         if (dptr)
@@ -363,15 +360,13 @@ CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
     req.library = (uint64_t)(uintptr_t)library;
     req.name = (char *)name;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuLibraryGetGlobal;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_LIBRARY_GET_GLOBAL;
-    call.cu_library_get_global = &req;
+    SL_FE_SET(cuLibraryGetGlobal, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
-    if (rc == CUDA_SUCCESS && rep->out_case != SLUICE__WIRE__REPLY__OUT_CU_LIBRARY_GET_GLOBAL)
+    if (rc == CUDA_SUCCESS && !SL_FE_REPLY(cuLibraryGetGlobal, rep))
         rc = CUDA_ERROR_UNKNOWN;
     if (rc == CUDA_SUCCESS) {
         if (dptr)
@@ -440,14 +435,10 @@ static CUresult get_name(const char **name, uint64_t id, int kernel)
     Sluice__Cuda__CuKernelGetNameRequest kq = SLUICE__CUDA__CU_KERNEL_GET_NAME_REQUEST__INIT;
     if (kernel) {
         kq.hfunc = id;
-        call.call_id = SL_CALL_cuKernelGetName;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_KERNEL_GET_NAME;
-        call.cu_kernel_get_name = &kq;
+        SL_FE_SET(cuKernelGetName, &call, &kq);
     } else {
         fq.hfunc = id;
-        call.call_id = SL_CALL_cuFuncGetName;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_FUNC_GET_NAME;
-        call.cu_func_get_name = &fq;
+        SL_FE_SET(cuFuncGetName, &call, &fq);
     }
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
@@ -455,9 +446,9 @@ static CUresult get_name(const char **name, uint64_t id, int kernel)
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
             const char *n = NULL;
-            if (kernel && rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_KERNEL_GET_NAME)
+            if (kernel && SL_FE_REPLY(cuKernelGetName, rep))
                 n = rep->cu_kernel_get_name->name;
-            else if (!kernel && rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_FUNC_GET_NAME)
+            else if (!kernel && SL_FE_REPLY(cuFuncGetName, rep))
                 n = rep->cu_func_get_name->name;
             if (!n)
                 rc = CUDA_ERROR_UNKNOWN;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "hooks.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -27,17 +28,12 @@ static CUresult max_active(int *numBlocks, CUfunction func, int blockSize, size_
         rqf.block_size = blockSize;
         rqf.dynamic_smem_size = smem;
         rqf.flags = flags;
-        call.call_id = SL_CALL_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags;
-        call.args_case =
-            SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_ACTIVE_BLOCKS_PER_MULTIPROCESSOR_WITH_FLAGS;
-        call.cu_occupancy_max_active_blocks_per_multiprocessor_with_flags = &rqf;
+        SL_FE_SET(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, &call, &rqf);
     } else {
         rq.func = (uint64_t)(uintptr_t)func;
         rq.block_size = blockSize;
         rq.dynamic_smem_size = smem;
-        call.call_id = SL_CALL_cuOccupancyMaxActiveBlocksPerMultiprocessor;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_ACTIVE_BLOCKS_PER_MULTIPROCESSOR;
-        call.cu_occupancy_max_active_blocks_per_multiprocessor = &rq;
+        SL_FE_SET(cuOccupancyMaxActiveBlocksPerMultiprocessor, &call, &rq);
     }
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
@@ -45,13 +41,10 @@ static CUresult max_active(int *numBlocks, CUfunction func, int blockSize, size_
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
             if (with_flags &&
-                rep->out_case ==
-                    SLUICE__WIRE__REPLY__OUT_CU_OCCUPANCY_MAX_ACTIVE_BLOCKS_PER_MULTIPROCESSOR_WITH_FLAGS)
+                SL_FE_REPLY(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, rep))
                 *numBlocks =
                     rep->cu_occupancy_max_active_blocks_per_multiprocessor_with_flags->num_blocks;
-            else if (!with_flags &&
-                     rep->out_case ==
-                         SLUICE__WIRE__REPLY__OUT_CU_OCCUPANCY_MAX_ACTIVE_BLOCKS_PER_MULTIPROCESSOR)
+            else if (!with_flags && SL_FE_REPLY(cuOccupancyMaxActiveBlocksPerMultiprocessor, rep))
                 *numBlocks = rep->cu_occupancy_max_active_blocks_per_multiprocessor->num_blocks;
             else
                 rc = CUDA_ERROR_UNKNOWN;
@@ -87,30 +80,22 @@ static CUresult potential_remote(int *minGridSize, int *blockSize, CUfunction fu
         rqf.dynamic_smem_size = smem;
         rqf.block_size_limit = limit;
         rqf.flags = flags;
-        call.call_id = SL_CALL_cuOccupancyMaxPotentialBlockSizeWithFlags;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_POTENTIAL_BLOCK_SIZE_WITH_FLAGS;
-        call.cu_occupancy_max_potential_block_size_with_flags = &rqf;
+        SL_FE_SET(cuOccupancyMaxPotentialBlockSizeWithFlags, &call, &rqf);
     } else {
         rq.func = (uint64_t)(uintptr_t)func;
         rq.dynamic_smem_size = smem;
         rq.block_size_limit = limit;
-        call.call_id = SL_CALL_cuOccupancyMaxPotentialBlockSize;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_POTENTIAL_BLOCK_SIZE;
-        call.cu_occupancy_max_potential_block_size = &rq;
+        SL_FE_SET(cuOccupancyMaxPotentialBlockSize, &call, &rq);
     }
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (with_flags &&
-                rep->out_case ==
-                    SLUICE__WIRE__REPLY__OUT_CU_OCCUPANCY_MAX_POTENTIAL_BLOCK_SIZE_WITH_FLAGS) {
+            if (with_flags && SL_FE_REPLY(cuOccupancyMaxPotentialBlockSizeWithFlags, rep)) {
                 *minGridSize = rep->cu_occupancy_max_potential_block_size_with_flags->min_grid_size;
                 *blockSize = rep->cu_occupancy_max_potential_block_size_with_flags->block_size;
-            } else if (!with_flags &&
-                       rep->out_case ==
-                           SLUICE__WIRE__REPLY__OUT_CU_OCCUPANCY_MAX_POTENTIAL_BLOCK_SIZE) {
+            } else if (!with_flags && SL_FE_REPLY(cuOccupancyMaxPotentialBlockSize, rep)) {
                 *minGridSize = rep->cu_occupancy_max_potential_block_size->min_grid_size;
                 *blockSize = rep->cu_occupancy_max_potential_block_size->block_size;
             } else {
@@ -219,16 +204,12 @@ static CUresult cluster_call(int *out, CUfunction func, const CUlaunchConfig *co
         aq.func = (uint64_t)(uintptr_t)func;
         aq.config.data = (uint8_t *)&cfg;
         aq.config.len = sizeof cfg;
-        call.call_id = SL_CALL_cuOccupancyMaxActiveClusters;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_ACTIVE_CLUSTERS;
-        call.cu_occupancy_max_active_clusters = &aq;
+        SL_FE_SET(cuOccupancyMaxActiveClusters, &call, &aq);
     } else {
         sq.func = (uint64_t)(uintptr_t)func;
         sq.config.data = (uint8_t *)&cfg;
         sq.config.len = sizeof cfg;
-        call.call_id = SL_CALL_cuOccupancyMaxPotentialClusterSize;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_POTENTIAL_CLUSTER_SIZE;
-        call.cu_occupancy_max_potential_cluster_size = &sq;
+        SL_FE_SET(cuOccupancyMaxPotentialClusterSize, &call, &sq);
     }
     struct iovec iov = {config->attrs, config->numAttrs * sizeof(CUlaunchAttribute)};
     Sluice__Wire__Reply *rep = NULL;
@@ -236,12 +217,9 @@ static CUresult cluster_call(int *out, CUfunction func, const CUlaunchConfig *co
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (active &&
-                rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_OCCUPANCY_MAX_ACTIVE_CLUSTERS)
+            if (active && SL_FE_REPLY(cuOccupancyMaxActiveClusters, rep))
                 *out = rep->cu_occupancy_max_active_clusters->num_clusters;
-            else if (!active &&
-                     rep->out_case ==
-                         SLUICE__WIRE__REPLY__OUT_CU_OCCUPANCY_MAX_POTENTIAL_CLUSTER_SIZE)
+            else if (!active && SL_FE_REPLY(cuOccupancyMaxPotentialClusterSize, rep))
                 *out = rep->cu_occupancy_max_potential_cluster_size->cluster_size;
             else
                 rc = CUDA_ERROR_UNKNOWN;

@@ -1,4 +1,4 @@
-/* Memory pools (hand-written half: the calls the table marks handwritten). cuMemPoolCreate sends
+/* Memory pools (hand-written half: the calls the table marks hand=both). cuMemPoolCreate sends
  * the CUmemPoolProps pod with win32SecurityAttributes cleared (a guest pointer, meaningless on
  * the backend). cuMemPoolSetAttribute / GetAttribute: the value's size follows from the
  * attribute (int for the REUSE_* flags, cuuint64_t for the others); it travels as the call's
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "hooks.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -52,15 +53,13 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
     Sluice__Cuda__CuMemPoolCreateRequest rq = SLUICE__CUDA__CU_MEM_POOL_CREATE_REQUEST__INIT;
     rq.pool_props.data = (uint8_t *)&props;
     rq.pool_props.len = sizeof props;
-    call.call_id = SL_CALL_cuMemPoolCreate;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEM_POOL_CREATE;
-    call.cu_mem_pool_create = &rq;
+    SL_FE_SET(cuMemPoolCreate, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_MEM_POOL_CREATE)
+            if (SL_FE_REPLY(cuMemPoolCreate, rep))
                 *pool = (CUmemoryPool)(uintptr_t)rep->cu_mem_pool_create->pool;
             else
                 rc = CUDA_ERROR_UNKNOWN;
@@ -81,9 +80,7 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     rq.pool = (uint64_t)(uintptr_t)pool;
     rq.attr = (uint32_t)attr;
     rq.value = n;
-    call.call_id = SL_CALL_cuMemPoolSetAttribute;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEM_POOL_SET_ATTRIBUTE;
-    call.cu_mem_pool_set_attribute = &rq;
+    SL_FE_SET(cuMemPoolSetAttribute, &call, &rq);
     struct iovec iov = {value, n};
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call_bulk(&call, &iov, 1, NULL, 0, NULL, &rep);
@@ -101,9 +98,7 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     rq.pool = (uint64_t)(uintptr_t)pool;
     rq.attr = (uint32_t)attr;
     rq.value = n;
-    call.call_id = SL_CALL_cuMemPoolGetAttribute;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEM_POOL_GET_ATTRIBUTE;
-    call.cu_mem_pool_get_attribute = &rq;
+    SL_FE_SET(cuMemPoolGetAttribute, &call, &rq);
     uint8_t buf[sizeof(cuuint64_t)];
     size_t got = 0;
     Sluice__Wire__Reply *rep = NULL;
@@ -125,15 +120,13 @@ CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUme
     rq.mem_pool = (uint64_t)(uintptr_t)memPool;
     rq.location.data = (uint8_t *)location;
     rq.location.len = sizeof *location;
-    call.call_id = SL_CALL_cuMemPoolGetAccess;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEM_POOL_GET_ACCESS;
-    call.cu_mem_pool_get_access = &rq;
+    SL_FE_SET(cuMemPoolGetAccess, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_MEM_POOL_GET_ACCESS)
+            if (SL_FE_REPLY(cuMemPoolGetAccess, rep))
                 *flags = (CUmemAccess_flags)rep->cu_mem_pool_get_access->flags;
             else
                 rc = CUDA_ERROR_UNKNOWN;

@@ -18,6 +18,7 @@
  * waits start_us, then twice as long, up to flush_us. Under a steady stream of calls this
  * makes one frame per flush_us; after a synchronization the GPU gets the next work at once. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -25,9 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "sluice/log.h"
 #include "sluice/relax.h"
 #include "sluice/stub_runtime.h"
@@ -64,7 +67,8 @@ static struct sl_fe_rpc_limits g_lim = {256,
 static struct sl_fe_rpc_stats g_stats;
 static uint32_t g_sync_by_call[SL_CALL_ID_MAX + 1];   /* synchronous calls made, per call id */
 static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1]; /* the memo emptied, per call id */
-static int g_capture_begun; /* a stream capture was begun in this process */
+static int g_capture_begun;   /* a stream capture was begun in this process */
+static uint64_t g_forget_seq; /* the seq sent when the memo was last emptied */
 static _Thread_local int t_in_callback;
 
 static pthread_cond_t g_sender_cv; /* wakes the sender thread */
@@ -72,6 +76,10 @@ static pthread_once_t g_sender_once = PTHREAD_ONCE_INIT;
 static int g_sender_started, g_sender_ok, g_sender_idle;
 static uint64_t g_pend_t0_ns, g_last_send_ns;
 static uint64_t g_win_ns; /* the current window (see the top of the file) */
+
+static void waiters_fail(void); /* the replies section below */
+static void wake_reader(void);
+static int g_reader_polling; /* the reader waits for input on the descriptors, without g_io */
 
 static uint64_t now_ns(void)
 {
@@ -218,6 +226,11 @@ void sl_fe_rpc_detach(void)
     outbox_settle(); /* the caller closes the transport next */
     g_dead = 1;
     pending_clear();
+    waiters_fail();
+    while (g_reader_polling) { /* the reader waits on the transport's descriptors */
+        wake_reader();
+        pthread_cond_wait(&g_sent_cv, &g_io);
+    }
     pthread_mutex_unlock(&g_io);
 }
 
@@ -235,6 +248,7 @@ void sl_fe_rpc_reset(void)
     memset(g_sync_by_call, 0, sizeof g_sync_by_call);
     memset(g_forget_by_call, 0, sizeof g_forget_by_call);
     g_capture_begun = 0;
+    g_forget_seq = 0;
     sl_fe_idle_reset();
     sl_fe_memo_clear();
     pending_clear();
@@ -256,7 +270,7 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
         return CUDA_ERROR_OUT_OF_MEMORY;
     g_pend_t0_ns = t0;
     const struct sl_call_info *ci = sl_call_lookup(call->call_id);
-    sl_fe_idle_note(call, ci ? ci->flags : 0);
+    sl_fe_idle_note(call, ci);
     return CUDA_SUCCESS;
 }
 
@@ -267,9 +281,7 @@ static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, si
     req.dptr = dptr;
     req.offset = offset;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_slMappedWrite;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_MAPPED_WRITE;
-    call.sl_mapped_write = &req;
+    SL_FE_SET(slMappedWrite, &call, &req);
     call.seq = ++g_seq;
     call.context = sl_fe_current_ctx_id();
     call.bulk_length = len;
@@ -315,6 +327,7 @@ static CUresult lost(const char *what, const sl_error *e)
     g_dead = 1;
     sl_fe_idle_forget();
     pending_clear();
+    waiters_fail();
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
@@ -328,6 +341,7 @@ static CUresult frame_out(struct sl_fe_frame *f, const struct iovec *extra, size
     g_stats.frames_sent++;
     g_stats.calls_sent += calls;
     g_last_send_ns = now_ns();
+    wake_reader();
     return rc ? lost("send", &e) : CUDA_SUCCESS;
 }
 
@@ -422,6 +436,7 @@ static void outbox_send(void)
     g_stats.calls_sent += calls;
     if (rc)
         lost("send", &e); /* the next call reports it */
+    wake_reader();
     pthread_cond_broadcast(&g_sent_cv);
 }
 
@@ -553,111 +568,192 @@ static CUresult send_callback_done(uint64_t id)
         return lost("encode callback_done", &e);
     sl_code rc = g_tr.send(g_tr.t, buf, len, NULL, 0, &e);
     free(buf);
+    wake_reader();
     return rc ? lost("send", &e) : CUDA_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ replies
+ * Replies come back in any order across threads: the backend completes a blocking wait off its
+ * call path (docs/remoting.md "Threads"), so a thread waiting in cuStreamSynchronize never holds
+ * up another thread's calls. A thread that waits registers its waiters (one per call it made);
+ * one waiting thread at a time reads the channel for every thread (the reader) and hands each
+ * reply to its waiter; the others poll their waiters' flags for spin_us, then sleep. When the
+ * reader's own replies are in, it passes the role on. g_io is held except while the reader waits
+ * for input on the transport's descriptors, while a waiter polls or sleeps, and while a host
+ * callback runs. */
 struct waiter {
+    struct waiter *next;
     uint64_t seq;
     void *out;
     size_t out_cap;
     size_t out_len;
     int out_overflow;
     Sluice__Wire__Reply *reply;
+    atomic_int done;
+    pthread_cond_t *cv; /* its thread sleeps on it */
 };
 
-/* Reads messages until the replies to all nw waiters arrived (in any order, also several in
- * one ReplyFrame). */
-static CUresult read_until_all(struct waiter *ws, size_t nw)
+static struct waiter *g_waiters; /* every waiter not answered yet */
+static int g_reading;            /* a thread is the reader */
+static int g_wake_fd = -1;       /* an eventfd that wakes the reader from that wait */
+static pthread_once_t g_wake_once = PTHREAD_ONCE_INIT;
+
+static void wake_init(void)
 {
-    size_t left = nw;
+    g_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+/* After this thread used the transport (g_io held): a send may have taken the descriptors'
+ * edge, so a reader waiting on them looks again. */
+static void wake_reader(void)
+{
+    if (g_reader_polling && g_wake_fd >= 0) {
+        uint64_t one = 1;
+        if (write(g_wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+            sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "waking the reader: %s", strerror(errno));
+    }
+}
+
+static void waiters_add(struct waiter *w, size_t n, pthread_cond_t *cv)
+{
+    for (size_t i = 0; i < n; i++) {
+        w[i].cv = cv;
+        atomic_init(&w[i].done, 0);
+        w[i].next = g_waiters;
+        g_waiters = &w[i];
+    }
+}
+
+static void waiters_remove(struct waiter *w, size_t n)
+{
+    for (struct waiter **pp = &g_waiters; *pp;) {
+        int mine = *pp >= w && *pp < w + n;
+        if (mine)
+            *pp = (*pp)->next;
+        else
+            pp = &(*pp)->next;
+    }
+}
+
+static struct waiter *waiter_of(uint64_t seq)
+{
+    for (struct waiter *w = g_waiters; w; w = w->next)
+        if (w->seq == seq && !atomic_load(&w->done))
+            return w;
+    return NULL;
+}
+
+static int all_done(struct waiter *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!atomic_load_explicit(&w[i].done, memory_order_acquire))
+            return 0;
+    return 1;
+}
+
+/* The transport failed: every waiter wakes and finds g_dead. */
+static void waiters_fail(void)
+{
+    for (struct waiter *w = g_waiters; w; w = w->next)
+        pthread_cond_signal(w->cv);
+}
+
+/* A ReplyFrame's replies go to their waiters; their bulk into the waiters' buffers. */
+static CUresult take_replies(Sluice__Wire__ReplyFrame *f, uint64_t owed)
+{
+    sl_error e;
+    for (size_t i = 0; i < f->n_replies; i++) {
+        Sluice__Wire__Reply *r = f->replies[i];
+        write_stdout(&r->stdout_data);
+        for (size_t k = 0; k < r->n_mapped; k++)
+            sl_fe_mapped_apply(r->mapped[k]->dptr, r->mapped[k]->offset, r->mapped[k]->data.data,
+                               r->mapped[k]->data.len);
+        if (r->failed_seq) {
+            g_stats.deferred_errors++;
+            sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT,
+                   "deferred error %d of call seq %llu reported at seq %llu", r->result,
+                   (unsigned long long)r->failed_seq, (unsigned long long)r->seq);
+        }
+        if (r->bulk_length > owed) {
+            sl_fail(&e, SL_ERR_PROTOCOL, "reply bulk over the announced bulk");
+            return lost("protocol", &e);
+        }
+        struct waiter *w = waiter_of(r->seq);
+        if (r->bulk_length) {
+            size_t take = 0;
+            if (w && w->out) {
+                take = r->bulk_length <= w->out_cap ? (size_t)r->bulk_length : w->out_cap;
+                if (r->bulk_length > w->out_cap)
+                    w->out_overflow = 1;
+            }
+            if (take && g_tr.recv_bulk(g_tr.t, w->out, take, &e))
+                return lost("receive bulk", &e);
+            if (r->bulk_length > take &&
+                g_tr.recv_bulk(g_tr.t, NULL, (size_t)(r->bulk_length - take), &e))
+                return lost("receive bulk", &e);
+            owed -= r->bulk_length;
+            if (w)
+                w->out_len = take;
+        }
+        if (w) {
+            w->reply = r;
+            f->replies[i] = NULL; /* detached: freed by sl_fe_reply_free */
+            atomic_store_explicit(&w->done, 1, memory_order_release);
+            pthread_cond_signal(w->cv);
+        }
+        /* every call up to this reply has been run by the backend */
+        g_inflight_calls = 0;
+        g_inflight_bulk = 0;
+        g_win_ns = 0;
+    }
+    if (owed && g_tr.recv_bulk(g_tr.t, NULL, (size_t)owed, &e))
+        return lost("receive bulk", &e);
+    return CUDA_SUCCESS;
+}
+
+/* Reads and handles the messages the transport has (g_io held, this thread the reader);
+ * timeout_ms 0: only what is there now. */
+static CUresult read_messages(int timeout_ms)
+{
     for (;;) {
+        outbox_settle(); /* the sender thread's send in flight ends first: one user at a time */
+        if (g_dead)
+            return CUDA_ERROR_DEVICE_UNAVAILABLE;
         const void *msg;
         size_t len;
         uint64_t blen = 0;
         sl_error e;
-        sl_code rc = g_tr.recv(g_tr.t, &msg, &len, &blen, 1000, &e);
+        sl_code rc = g_tr.recv(g_tr.t, &msg, &len, &blen, timeout_ms, &e);
         if (rc == SL_ERR_TIMEOUT)
-            continue;
+            return CUDA_SUCCESS;
         if (rc)
             return lost("receive", &e);
         Sluice__Wire__ServerMessage *m = NULL;
-        if (sl_wire_decode_server(msg, len, NULL, &m, &e)) {
+        if (sl_wire_decode_server(msg, len, NULL, &m, &e))
             return lost("decode", &e);
-        }
-        uint64_t owed = blen;
         CUresult res = CUDA_SUCCESS;
-        struct waiter *w = NULL;
         switch (m->kind_case) {
         case SLUICE__WIRE__SERVER_MESSAGE__KIND_CALLBACK: {
             uint64_t id = m->callback->id, fnid = m->callback->fn;
-            t_in_callback = 1;
+            t_in_callback = 1; /* no CUDA call from a host function (CUDA's rule too) */
+            pthread_mutex_unlock(&g_io);
             int ran = sl_fe_callback_run(fnid);
+            pthread_mutex_lock(&g_io);
             t_in_callback = 0;
             if (ran)
                 g_stats.callbacks_run++;
             else
                 sl_log(SL_LOG_WARNING, SL_FE_COMPONENT, "host callback %llu unknown; answered",
                        (unsigned long long)fnid);
-            res = send_callback_done(id);
+            outbox_settle();
+            res = g_dead ? CUDA_ERROR_DEVICE_UNAVAILABLE : send_callback_done(id);
+            if (blen && res == CUDA_SUCCESS && g_tr.recv_bulk(g_tr.t, NULL, (size_t)blen, &e))
+                res = lost("receive bulk", &e);
             break;
         }
-        case SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES: {
-            Sluice__Wire__ReplyFrame *f = m->replies;
-            for (size_t i = 0; i < f->n_replies && res == CUDA_SUCCESS; i++) {
-                Sluice__Wire__Reply *r = f->replies[i];
-                write_stdout(&r->stdout_data);
-                for (size_t k = 0; k < r->n_mapped; k++)
-                    sl_fe_mapped_apply(r->mapped[k]->dptr, r->mapped[k]->offset,
-                                       r->mapped[k]->data.data, r->mapped[k]->data.len);
-                if (r->failed_seq) {
-                    g_stats.deferred_errors++;
-                    sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT,
-                           "deferred error %d of call seq %llu reported at seq %llu", r->result,
-                           (unsigned long long)r->failed_seq, (unsigned long long)r->seq);
-                }
-                if (r->bulk_length > owed) {
-                    sl_error pe;
-                    sl_fail(&pe, SL_ERR_PROTOCOL, "reply bulk over the announced bulk");
-                    res = lost("protocol", &pe);
-                    break;
-                }
-                w = NULL;
-                for (size_t k = 0; k < nw && !w; k++)
-                    if (ws[k].seq == r->seq && !ws[k].reply)
-                        w = &ws[k];
-                if (r->bulk_length) {
-                    int mine = w != NULL;
-                    size_t take = 0;
-                    if (mine && w->out) {
-                        take = r->bulk_length <= w->out_cap ? (size_t)r->bulk_length : w->out_cap;
-                        if (r->bulk_length > w->out_cap)
-                            w->out_overflow = 1;
-                    }
-                    if (take && g_tr.recv_bulk(g_tr.t, w->out, take, &e)) {
-                        res = lost("receive bulk", &e);
-                        break;
-                    }
-                    if (r->bulk_length > take &&
-                        g_tr.recv_bulk(g_tr.t, NULL, (size_t)(r->bulk_length - take), &e)) {
-                        res = lost("receive bulk", &e);
-                        break;
-                    }
-                    owed -= r->bulk_length;
-                    if (mine)
-                        w->out_len = take;
-                }
-                if (w) {
-                    w->reply = r;
-                    f->replies[i] = NULL; /* detached: freed by sl_fe_reply_free */
-                    left--;
-                }
-                /* every call up to this reply has executed */
-                g_inflight_calls = 0;
-                g_inflight_bulk = 0;
-                g_win_ns = 0;
-            }
+        case SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES:
+            res = take_replies(m->replies, blen);
             break;
-        }
         case SLUICE__WIRE__SERVER_MESSAGE__KIND_CLOSE: {
             sl_error ce;
             sl_fail(&ce, SL_ERR_CLOSED, "backend closed the session: %s",
@@ -672,22 +768,100 @@ static CUresult read_until_all(struct waiter *ws, size_t nw)
             break;
         }
         }
-        if (res == CUDA_SUCCESS && owed && left) {
-            if (g_tr.recv_bulk(g_tr.t, NULL, (size_t)owed, &e))
-                res = lost("receive bulk", &e);
-        }
         sl_wire_free_server(m);
-        if (res != CUDA_SUCCESS) {
-            for (size_t k = 0; k < nw; k++) {
-                if (ws[k].reply)
-                    sl_wire_reply_free(ws[k].reply);
-                ws[k].reply = NULL;
-            }
+        if (res != CUDA_SUCCESS)
             return res;
-        }
-        if (!left)
-            return CUDA_SUCCESS;
+        if (timeout_ms)
+            return CUDA_SUCCESS; /* one blocking read at a time: the caller looks at its waiters */
     }
+}
+
+/* Waits on the transport's descriptors without g_io, polling for spin_ns first. Returns with
+ * g_io held. */
+static void await_input(int *fds, int nfds, uint64_t spin_until)
+{
+    struct pollfd p[4];
+    for (int i = 0; i < nfds; i++)
+        p[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    g_reader_polling = 1;
+    pthread_mutex_unlock(&g_io);
+    for (;;) {
+        int spin = now_ns() < spin_until;
+        int n = poll(p, (nfds_t)nfds, spin ? 0 : 10);
+        if (n != 0 || !spin)
+            break;
+        sl_cpu_relax();
+    }
+    if (g_wake_fd >= 0) {
+        uint64_t v;
+        while (read(g_wake_fd, &v, sizeof v) > 0)
+            ;
+    }
+    pthread_mutex_lock(&g_io);
+    g_reader_polling = 0;
+    pthread_cond_broadcast(&g_sent_cv); /* detach waits for the reader to leave the descriptors */
+}
+
+/* This thread reads for everyone until its n waiters are answered (g_io held). */
+static CUresult reader_turn(struct waiter *w, size_t n)
+{
+    uint64_t spin_until = now_ns() + (uint64_t)g_lim.sender_spin_us * 1000u;
+    for (;;) {
+        int fds[4], nfds = 0;
+        if (g_tr.fds && g_tr.has_input) {
+            nfds = g_tr.fds(g_tr.t, fds, 3);
+            pthread_once(&g_wake_once, wake_init);
+            if (g_wake_fd >= 0)
+                fds[nfds++] = g_wake_fd;
+        }
+        CUresult rc = read_messages(nfds ? 0 : 10); /* no descriptors: a short blocking read */
+        if (rc != CUDA_SUCCESS || all_done(w, n))
+            return rc;
+        if (!nfds || !g_tr.has_input(g_tr.t))
+            await_input(fds, nfds, spin_until); /* no descriptors: lets the others in for 10 ms */
+    }
+}
+
+/* Until the replies to the n waiters (registered, their calls sent) are in (g_io held). */
+static CUresult wait_replies(struct waiter *w, size_t n, pthread_cond_t *cv)
+{
+    CUresult rc = CUDA_SUCCESS;
+    while (!all_done(w, n)) {
+        if (g_dead) {
+            rc = CUDA_ERROR_DEVICE_UNAVAILABLE;
+            break;
+        }
+        if (!g_reading) {
+            g_reading = 1;
+            rc = reader_turn(w, n);
+            g_reading = 0;
+            for (struct waiter *o = g_waiters; o; o = o->next) /* the next reader */
+                if (!atomic_load(&o->done) && (o < w || o >= w + n)) {
+                    pthread_cond_signal(o->cv);
+                    break;
+                }
+            if (rc != CUDA_SUCCESS)
+                break;
+            continue;
+        }
+        uint64_t until = now_ns() + (uint64_t)g_lim.sender_spin_us * 1000u;
+        pthread_mutex_unlock(&g_io);
+        while (!all_done(w, n) && now_ns() < until)
+            sl_cpu_relax();
+        pthread_mutex_lock(&g_io);
+        if (!all_done(w, n) && g_reading && !g_dead)
+            pthread_cond_wait(cv, &g_io);
+    }
+    waiters_remove(w, n);
+    if (rc != CUDA_SUCCESS) {
+        waiters_fail();
+        for (size_t i = 0; i < n; i++) {
+            if (w[i].reply)
+                sl_wire_reply_free(w[i].reply);
+            w[i].reply = NULL;
+        }
+    }
+    return rc;
 }
 
 /* A call's encoded arguments in hex, up to 24 bytes ("-" when they are longer than 64 or
@@ -715,6 +889,7 @@ static void args_hex(const Sluice__Wire__Call *call, char *out, size_t cap)
 static void forget_counted(uint32_t call_id)
 {
     sl_fe_memo_clear();
+    g_forget_seq = g_seq; /* an answer to a call up to here may be stale now */
     if (call_id <= SL_CALL_ID_MAX)
         g_forget_by_call[call_id]++;
 }
@@ -729,27 +904,22 @@ static void forget_before(const Sluice__Wire__Call *call, uint32_t flags)
         forget_counted(call->call_id);
     if (!(flags & SL_CALL_UNCAPTURE))
         return;
-    switch (call->call_id) {
-    case SL_CALL_cuStreamBeginCapture:
-    case SL_CALL_cuStreamBeginCapture_v2:
-    case SL_CALL_cuStreamBeginCaptureToGraph:
+    if (flags & SL_CALL_CAPTURE_BEGIN)
         g_capture_begun = 1;
-        break;
-    default:
-        break;
-    }
     if (g_capture_begun)
         sl_fe_memo_uncapture();
 }
 
 /* An answer with an error may have changed state (an invalidated capture...); "not ready"
- * from a query changes nothing (programs poll with cuStreamQuery / cuEventQuery), nor does
- * slLoadImage's "send the bytes" (the backend lacks an image: module.c). */
+ * changes nothing (CUDA: "not actually an error"; programs poll with cuStreamQuery /
+ * cuEventQuery), nor does a result the table names an answer of the call (answers=, e.g.
+ * slLoadImage's "send the bytes": the backend lacks an image, module.c). */
 static int changes_state(const Sluice__Wire__Call *c, const Sluice__Wire__Reply *r)
 {
     if (r->failed_seq)
         return 1;
-    if (c->call_id == SL_CALL_slLoadImage && r->result == CUDA_ERROR_FILE_NOT_FOUND)
+    const struct sl_call_info *ci = sl_call_lookup(c->call_id);
+    if (ci && ci->answers && r->result == ci->answers)
         return 0;
     return r->result != CUDA_SUCCESS && r->result != CUDA_ERROR_NOT_READY;
 }
@@ -817,7 +987,10 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
             r->call_id = call->call_id;
             g_stats.memo_hits++;
             *reply = r;
-            sl_fe_idle_answered(call); /* as a synchronization that travelled */
+            uint64_t unsent = call->seq;
+            call->seq = g_seq; /* as a synchronization that travelled now */
+            sl_fe_idle_answered(call);
+            call->seq = unsent;
             return CUDA_SUCCESS;
         }
     }
@@ -840,10 +1013,14 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (rc != CUDA_SUCCESS)
         return rc;
     struct waiter w = {.seq = call->seq, .out = out, .out_cap = out_cap};
+    pthread_cond_t cv;
+    pthread_cond_init(&cv, NULL);
+    waiters_add(&w, 1, &cv);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    rc = read_until_all(&w, 1);
+    rc = wait_replies(&w, 1, &cv); /* g_io released while waiting */
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    pthread_cond_destroy(&cv);
     g_stats.sync_calls++;
     if (call->call_id <= SL_CALL_ID_MAX)
         g_sync_by_call[call->call_id]++;
@@ -871,7 +1048,9 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (changes_state(call, w.reply)) {
         forget_after_error(call->call_id);
     } else {
-        if (memo)
+        /* other threads' calls may have gone out while this one waited: an answer is kept
+         * only if nothing sent after it made it stale (docs/frontend-internals.md) */
+        if (memo && g_forget_seq < call->seq)
             sl_fe_memo_put(call, w.reply);
         sl_fe_idle_answered(call);
     }
@@ -925,8 +1104,13 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
     }
     /* what was appended is sent and answered, also when a later call could not be */
     CUresult io = pending_send(NULL, 0);
-    if (io == CUDA_SUCCESS && k)
-        io = read_until_all(ws, k);
+    pthread_cond_t cv;
+    pthread_cond_init(&cv, NULL);
+    if (io == CUDA_SUCCESS && k) {
+        waiters_add(ws, k, &cv);
+        io = wait_replies(ws, k, &cv);
+    }
+    pthread_cond_destroy(&cv);
     g_stats.sync_calls += k;
     for (size_t i = 0; i < k; i++)
         if (calls[i]->call_id <= SL_CALL_ID_MAX)
@@ -973,9 +1157,7 @@ static CUresult fence_locked(void)
 {
     Sluice__Cuda__SlFenceRequest req = SLUICE__CUDA__SL_FENCE_REQUEST__INIT;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_slFence;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_SL_FENCE;
-    call.sl_fence = &req;
+    SL_FE_SET(slFence, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     g_stats.fences++;
     CUresult rc = call_locked(&call, NULL, 0, NULL, 0, NULL, &rep);
@@ -1080,7 +1262,8 @@ struct seen {
 static struct seen *g_seen;
 static pthread_mutex_t g_seen_lock = PTHREAD_MUTEX_INITIALIZER;
 
-CUresult sl_fe_unsupported(const char *name)
+/* Logs once per name; reason NULL: "not supported by Sluice". */
+static CUresult refuse_once(const char *name, const char *reason)
 {
     pthread_mutex_lock(&g_seen_lock);
     struct seen *s = g_seen;
@@ -1093,9 +1276,24 @@ CUresult sl_fe_unsupported(const char *name)
             s->next = g_seen;
             g_seen = s;
         }
-        sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
-               "%s is not supported by Sluice: returning CUDA_ERROR_NOT_SUPPORTED", name);
+        if (reason)
+            sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
+                   "%s is not offered by Sluice (%s): returning CUDA_ERROR_NOT_SUPPORTED", name,
+                   reason);
+        else
+            sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
+                   "%s is not supported by Sluice: returning CUDA_ERROR_NOT_SUPPORTED", name);
     }
     pthread_mutex_unlock(&g_seen_lock);
     return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult sl_fe_unsupported(const char *name)
+{
+    return refuse_once(name, NULL);
+}
+
+CUresult sl_fe_refused(const char *name, const char *reason)
+{
+    return refuse_once(name, reason);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
@@ -19,9 +20,7 @@ static CUresult set_attr(bool pt, CUstream s, CUstreamAttrID attr, const CUstrea
     rq.value = (ProtobufCBinaryData){sizeof *v, (uint8_t *)v};
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     call.per_thread_stream = pt;
-    call.call_id = SL_CALL_cuStreamSetAttribute;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_STREAM_SET_ATTRIBUTE;
-    call.cu_stream_set_attribute = &rq;
+    SL_FE_SET(cuStreamSetAttribute, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
@@ -41,19 +40,16 @@ static CUresult get_attr(bool pt, CUstream s, CUstreamAttrID attr, CUstreamAttrV
     rq.attr = (uint32_t)attr;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     call.per_thread_stream = pt;
-    call.call_id = SL_CALL_cuStreamGetAttribute;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_STREAM_GET_ATTRIBUTE;
-    call.cu_stream_get_attribute = &rq;
+    SL_FE_SET(cuStreamGetAttribute, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
-    rc = sl_fe_pod_out(rc,
-                       rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_STREAM_GET_ATTRIBUTE
-                           ? &rep->cu_stream_get_attribute->value_out
-                           : NULL,
-                       v, sizeof *v);
+    rc = sl_fe_pod_out(
+        rc,
+        SL_FE_REPLY(cuStreamGetAttribute, rep) ? &rep->cu_stream_get_attribute->value_out : NULL, v,
+        sizeof *v);
     sl_fe_reply_free(rep);
     return rc;
 }

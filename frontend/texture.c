@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "hooks.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -35,15 +36,13 @@ CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pR
         rq.p_res_view_desc.data = (uint8_t *)pResViewDesc;
         rq.p_res_view_desc.len = sizeof *pResViewDesc;
     }
-    call.call_id = SL_CALL_cuTexObjectCreate;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_OBJECT_CREATE;
-    call.cu_tex_object_create = &rq;
+    SL_FE_SET(cuTexObjectCreate, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_CREATE)
+            if (SL_FE_REPLY(cuTexObjectCreate, rep))
                 *pTexObject = (CUtexObject)rep->cu_tex_object_create->p_tex_object;
             else
                 rc = CUDA_ERROR_UNKNOWN;
@@ -61,15 +60,13 @@ CUresult cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC 
     Sluice__Cuda__CuSurfObjectCreateRequest rq = SLUICE__CUDA__CU_SURF_OBJECT_CREATE_REQUEST__INIT;
     rq.p_res_desc.data = (uint8_t *)pResDesc;
     rq.p_res_desc.len = sizeof *pResDesc;
-    call.call_id = SL_CALL_cuSurfObjectCreate;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_SURF_OBJECT_CREATE;
-    call.cu_surf_object_create = &rq;
+    SL_FE_SET(cuSurfObjectCreate, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_SURF_OBJECT_CREATE)
+            if (SL_FE_REPLY(cuSurfObjectCreate, rep))
                 *pSurfObject = (CUsurfObject)rep->cu_surf_object_create->p_surf_object;
             else
                 rc = CUDA_ERROR_UNKNOWN;
@@ -84,9 +81,7 @@ CUresult cuTexObjectDestroy(CUtexObject texObject)
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     Sluice__Cuda__CuTexObjectDestroyRequest rq = SLUICE__CUDA__CU_TEX_OBJECT_DESTROY_REQUEST__INIT;
     rq.tex_object = texObject;
-    call.call_id = SL_CALL_cuTexObjectDestroy;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_OBJECT_DESTROY;
-    call.cu_tex_object_destroy = &rq;
+    SL_FE_SET(cuTexObjectDestroy, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     return finish(rc, rep);
@@ -98,9 +93,7 @@ CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
     Sluice__Cuda__CuSurfObjectDestroyRequest rq =
         SLUICE__CUDA__CU_SURF_OBJECT_DESTROY_REQUEST__INIT;
     rq.surf_object = surfObject;
-    call.call_id = SL_CALL_cuSurfObjectDestroy;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_SURF_OBJECT_DESTROY;
-    call.cu_surf_object_destroy = &rq;
+    SL_FE_SET(cuSurfObjectDestroy, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     return finish(rc, rep);
@@ -114,15 +107,13 @@ CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texO
     Sluice__Cuda__CuTexObjectGetTextureDescRequest rq =
         SLUICE__CUDA__CU_TEX_OBJECT_GET_TEXTURE_DESC_REQUEST__INIT;
     rq.tex_object = texObject;
-    call.call_id = SL_CALL_cuTexObjectGetTextureDesc;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_OBJECT_GET_TEXTURE_DESC;
-    call.cu_tex_object_get_texture_desc = &rq;
+    SL_FE_SET(cuTexObjectGetTextureDesc, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
         rc = sl_fe_pod_out(rc,
-                           rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_TEXTURE_DESC
+                           SL_FE_REPLY(cuTexObjectGetTextureDesc, rep)
                                ? &rep->cu_tex_object_get_texture_desc->p_tex_desc
                                : NULL,
                            pTexDesc, sizeof *pTexDesc);
@@ -140,15 +131,13 @@ CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc,
     Sluice__Cuda__CuTexObjectGetResourceViewDescRequest rq =
         SLUICE__CUDA__CU_TEX_OBJECT_GET_RESOURCE_VIEW_DESC_REQUEST__INIT;
     rq.tex_object = texObject;
-    call.call_id = SL_CALL_cuTexObjectGetResourceViewDesc;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_OBJECT_GET_RESOURCE_VIEW_DESC;
-    call.cu_tex_object_get_resource_view_desc = &rq;
+    SL_FE_SET(cuTexObjectGetResourceViewDesc, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_RESOURCE_VIEW_DESC &&
+            if (SL_FE_REPLY(cuTexObjectGetResourceViewDesc, rep) &&
                 rep->cu_tex_object_get_resource_view_desc->p_res_view_desc.len ==
                     sizeof *pResViewDesc)
                 memcpy(pResViewDesc,
@@ -173,14 +162,10 @@ static CUresult res_desc(int surf, CUDA_RESOURCE_DESC *out, unsigned long long v
         SLUICE__CUDA__CU_SURF_OBJECT_GET_RESOURCE_DESC_REQUEST__INIT;
     if (surf) {
         rs.surf_object = v;
-        call.call_id = SL_CALL_cuSurfObjectGetResourceDesc;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_SURF_OBJECT_GET_RESOURCE_DESC;
-        call.cu_surf_object_get_resource_desc = &rs;
+        SL_FE_SET(cuSurfObjectGetResourceDesc, &call, &rs);
     } else {
         rt.tex_object = v;
-        call.call_id = SL_CALL_cuTexObjectGetResourceDesc;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_OBJECT_GET_RESOURCE_DESC;
-        call.cu_tex_object_get_resource_desc = &rt;
+        SL_FE_SET(cuTexObjectGetResourceDesc, &call, &rt);
     }
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
@@ -188,10 +173,9 @@ static CUresult res_desc(int surf, CUDA_RESOURCE_DESC *out, unsigned long long v
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
             const ProtobufCBinaryData *d = NULL;
-            if (surf && rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_SURF_OBJECT_GET_RESOURCE_DESC)
+            if (surf && SL_FE_REPLY(cuSurfObjectGetResourceDesc, rep))
                 d = &rep->cu_surf_object_get_resource_desc->p_res_desc;
-            else if (!surf &&
-                     rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_TEX_OBJECT_GET_RESOURCE_DESC)
+            else if (!surf && SL_FE_REPLY(cuTexObjectGetResourceDesc, rep))
                 d = &rep->cu_tex_object_get_resource_desc->p_res_desc;
             if (d && d->len == sizeof *out)
                 memcpy(out, d->data, sizeof *out);
@@ -229,9 +213,7 @@ static CUresult htoa(bool pt, CUarray dst, size_t off, const void *src, size_t n
         rq.src_host = c;
         rq.byte_count = c;
         call.per_thread_stream = pt;
-        call.call_id = SL_CALL_cuMemcpyHtoA_v2;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_HTO_A_V2;
-        call.cu_memcpy_hto_a_v2 = &rq;
+        SL_FE_SET(cuMemcpyHtoA_v2, &call, &rq);
         struct iovec iov = {(char *)src + done, c};
         Sluice__Wire__Reply *rep = NULL;
         CUresult rc = sl_fe_call_bulk(&call, &iov, c ? 1 : 0, NULL, 0, NULL, &rep);
@@ -257,9 +239,7 @@ static CUresult atoh(bool pt, void *dst, CUarray src, size_t off, size_t n)
         rq.src_offset = off + done;
         rq.byte_count = c;
         call.per_thread_stream = pt;
-        call.call_id = SL_CALL_cuMemcpyAtoH_v2;
-        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_ATO_H_V2;
-        call.cu_memcpy_ato_h_v2 = &rq;
+        SL_FE_SET(cuMemcpyAtoH_v2, &call, &rq);
         size_t got = 0;
         Sluice__Wire__Reply *rep = NULL;
         CUresult rc = sl_fe_call_bulk(&call, NULL, 0, (char *)dst + done, c, &got, &rep);
@@ -304,9 +284,7 @@ CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
     Sluice__Cuda__CuTexRefSetBorderColorRequest rq =
         SLUICE__CUDA__CU_TEX_REF_SET_BORDER_COLOR_REQUEST__INIT;
     rq.h_tex_ref = (uint64_t)(uintptr_t)hTexRef;
-    call.call_id = SL_CALL_cuTexRefSetBorderColor;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_REF_SET_BORDER_COLOR;
-    call.cu_tex_ref_set_border_color = &rq;
+    SL_FE_SET(cuTexRefSetBorderColor, &call, &rq);
     struct iovec iov = {pBorderColor, 4 * sizeof(float)};
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call_bulk(&call, &iov, 1, NULL, 0, NULL, &rep);
@@ -321,9 +299,7 @@ CUresult cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
     Sluice__Cuda__CuTexRefGetBorderColorRequest rq =
         SLUICE__CUDA__CU_TEX_REF_GET_BORDER_COLOR_REQUEST__INIT;
     rq.h_tex_ref = (uint64_t)(uintptr_t)hTexRef;
-    call.call_id = SL_CALL_cuTexRefGetBorderColor;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_TEX_REF_GET_BORDER_COLOR;
-    call.cu_tex_ref_get_border_color = &rq;
+    SL_FE_SET(cuTexRefGetBorderColor, &call, &rq);
     float rgba[4];
     size_t got = 0;
     Sluice__Wire__Reply *rep = NULL;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fe.h"
+#include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
@@ -32,16 +33,14 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     rq.prop = (ProtobufCBinaryData){sizeof *prop, (uint8_t *)prop};
     rq.flags = flags;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuMemCreate;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEM_CREATE;
-    call.cu_mem_create = &rq;
+    SL_FE_SET(cuMemCreate, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
     if (rc == CUDA_SUCCESS) {
-        if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_MEM_CREATE && rep->cu_mem_create->handle)
+        if (SL_FE_REPLY(cuMemCreate, rep) && rep->cu_mem_create->handle)
             *handle = rep->cu_mem_create->handle;
         else
             rc = CUDA_ERROR_UNKNOWN;
@@ -60,9 +59,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     rq.desc = (ProtobufCBinaryData){count * sizeof *desc, (uint8_t *)desc};
     rq.count = count;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuMemSetAccess;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEM_SET_ACCESS;
-    call.cu_mem_set_access = &rq;
+    SL_FE_SET(cuMemSetAccess, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     return result(rc, rep);
@@ -78,16 +75,14 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
     rq.prop = (ProtobufCBinaryData){sizeof *prop, (uint8_t *)prop};
     rq.option = (uint32_t)option;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuMemGetAllocationGranularity;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEM_GET_ALLOCATION_GRANULARITY;
-    call.cu_mem_get_allocation_granularity = &rq;
+    SL_FE_SET(cuMemGetAllocationGranularity, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = (CUresult)rep->result;
     if (rc == CUDA_SUCCESS) {
-        if (rep->out_case == SLUICE__WIRE__REPLY__OUT_CU_MEM_GET_ALLOCATION_GRANULARITY)
+        if (SL_FE_REPLY(cuMemGetAllocationGranularity, rep))
             *granularity = (size_t)rep->cu_mem_get_allocation_granularity->granularity;
         else
             rc = CUDA_ERROR_UNKNOWN;
@@ -105,16 +100,13 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
         SLUICE__CUDA__CU_MEM_GET_ALLOCATION_PROPERTIES_FROM_HANDLE_REQUEST__INIT;
     rq.handle = handle;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.call_id = SL_CALL_cuMemGetAllocationPropertiesFromHandle;
-    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEM_GET_ALLOCATION_PROPERTIES_FROM_HANDLE;
-    call.cu_mem_get_allocation_properties_from_handle = &rq;
+    SL_FE_SET(cuMemGetAllocationPropertiesFromHandle, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (!rep)
         return rc;
     rc = sl_fe_pod_out((CUresult)rep->result,
-                       rep->out_case ==
-                               SLUICE__WIRE__REPLY__OUT_CU_MEM_GET_ALLOCATION_PROPERTIES_FROM_HANDLE
+                       SL_FE_REPLY(cuMemGetAllocationPropertiesFromHandle, rep)
                            ? &rep->cu_mem_get_allocation_properties_from_handle->prop
                            : NULL,
                        prop, sizeof *prop);

@@ -85,6 +85,13 @@ static const char *const schema_v2[] = {
     NULL,
 };
 
+/* Version 3: records an agent wrote to close a session whose backend ended first. */
+static const char *const schema_v3[] = {
+    "ALTER TABLE usage ADD COLUMN closed_by_agent INTEGER NOT NULL DEFAULT 0",
+    "PRAGMA user_version = 3",
+    NULL,
+};
+
 static sl_code db_fail(nh_store *s, sl_error *e, const char *what)
 {
     return sl_fail(e, SL_ERR_IO, "registry store: %s: %s", what, sqlite3_errmsg(s->db));
@@ -114,8 +121,8 @@ static sl_code migrate(nh_store *s, sl_error *e)
                        v, NH_STORE_SCHEMA_VERSION);
     if (s->readonly)
         return sl_fail(e, SL_ERR_CONFIG, "registry store: no registry schema (version %d)", v);
-    static const char *const *const steps[] = {schema_v1, schema_v2};
-    return sl_db_migrate(s->db, "registry store", v, steps, 2, e);
+    static const char *const *const steps[] = {schema_v1, schema_v2, schema_v3};
+    return sl_db_migrate(s->db, "registry store", v, steps, 3, e);
 }
 
 sl_code nh_store_open(const char *path, int readonly, nh_store **out, sl_error *e)
@@ -413,9 +420,9 @@ static sl_code insert_record(nh_store *s, const char *host, const Sluice__Contro
         "INSERT OR IGNORE INTO usage(record_id, host, instance, project, flavor, gpu_uuid, "
         "session_id, interval_start_ns, interval_end_ns, gpu_busy_ns, kernel_ns, kernels, "
         "bytes_htod, bytes_dtoh, memory_high_water, calls, errors, throttled_ns, quota_refusals, "
-        "measurement, final, received, instance_name, domain_name, sla_tier, gpu_share) VALUES "
-        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
-        "?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+        "measurement, final, received, instance_name, domain_name, sla_tier, gpu_share, "
+        "closed_by_agent) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+        "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
         &t, e);
     if (rc != SL_OK)
         return rc;
@@ -445,6 +452,7 @@ static sl_code insert_record(nh_store *s, const char *host, const Sluice__Contro
     text(&t, 24, r->domain_name ? r->domain_name : "");
     text(&t, 25, r->sla_tier ? r->sla_tier : "");
     sqlite3_bind_double(t.st, 26, r->gpu_share);
+    i64(&t, 27, r->closed_by_agent ? 1 : 0);
     rc = run(&t, "storing a usage record", e);
     if (rc == SL_OK && sqlite3_changes(s->db) > 0)
         (*inserted)++;
@@ -493,14 +501,15 @@ sl_code nh_store_usage_records(nh_store *s, int64_t from_ns, int64_t to_ns, cons
 {
     pthread_mutex_lock(&s->mu);
     stmt t;
-    sl_code rc = prep(s,
-                      "SELECT record_id, instance, project, flavor, gpu_uuid, instance_name, "
-                      "domain_name, sla_tier, gpu_share, interval_start_ns, interval_end_ns, "
-                      "gpu_busy_ns, kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water, "
-                      "calls, errors, throttled_ns, quota_refusals FROM usage WHERE "
-                      "interval_end_ns >= ?1 AND interval_start_ns < ?2 AND (?3 IS NULL OR "
-                      "project = ?3) ORDER BY interval_end_ns, record_id",
-                      &t, e);
+    sl_code rc =
+        prep(s,
+             "SELECT record_id, instance, project, flavor, gpu_uuid, instance_name, "
+             "domain_name, sla_tier, gpu_share, interval_start_ns, interval_end_ns, "
+             "gpu_busy_ns, kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water, "
+             "calls, errors, throttled_ns, quota_refusals, closed_by_agent FROM usage WHERE "
+             "interval_end_ns >= ?1 AND interval_start_ns < ?2 AND (?3 IS NULL OR "
+             "project = ?3) ORDER BY interval_end_ns, record_id",
+             &t, e);
     if (rc == SL_OK) {
         i64(&t, 1, from_ns);
         i64(&t, 2, to_ns);
@@ -524,6 +533,7 @@ sl_code nh_store_usage_records(nh_store *s, int64_t from_ns, int64_t to_ns, cons
                              &u.throttled_ns, &u.quota_refusals};
             for (int i = 0; i < 10; i++)
                 *v[i] = (uint64_t)sqlite3_column_int64(t.st, 11 + i);
+            u.closed_by_agent = sqlite3_column_int(t.st, 21);
             if (cb(&u, ud) != 0) {
                 r = SQLITE_DONE;
                 break;

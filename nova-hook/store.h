@@ -12,7 +12,7 @@
 #include "sluice/usage_report.h"
 #include "sluice_control.pb-c.h"
 
-#define NH_STORE_SCHEMA_VERSION 2
+#define NH_STORE_SCHEMA_VERSION 3
 
 typedef struct nh_store nh_store;
 

@@ -212,6 +212,7 @@ sl_code sl_usage_report_add(sl_usage_report *r, const sl_usage_rec *u, sl_error 
         s->errors = sat_add(s->errors, u->errors);
         s->quota_refusals = sat_add(s->quota_refusals, u->quota_refusals);
         s->records++;
+        s->closed_by_agent += u->closed_by_agent != 0;
     }
     if (!a->have_rec || u->start_ns < a->first_ns)
         a->first_ns = u->start_ns;
@@ -306,6 +307,7 @@ static void add_total(sl_usage_server *t, const sl_usage_server *s)
     t->errors = sat_add(t->errors, s->errors);
     t->quota_refusals = sat_add(t->quota_refusals, s->quota_refusals);
     t->records = sat_add(t->records, s->records);
+    t->closed_by_agent = sat_add(t->closed_by_agent, s->closed_by_agent);
     if (s->memory_high_water > t->memory_high_water)
         t->memory_high_water = s->memory_high_water;
 }

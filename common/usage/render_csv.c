@@ -67,6 +67,8 @@ static void row(FILE *f, const char *level, const char *project, const sl_usage_
     snprintf(b, sizeof b, "%llu", (unsigned long long)s->quota_refusals);
     field(f, b, 0);
     snprintf(b, sizeof b, "%llu", (unsigned long long)s->records);
+    field(f, b, 0);
+    snprintf(b, sizeof b, "%llu", (unsigned long long)s->closed_by_agent);
     field(f, b, 1);
 }
 
@@ -75,7 +77,7 @@ sl_code sl_usage_render_csv(const sl_usage_view *v, FILE *f)
     fputs("level,project_id,instance_id,name,flavor,sla_tier,domain,gpu_share,started_at,"
           "ended_at,state,hours,gpu_hours,kernel_hours,kernels,bytes_htod,bytes_dtoh,"
           "memory_high_water_bytes,calls,errors,entitled_gpu_hours,sla_use_percent,"
-          "throttled_hours,quota_refusals,records\r\n",
+          "throttled_hours,quota_refusals,records,closed_by_agent\r\n",
           f);
     for (size_t i = 0; i < v->n_tenants; i++) {
         const sl_usage_tenant *t = &v->tenants[i];

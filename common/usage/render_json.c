@@ -82,6 +82,7 @@ static void figures(FILE *f, const char *ind, const sl_usage_server *s, const ch
     knum(f, ind, K("throttled_hours"), s->throttled_s / 3600.0, first);
     kint(f, ind, K("quota_refusals"), s->quota_refusals, first);
     kint(f, ind, K("records"), s->records, first);
+    kint(f, ind, K("closed_by_agent"), s->closed_by_agent, first);
 #undef K
     kint(f, ind, "memory_high_water_bytes", s->memory_high_water, first);
     double p = sl_usage_sla_percent(s);

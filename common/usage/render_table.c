@@ -110,6 +110,7 @@ sl_code sl_usage_render_table(const sl_usage_view *v, FILE *f)
         grand.bytes_htod += s->bytes_htod;
         grand.bytes_dtoh += s->bytes_dtoh;
         grand.quota_refusals += s->quota_refusals;
+        grand.closed_by_agent += s->closed_by_agent;
         if (s->memory_high_water > grand.memory_high_water)
             grand.memory_high_water = s->memory_high_water;
     }
@@ -122,5 +123,13 @@ sl_code sl_usage_render_table(const sl_usage_view *v, FILE *f)
     if (!oom)
         fprintf(f, "\nSHARE: the SLA's GPU share (1.00? = unknown, counted as 1). ENTITLED H = "
                    "share x HOURS the instance existed; USE %% = GPU H / ENTITLED H.\n");
+    if (!oom && grand.closed_by_agent)
+        fprintf(f,
+                "CLOSED BY THE AGENT: %llu session%s ended with %s backend (killed or crashed) "
+                "before %s final record: the time since %s previous record was not measured.\n",
+                (unsigned long long)grand.closed_by_agent, grand.closed_by_agent == 1 ? "" : "s",
+                grand.closed_by_agent == 1 ? "its" : "their",
+                grand.closed_by_agent == 1 ? "its" : "their",
+                grand.closed_by_agent == 1 ? "its" : "their");
     return oom ? SL_ERR_NOMEM : SL_OK;
 }

@@ -1,6 +1,8 @@
 /* sluice-enroll: the guest side of enrollment (see enroll_client.h). */
 #include "enroll_client.h"
 
+#include "enroll_internal.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -266,8 +268,8 @@ sl_code se_fetch(const char *source, int timeout_ms, char **body, size_t *len, s
 
 /* ---------------------------------------------------------------- files */
 
-static sl_code write_atomic(const char *dir, const char *name, const void *data, size_t len,
-                            mode_t mode, sl_error *e)
+sl_code se_write_atomic(const char *dir, const char *name, const void *data, size_t len,
+                        mode_t mode, sl_error *e)
 {
     char path[PATH_MAX_SE], tmp[PATH_MAX_SE + 16];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -448,7 +450,7 @@ static sl_code ensure_dir(const char *dir, sl_error *e)
     return SL_OK;
 }
 
-static const char *status_name(int s)
+const char *se_status_name(int s)
 {
     static const char *const n[] = {"STATUS_UNSPECIFIED",
                                     "OK",
@@ -460,13 +462,14 @@ static const char *status_name(int s)
                                     "WRONG_SOURCE",
                                     "BAD_CSR",
                                     "RATE_LIMITED",
-                                    "INTERNAL"};
+                                    "INTERNAL",
+                                    "NOT_GRANTED"};
     return s >= 0 && s < (int)(sizeof n / sizeof *n) ? n[s] : "UNKNOWN_STATUS";
 }
 
 /* Checks the answer and writes the four files. */
 static sl_code install(const char *dir, EVP_PKEY *key, const Sluice__Control__EnrollReply *r,
-                       se_result *res, sl_error *e)
+                       const char *enroll_endpoint, se_result *res, sl_error *e)
 {
     const unsigned char *p = r->certificate_der.data;
     X509 *x = p ? d2i_X509(NULL, &p, (long)r->certificate_der.len) : NULL;
@@ -511,18 +514,14 @@ static sl_code install(const char *dir, EVP_PKEY *key, const Sluice__Control__En
         snprintf(res->endpoint, sizeof res->endpoint, "%s", r->backend_endpoint);
         res->not_after = asn1_unix(X509_get0_notAfter(x));
     }
-    char conf[1024];
-    int cl = snprintf(conf, sizeof conf,
-                      "# Written by sluice-enroll; read by the Sluice frontend (libcuda.so.1).\n"
-                      "endpoint = %s\ninstance_id = %s\nproject_id = %s\nnot_after = %lld\n",
-                      res->endpoint, res->instance_id, res->project_id, (long long)res->not_after);
     /* the CA and the endpoint first, the key, then the certificate: a certificate that is
      * there always has its key (se_check_current checks that they match) */
     if (rc == SL_OK && (rc = ensure_dir(dir, e)) == SL_OK &&
-        (rc = write_atomic(dir, "ca.pem", apem, strlen(apem), 0644, e)) == SL_OK &&
-        (rc = write_atomic(dir, "backend.conf", conf, (size_t)cl, 0644, e)) == SL_OK &&
-        (rc = write_atomic(dir, "client.key", kpem, strlen(kpem), 0600, e)) == SL_OK)
-        rc = write_atomic(dir, "client.pem", cpem, strlen(cpem), 0644, e);
+        (rc = se_write_atomic(dir, "ca.pem", apem, strlen(apem), 0644, e)) == SL_OK &&
+        (rc = se_write_conf(dir, res->endpoint, res->instance_id, res->project_id, res->not_after,
+                            enroll_endpoint, e)) == SL_OK &&
+        (rc = se_write_atomic(dir, "client.key", kpem, strlen(kpem), 0600, e)) == SL_OK)
+        rc = se_write_atomic(dir, "client.pem", cpem, strlen(cpem), 0644, e);
     if (kpem)
         OPENSSL_cleanse(kpem, strlen(kpem));
     free(cpem);
@@ -562,50 +561,58 @@ static sl_code enroll_from(const char *src, const char *key, const char *dir, in
     q.csr_der.data = csr;
     q.csr_der.len = csr_len;
     q.client_version = (char *)SE_VERSION;
-    size_t qn = sluice__control__enroll_request__get_packed_size(&q);
-    uint8_t *qbuf = rc == SL_OK ? malloc(qn) : NULL;
-    if (rc == SL_OK && !qbuf)
-        rc = sl_fail(e, SL_ERR_NOMEM, "no memory");
-    if (qbuf)
-        sluice__control__enroll_request__pack(&q, qbuf);
-    sl_client *c = NULL;
-    sl_tls_config cfg = {.mode = SL_TLS_SERVER_ONLY, .ca_pem = v.ca};
-    sl_channel_opts co;
-    sl_channel_opts_default(&co);
-    co.handshake_timeout_ms = timeout;
-    co.io_timeout_ms = timeout;
-    co.max_message = 1 << 20;
-    co.max_frame = 2 << 20;
-    co.chunk_size = 64 * 1024;
-    sl_error ce;
-    if (rc == SL_OK && sl_client_connect(v.endpoint, &cfg, &co, &c, &ce) != SL_OK)
-        rc = sl_fail(e, ce.code, "cannot reach the agent at %s: %s", v.endpoint, ce.msg);
-    if (rc == SL_OK && sl_client_send(c, qbuf, qn, NULL, 0, &ce) != SL_OK)
-        rc = sl_fail(e, ce.code, "cannot send the request to %s: %s", v.endpoint, ce.msg);
-    const void *m = NULL;
-    size_t mlen = 0;
-    if (rc == SL_OK && sl_client_recv(c, &m, &mlen, NULL, timeout, &ce) != SL_OK)
-        rc = sl_fail(e, ce.code, "no answer from the agent at %s: %s", v.endpoint, ce.msg);
-    Sluice__Control__EnrollReply *r =
-        rc == SL_OK ? sluice__control__enroll_reply__unpack(NULL, mlen, m) : NULL;
-    if (rc == SL_OK && !r)
-        rc = sl_fail(e, SL_ERR_PROTOCOL, "the agent's answer is not an EnrollReply");
+    Sluice__Control__EnrollReply *r = NULL;
+    if (rc == SL_OK)
+        rc = se_ask_agent(v.endpoint, v.ca, timeout, &q, &r, e);
     if (rc == SL_OK) {
         res->status = (int)r->status;
         if (r->status != SLUICE__CONTROL__ENROLL_REPLY__STATUS__OK)
             rc = sl_fail(e, SL_ERR_REFUSED, "agent refused enrollment: %s: %s",
-                         status_name((int)r->status), r->detail ? r->detail : "");
-        else if ((rc = install(dir, pk, r, res, e)) == SL_OK)
+                         se_status_name((int)r->status), r->detail ? r->detail : "");
+        else if ((rc = install(dir, pk, r, v.endpoint, res, e)) == SL_OK)
             res->enrolled = 1;
     }
     if (r)
         sluice__control__enroll_reply__free_unpacked(r, NULL);
-    sl_client_close(c);
-    free(qbuf);
     free(csr);
     EVP_PKEY_free(pk);
     se_vendordata_free(&v);
     return rc;
+}
+
+/* The certificate in dir is good: asks the agent where the backend is now (a locate
+ * request) and rewrites backend.conf if it moved. 1: done (the files stay, res->note says why
+ * when the endpoint could not be confirmed); 0: the agent no longer accepts the certificate,
+ * enroll anew. */
+static int locate_current(const char *const *srcs, int n, const char *key, const char *dir,
+                          int timeout, se_result *res)
+{
+    char ep[256];
+    se_conf_get(dir, "enroll_endpoint", ep, sizeof ep);
+    for (int i = 0; !ep[0] && i < n; i++) { /* an older backend.conf: vendordata names the agent */
+        char *vbody = NULL;
+        size_t vlen = 0;
+        se_vendordata vv;
+        sl_error ve;
+        if (se_fetch(srcs[i], timeout, &vbody, &vlen, &ve) == SL_OK &&
+            se_vendordata_parse(srcs[i], vbody, vlen, key, &vv, &ve) == SL_OK) {
+            snprintf(ep, sizeof ep, "%s", vv.endpoint);
+            se_vendordata_free(&vv);
+        } else {
+            snprintf(res->note, sizeof res->note, "%s", ve.msg);
+        }
+        free(vbody);
+    }
+    int not_granted = 0;
+    sl_error le;
+    if (!ep[0] || se_locate(dir, ep, timeout, res, &not_granted, &le) == SL_OK)
+        return 1;
+    if (!not_granted) {
+        snprintf(res->note, sizeof res->note, "%s", le.msg);
+        return 1; /* the agent may be restarting: the files stay as they are */
+    }
+    memset(res, 0, sizeof *res);
+    return 0;
 }
 
 sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
@@ -622,10 +629,11 @@ sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
     int timeout = d.timeout_ms > 0 ? d.timeout_ms : 10000;
     if (strlen(dir) > PATH_MAX_SE - 64)
         return sl_fail(e, SL_ERR_INVALID, "directory path too long");
-    if (!d.renew && se_check_current(dir, (int64_t)time(NULL), &res->not_after, NULL) == SL_OK)
-        return SL_OK; /* nothing to do */
     const char *srcs[2] = {d.source, NULL};
     int n = d.source ? 1 : se_default_sources(srcs);
+    if (!d.renew && se_check_current(dir, (int64_t)time(NULL), &res->not_after, NULL) == SL_OK &&
+        locate_current(srcs, n, key, dir, timeout, res))
+        return SL_OK;
     sl_code rc = SL_ERR_INVALID;
     for (int i = 0; i < n; i++) {
         rc = enroll_from(srcs[i], key, dir, timeout, res, e);

@@ -7,9 +7,15 @@
  *   DIR/client.key   the guest's private key (EC P-256, made here, never sent), 0600
  *   DIR/client.pem   its certificate (CN = instance uuid, OU = project id), 0644
  *   DIR/ca.pem       the host CA bundle (to verify the backend), 0644
- *   DIR/backend.conf "endpoint = tcp://HOST:PORT" and a few informational keys, 0644
+ *   DIR/backend.conf "endpoint = tcp://HOST:PORT", the agent's enroll_endpoint and a few
+ *                    informational keys, 0644
  *
- * DIR is 0750. Every file is written atomically (temporary file + rename). */
+ * DIR is 0750. Every file is written atomically (temporary file + rename).
+ *
+ * While the certificate is still good, a run asks the agent where the backend is now (a
+ * locate request with the certificate, docs/enrollment.md "The backend moved") and rewrites
+ * backend.conf when the endpoint changed; a certificate the agent no longer accepts is
+ * replaced by a new enrollment. */
 #ifndef SLUICE_ENROLL_CLIENT_H
 #define SLUICE_ENROLL_CLIENT_H
 
@@ -36,7 +42,11 @@ typedef struct se_opts {
 
 typedef struct se_result {
     int enrolled; /* 1: a new certificate was written; 0: the current one is still good */
-    int status;   /* the agent's EnrollReply status (0 when no answer was read) */
+    int located;  /* the agent confirmed the backend endpoint of the current certificate */
+    int moved;    /* ... and it had changed: backend.conf was rewritten (old_endpoint) */
+    char old_endpoint[256];
+    char note[320]; /* why the endpoint could not be confirmed (the files were kept) */
+    int status;     /* the agent's EnrollReply status (0 when no answer was read) */
     int64_t not_after;
     char endpoint[256]; /* the backend endpoint */
     char instance_id[64], project_id[64];

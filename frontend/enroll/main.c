@@ -18,8 +18,9 @@ static void usage(FILE *f)
             "valid, else from the metadata service. Makes a private key (it never leaves the\n"
             "guest) and a certificate request, enrolls\n"
             "with the host's sluice-agent and writes client.key, client.pem, ca.pem and\n"
-            "backend.conf for the Sluice frontend. Does nothing while the current certificate\n"
-            "has more than a third of its lifetime left (run it from a timer to renew).\n"
+            "backend.conf for the Sluice frontend. While the current certificate has more\n"
+            "than a third of its lifetime left it only asks the agent where the backend is now\n"
+            "and updates backend.conf if it moved (run it from a timer).\n"
             "\n"
             "options:\n"
             "  --source URL|FILE  vendor_data2.json (default: the config drive's, then\n"
@@ -93,12 +94,21 @@ int main(int argc, char **argv)
         return e.code == SL_ERR_REFUSED ? 3 : 1;
     }
     const char *dir = o.dir ? o.dir : SE_DEFAULT_DIR;
+    if (r.moved) /* printed even with --quiet: the frontend's endpoint changed */
+        printf("sluice-enroll: the backend of instance %s moved from %s to %s; %s/backend.conf "
+               "updated\n",
+               r.instance_id, r.old_endpoint, r.endpoint, dir);
     if (!quiet && r.enrolled)
         printf("sluice-enroll: enrolled instance %s (project %s); certificate valid until %lld; "
                "backend %s; files in %s\n",
                r.instance_id, r.project_id, (long long)r.not_after, r.endpoint, dir);
-    else if (!quiet)
-        printf("sluice-enroll: the certificate in %s is still good (until %lld); nothing to do\n",
-               dir, (long long)r.not_after);
+    else if (!quiet && r.located && !r.moved)
+        printf("sluice-enroll: the certificate in %s is still good (until %lld); backend %s "
+               "(confirmed by the agent)\n",
+               dir, (long long)r.not_after, r.endpoint);
+    else if (!quiet && !r.located)
+        printf("sluice-enroll: the certificate in %s is still good (until %lld); the backend "
+               "endpoint could not be confirmed: %s\n",
+               dir, (long long)r.not_after, r.note[0] ? r.note : "no enroll_endpoint known");
     return 0;
 }

@@ -10,8 +10,8 @@
 #include "sluice/error.h"
 
 /* Where Nova's config drive (a file system labelled config-2) is mounted for sluice-enroll
- * (the ExecStartPre of sluice-enroll.service in frontend/enroll/cloud-init.yaml), and our file
- * on it. */
+ * (frontend/enroll/systemd/sluice-config-drive.service, before sluice-enroll.service), and our
+ * file on it. */
 #define SE_CONFIG_DRIVE_DIR    "/run/sluice/config-drive"
 #define SE_CONFIG_DRIVE_SOURCE SE_CONFIG_DRIVE_DIR "/openstack/latest/vendor_data2.json"
 

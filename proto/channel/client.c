@@ -18,7 +18,6 @@ struct sl_client {
     sl_channel_opts opts;
     int dead;
     sl_error dead_err;
-    int lost; /* the monitor saw the connection drop; what arrived before it is still read */
     char endpoint[256];
 };
 
@@ -57,23 +56,21 @@ static sl_code wait_frame(sl_client *c, int64_t deadline, sl_error *err)
             if (wait < 0)
                 wait = 0;
         }
-        int n = zmq_poll(it, c->lost ? 1 : 2, c->lost ? 0 : wait);
+        int n = zmq_poll(it, 2, wait);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             return sl_fail(err, SL_ERR_IO, "zmq_poll: %s", zmq_strerror(errno));
         }
-        /* A server that closes a session (a revocation, its shutdown) sends a CLOSE record,
-         * then drops the connection: the record may be queued when the monitor reports the
-         * drop. Frames that arrived first are read first, so the session's reason wins. */
-        if (!c->lost && (it[1].revents & ZMQ_POLLIN) &&
-            ch_monitor_read(c->mon) == ZMQ_EVENT_DISCONNECTED) {
-            c->lost = 1;
-            continue;
+        /* frames first: what the server sent before the connection went (its CLOSE, say)
+         * is read before the loss is reported */
+        if (!(it[0].revents & ZMQ_POLLIN) && (it[1].revents & ZMQ_POLLIN)) {
+            int ev = ch_monitor_read(c->mon, NULL);
+            if (ev == ZMQ_EVENT_DISCONNECTED)
+                return sl_fail(err, SL_ERR_PEER_LOST,
+                               "connection to %s lost (closed, or heartbeats timed out)",
+                               c->endpoint);
         }
-        if (c->lost && !(it[0].revents & ZMQ_POLLIN))
-            return sl_fail(err, SL_ERR_PEER_LOST,
-                           "connection to %s lost (closed, or heartbeats timed out)", c->endpoint);
         if (it[0].revents & ZMQ_POLLIN) {
             zmq_msg_t m;
             zmq_msg_init(&m);
@@ -346,6 +343,35 @@ sl_code sl_client_recv_bulk(sl_client *c, void *dest, size_t len, sl_error *err)
         if ((rc = wait_frame(c, ch_now_ms() + c->opts.io_timeout_ms, err)))
             return die(c, rc, err);
     }
+}
+
+int sl_client_fds(const sl_client *c, int *fds, int n)
+{
+    int k = 0;
+    void *socks[2] = {c ? c->sock : NULL, c ? c->mon : NULL};
+    for (int i = 0; i < 2 && k < n; i++) {
+        int fd = -1;
+        size_t sz = sizeof fd;
+        if (socks[i] && zmq_getsockopt(socks[i], ZMQ_FD, &fd, &sz) == 0 && fd >= 0)
+            fds[k++] = fd;
+    }
+    return k;
+}
+
+int sl_client_has_input(sl_client *c)
+{
+    if (!c || c->dead)
+        return 1; /* the next recv reports it at once */
+    if (c->have_sess && ch_sess_has_input(&c->sess))
+        return 1;
+    void *socks[2] = {c->sock, c->mon};
+    for (int i = 0; i < 2; i++) {
+        int ev = 0;
+        size_t sz = sizeof ev;
+        if (zmq_getsockopt(socks[i], ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN))
+            return 1;
+    }
+    return 0;
 }
 
 const char *sl_client_cipher(const sl_client *c)

@@ -87,7 +87,20 @@ typedef struct ch_sess {
     uint32_t rec_left;              /* bytes left in the current BULK record */
     uint8_t *scratch;               /* for discarded bulk */
     sl_channel_stats stats;
+    char verify_when[48]; /* the date of a peer certificate that is not valid now (tls.c) */
 } ch_sess;
+
+/* An outgoing MESSAGE and its bulk, owned, written a frame at a time (ch_sess_send_step). */
+typedef struct ch_unit {
+    struct ch_unit *next;
+    uint8_t *msg;
+    size_t len;
+    uint8_t *bulk;
+    size_t bulk_len;
+    size_t off;    /* bulk bytes written */
+    uint64_t boff; /* the same, as the BULK records' offset */
+    int started;   /* the MESSAGE is written */
+} ch_unit;
 
 enum { CH_AGAIN = -1 }; /* internal: needs another input frame */
 
@@ -107,7 +120,13 @@ int ch_sess_read_unit(ch_sess *s, int *kind, sl_error *err);
 int ch_sess_read_bulk(ch_sess *s, uint8_t *dst, size_t want, size_t *got, sl_error *err);
 sl_code ch_sess_send(ch_sess *s, const void *msg, size_t len, const struct iovec *bulk, size_t n,
                      sl_error *err);
+/* Writes the next part of u and flushes it: the MESSAGE with the bulk that fits its frame,
+ * then one frame of bulk per call; *done once all of u is out. */
+sl_code ch_sess_send_step(ch_sess *s, ch_unit *u, int *done, sl_error *err);
 sl_code ch_sess_send_ctl(ch_sess *s, int kind, uint64_t aux, const char *text, sl_error *err);
+/* One record of any kind with up to REC_CLOSE_MAX payload bytes, flushed as a frame. */
+sl_code ch_sess_send_record(ch_sess *s, int kind, uint64_t aux, const void *payload, size_t len,
+                            sl_error *err);
 sl_code ch_sess_flush(ch_sess *s, sl_error *err);
 
 /* ---- zsock.c: ZeroMQ socket helpers */
@@ -115,7 +134,8 @@ sl_code ch_zsock_setup(void *sock, const sl_channel_opts *opts, int server, sl_e
 void ch_zfree(void *data, void *hint); /* zmq_msg_init_data free callback */
 int64_t ch_now_ms(void);
 int64_t ch_now_us(void);
-/* Reads one monitor event; returns its number or 0. */
-int ch_monitor_read(void *mon);
+/* Reads one monitor event; returns its number or 0; *value (may be NULL): its value (the
+ * connection's file descriptor for ACCEPTED, DISCONNECTED, CLOSED), -1 if none. */
+int ch_monitor_read(void *mon, int *value);
 
 #endif

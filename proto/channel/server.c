@@ -1,5 +1,8 @@
-/* The server end: a ROUTER holding one TLS session per ZeroMQ peer routing id. */
-#include "internal.h"
+/* The server end: a ROUTER holding one TLS session per ZeroMQ peer routing id. No call waits
+ * on one peer: input is queued per peer and driven as it comes, bulk goes straight into the
+ * segments sl_server_take_bulk names, output waits in the peer's own queue (server_out.c), and
+ * the TCP connections under the peers are tracked for the handshake limits (server_conn.c). */
+#include "server_int.h"
 
 #include "sluice/log.h"
 
@@ -8,69 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RID_MAX   255
-#define QUEUE_CAP ((size_t)256 << 20) /* frames held back for one peer */
-
-enum peer_state { P_HANDSHAKE, P_LIVE, P_CLOSING, P_TOMB };
-
-typedef struct qnode {
-    zmq_msg_t m;
-    struct qnode *next;
-} qnode;
-
-typedef struct peer {
-    sl_peer id;
-    uint8_t rid[RID_MAX];
-    size_t rid_len;
-    enum peer_state state;
-    ch_sess sess;
-    int have_sess;
-    qnode *qhead, *qtail;
-    size_t qbytes;
-    sl_error reason;
-    sl_peer_identity ident;
-    char address[64]; /* Peer-Address of the session's first frame */
-    int64_t created_ms, last_in_ms;
-    int gone; /* a probe found its connection closed: report once its last frames are read */
-    struct sl_server *srv;
-    struct peer *next;
-} peer;
-
-struct sl_server {
-    void *zctx, *sock, *mon;
-    SSL_CTX *ctx;
-    int mutual;
-    sl_channel_opts opts;
-    sl_server_hooks hooks;
-    peer *peers;
-    size_t npeers;
-    sl_peer next_id;
-    int64_t next_probe_ms;
-    char endpoint[256];
-    sl_channel_stats closed_stats;
-};
-
-static sl_code emit(void *ctx, uint8_t *buf, size_t len, sl_error *err)
-{
-    peer *p = ctx;
-    void *sock = p->srv->sock;
-    zmq_msg_t m;
-    if (zmq_msg_init_data(&m, buf, len, ch_zfree, NULL) != 0) {
-        free(buf);
-        return sl_fail(err, SL_ERR_NOMEM, "zmq_msg_init_data: %s", zmq_strerror(errno));
-    }
-    if (zmq_send(sock, p->rid, p->rid_len, ZMQ_SNDMORE) < 0 || zmq_msg_send(&m, sock, 0) < 0) {
-        int e = errno;
-        zmq_msg_close(&m);
-        if (e == EHOSTUNREACH)
-            return sl_fail(err, SL_ERR_PEER_LOST, "peer is gone (its connection closed)");
-        if (e == EAGAIN)
-            return sl_fail(err, SL_ERR_PEER_LOST, "peer took no data for %d ms",
-                           p->srv->opts.io_timeout_ms);
-        return sl_fail(err, SL_ERR_IO, "zmq send: %s", zmq_strerror(e));
-    }
-    return SL_OK;
-}
+#define PUMP_BUDGET    8    /* frames encrypted per poll (2 MiB) before input is looked at */
+#define PUMP_BUDGET_US 2000 /* or this long, whichever comes first */
 
 static void q_clear(peer *p)
 {
@@ -100,9 +42,19 @@ static int q_pop(peer *p)
     return 1;
 }
 
+static void bulk_forget(peer *p)
+{
+    free(p->bdst);
+    p->bdst = NULL;
+    p->bn = p->bi = p->bgot = 0;
+    p->bulk_async = 0;
+}
+
 static void drop_sess(sl_server *s, peer *p)
 {
     q_clear(p);
+    bulk_forget(p);
+    ch_out_drop_units(p); /* frames already encrypted (the CLOSE) still go out */
     if (p->have_sess) {
         sl_channel_stats *a = &s->closed_stats, *b = &p->sess.stats;
         a->frames_in += b->frames_in;
@@ -115,29 +67,26 @@ static void drop_sess(sl_server *s, peer *p)
     p->have_sess = 0;
 }
 
-/* Ends a session: tells the peer why when the TLS session still works, else flushes the
- * alert OpenSSL wrote; the SL_EV_CLOSED is reported by the next poll. */
-static void close_peer(peer *p, const sl_error *why)
+void ch_srv_close_peer(peer *p, const sl_error *why, int quiet)
 {
     if (p->state == P_CLOSING || p->state == P_TOMB)
         return;
     p->reason = *why;
+    bulk_forget(p); /* the server no longer writes into the caller's segments */
     sl_error ignore;
     if (p->have_sess) {
-        int t = 0;
-        zmq_setsockopt(p->srv->sock, ZMQ_SNDTIMEO, &t, sizeof t);
+        ch_out_before_close(p, why->code == SL_ERR_CLOSED);
         if (p->sess.established && !p->sess.broken && why->code != SL_ERR_PEER_LOST)
             ch_sess_send_ctl(&p->sess, REC_CLOSE, why->code, why->msg, &ignore);
         else
             ch_sess_flush(&p->sess, &ignore);
-        t = p->srv->opts.io_timeout_ms;
-        zmq_setsockopt(p->srv->sock, ZMQ_SNDTIMEO, &t, sizeof t);
     }
     p->state = P_CLOSING;
-    sl_log(why->code == SL_ERR_CLOSED ? SL_LOG_DEBUG : SL_LOG_NOTICE, CH_LOG,
-           "session %llu%s%s closed: %s: %s", (unsigned long long)p->id,
+    p->closed_ms = ch_now_ms();
+    sl_log(quiet || why->code == SL_ERR_CLOSED ? SL_LOG_DEBUG : SL_LOG_NOTICE, CH_LOG,
+           "session %llu%s%s%s%s closed: %s: %s", (unsigned long long)p->id,
            p->ident.authenticated ? " instance " : "", p->ident.instance_id,
-           sl_code_name(why->code), why->msg);
+           p->address[0] ? " from " : "", p->address, sl_code_name(why->code), why->msg);
 }
 
 static peer *find_rid(sl_server *s, const void *rid, size_t n)
@@ -148,7 +97,7 @@ static peer *find_rid(sl_server *s, const void *rid, size_t n)
     return NULL;
 }
 
-static peer *find_id(sl_server *s, sl_peer id)
+peer *ch_srv_find_id(sl_server *s, sl_peer id)
 {
     for (peer *p = s->peers; p; p = p->next)
         if (p->id == id)
@@ -156,22 +105,34 @@ static peer *find_id(sl_server *s, sl_peer id)
     return NULL;
 }
 
+static size_t authenticated(const sl_server *s)
+{
+    size_t n = 0;
+    for (const peer *p = s->peers; p; p = p->next)
+        n += p->state == P_LIVE && p->ident.authenticated;
+    return n;
+}
+
 static peer *new_peer(sl_server *s, const void *rid, size_t n)
 {
-    if (n == 0 || n > RID_MAX || s->npeers >= (size_t)s->opts.max_peers) {
-        sl_log(SL_LOG_WARNING, CH_LOG, "dropping a frame from a new peer (%zu sessions)",
-               s->npeers);
+    /* sessions with a certificate have max_peers, the others max_unauth (server_conn.c keeps
+     * that per connection); this bounds the list whatever the transport */
+    size_t cap = (size_t)s->opts.max_peers +
+                 (size_t)(s->opts.max_unauth > 0 ? s->opts.max_unauth : s->opts.max_peers);
+    if (n == 0 || n > RID_MAX || s->npeers >= cap) {
+        sl_log(SL_LOG_DEBUG, CH_LOG, "dropping a frame from a new peer (%zu sessions)", s->npeers);
         return NULL;
     }
     peer *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
     sl_error e;
-    if (ch_sess_init(&p->sess, s->ctx, 1, &s->opts, emit, p, &e) != SL_OK) {
+    if (ch_sess_init(&p->sess, s->ctx, 1, &s->opts, ch_out_emit, p, &e) != SL_OK) {
         free(p);
         return NULL;
     }
     p->have_sess = 1;
+    p->fd = -1;
     memcpy(p->rid, rid, n);
     p->rid_len = n;
     p->id = ++s->next_id;
@@ -183,7 +144,7 @@ static peer *new_peer(sl_server *s, const void *rid, size_t n)
     return p;
 }
 
-static void free_peer(sl_server *s, peer *victim)
+void ch_srv_free_peer(sl_server *s, peer *victim)
 {
     for (peer **pp = &s->peers; *pp; pp = &(*pp)->next)
         if (*pp == victim) {
@@ -191,6 +152,7 @@ static void free_peer(sl_server *s, peer *victim)
             break;
         }
     drop_sess(s, victim);
+    ch_out_free(victim);
     free(victim);
     s->npeers--;
 }
@@ -207,8 +169,12 @@ static sl_code ingest(sl_server *s, long wait, sl_error *err)
         return sl_fail(err, SL_ERR_IO, "zmq_poll: %s", zmq_strerror(errno));
     }
     if (it[1].revents & ZMQ_POLLIN) {
-        while (ch_monitor_read(s->mon) != 0)
-            s->next_probe_ms = 0; /* someone disconnected: find out who now */
+        int ev, fd;
+        while ((ev = ch_monitor_read(s->mon, &fd)) != 0) {
+            if (ev == ZMQ_EVENT_DISCONNECTED)
+                s->next_probe_ms = 0; /* someone disconnected: find out who now */
+            ch_conn_event(s, ev, fd);
+        }
     }
     if (!(it[0].revents & ZMQ_POLLIN))
         return SL_ERR_TIMEOUT;
@@ -240,6 +206,7 @@ static sl_code ingest(sl_server *s, long wait, sl_error *err)
         const char *a = zmq_msg_gets(&m, "Peer-Address");
         if (a && strlen(a) < sizeof p->address)
             memcpy(p->address, a, strlen(a) + 1);
+        ch_conn_bind_peer(s, p, zmq_msg_get(&m, ZMQ_SRCFD));
     }
     zmq_msg_close(&rid);
     if (!p || p->state == P_CLOSING || p->state == P_TOMB || sz == 0) {
@@ -277,7 +244,7 @@ static sl_code ingest(sl_server *s, long wait, sl_error *err)
         sl_fail(&why, SL_ERR_NOMEM, "no memory to hold a frame");
     }
     zmq_msg_close(&m);
-    close_peer(p, &why);
+    ch_srv_close_peer(p, &why, 0);
     return SL_OK;
 }
 
@@ -285,8 +252,10 @@ static int ready_to_drive(const peer *p)
 {
     if (p->state == P_CLOSING || (p->gone && p->state != P_TOMB))
         return 1;
-    if (p->state == P_TOMB || (p->state == P_LIVE && p->sess.bulk_left))
+    if (p->state == P_TOMB || (p->state == P_LIVE && p->sess.bulk_left && !p->bulk_async))
         return 0;
+    if (p->state == P_LIVE && p->bulk_async && !p->sess.bulk_left)
+        return 1; /* all in already: SL_EV_BULK to report */
     return p->qhead || ch_sess_has_input(&p->sess);
 }
 
@@ -300,6 +269,59 @@ static void ev_closed(sl_server *s, peer *p, sl_server_event *ev)
     drop_sess(s, p);
 }
 
+/* The handshake is done: identity, the accept hook, READY. */
+static int accepted(sl_server *s, peer *p, sl_server_event *ev)
+{
+    sl_error why;
+    sl_code r = ch_identity(p->sess.ssl, s->mutual, &p->ident, &why);
+    if (r == SL_OK) {
+        memcpy(p->ident.address, p->address, sizeof p->ident.address);
+        sl_error_clear(&why);
+        if (s->mutual && authenticated(s) >= (size_t)s->opts.max_peers)
+            r = sl_fail(&why, SL_ERR_REFUSED, "the server has its maximum of %d sessions",
+                        s->opts.max_peers);
+        else if (s->hooks.accept && s->hooks.accept(s->hooks.user, &p->ident, &why) != 0) {
+            if (why.code == SL_OK)
+                sl_fail(&why, SL_ERR_REFUSED, "refused by the server's accept hook");
+            r = why.code;
+        }
+    }
+    if (r == SL_OK && ch_sess_send_ctl(&p->sess, REC_READY, REC_VERSION, NULL, &why) != SL_OK)
+        r = why.code;
+    if (r != SL_OK) {
+        ch_srv_close_peer(p, &why, 0);
+        ev_closed(s, p, ev);
+        return 1;
+    }
+    p->state = P_LIVE;
+    if (p->ident.authenticated)
+        ch_conn_authed(s, p);
+    ev->kind = SL_EV_ACCEPTED;
+    ev->peer = p->id;
+    ev->identity = &p->ident;
+    sl_log(SL_LOG_INFO, CH_LOG, "session %llu accepted%s%s%s%s", (unsigned long long)p->id,
+           p->ident.authenticated ? ": instance " : " (unauthenticated)", p->ident.instance_id,
+           p->ident.authenticated ? " project " : "", p->ident.project_id);
+    return 1;
+}
+
+/* Decrypts what has arrived of the bulk into the segments of sl_server_take_bulk:
+ * SL_OK all in, CH_AGAIN more to come, else an error. */
+static int bulk_async(peer *p, sl_error *why)
+{
+    while (p->bi < p->bn) {
+        struct iovec *v = &p->bdst[p->bi];
+        int r = ch_sess_read_bulk(&p->sess, v->iov_base, v->iov_len, &p->bgot, why);
+        if (r == CH_AGAIN && q_pop(p))
+            continue;
+        if (r != SL_OK)
+            return r;
+        p->bi++;
+        p->bgot = 0;
+    }
+    return SL_OK;
+}
+
 /* Advances one peer as far as its input allows; fills ev and returns 1 on an event. */
 static int drive(sl_server *s, peer *p, sl_server_event *ev)
 {
@@ -311,7 +333,8 @@ static int drive(sl_server *s, peer *p, sl_server_event *ev)
     if (p->gone && !p->qhead && !ch_sess_has_input(&p->sess)) {
         sl_fail(&why, SL_ERR_PEER_LOST,
                 "peer vanished (connection closed, or heartbeats timed out)");
-        close_peer(p, &why);
+        s->failed += p->state == P_HANDSHAKE; /* gone before its handshake: the summary */
+        ch_srv_close_peer(p, &why, p->state == P_HANDSHAKE);
         ev_closed(s, p, ev);
         return 1;
     }
@@ -320,56 +343,76 @@ static int drive(sl_server *s, peer *p, sl_server_event *ev)
         while ((r = ch_sess_handshake(&p->sess, &why)) == CH_AGAIN)
             if (!q_pop(p))
                 return 0;
-        if (r == SL_OK && ch_identity(p->sess.ssl, s->mutual, &p->ident, &why) == SL_OK) {
-            memcpy(p->ident.address, p->address, sizeof p->ident.address);
-            sl_error_clear(&why);
-            if (s->hooks.accept && s->hooks.accept(s->hooks.user, &p->ident, &why) != 0) {
-                if (why.code == SL_OK)
-                    sl_fail(&why, SL_ERR_REFUSED, "refused by the server's accept hook");
-                r = why.code;
-            }
-        } else if (r == SL_OK) {
-            r = why.code;
-        }
-        if (r == SL_OK && ch_sess_send_ctl(&p->sess, REC_READY, REC_VERSION, NULL, &why) != SL_OK)
-            r = why.code;
-        if (r != SL_OK) {
-            close_peer(p, &why);
-            ev_closed(s, p, ev);
-            return 1;
-        }
-        p->state = P_LIVE;
-        ev->kind = SL_EV_ACCEPTED;
-        ev->peer = p->id;
-        ev->identity = &p->ident;
-        sl_log(SL_LOG_INFO, CH_LOG, "session %llu accepted%s%s%s%s", (unsigned long long)p->id,
-               p->ident.authenticated ? ": instance " : " (unauthenticated)", p->ident.instance_id,
-               p->ident.authenticated ? " project " : "", p->ident.project_id);
-        return 1;
-    }
-    if (p->sess.bulk_left)
-        return 0;
-    int kind = 0;
-    while ((r = ch_sess_read_unit(&p->sess, &kind, &why)) == CH_AGAIN)
-        if (!q_pop(p))
-            return 0;
-    if (r == SL_OK && kind != REC_MESSAGE)
-        r = sl_fail(&why, SL_ERR_PROTOCOL, "client sent record kind %d", kind);
-    if (r != SL_OK) {
-        close_peer(p, &why);
+        if (r == SL_OK)
+            return accepted(s, p, ev);
+        /* a certificate refused is the guest's problem to hear of; anything else before the
+         * handshake is noise anyone can make: counted in the summary line, not one each */
+        int quiet = why.code != SL_ERR_CERT_EXPIRED && why.code != SL_ERR_UNKNOWN_CA &&
+                    why.code != SL_ERR_NO_PEER_CERT && why.code != SL_ERR_REFUSED;
+        s->failed += quiet;
+        ch_srv_close_peer(p, &why, quiet);
         ev_closed(s, p, ev);
         return 1;
     }
-    ev->kind = SL_EV_MESSAGE;
-    ev->peer = p->id;
-    ev->identity = &p->ident;
-    ev->msg = p->sess.msg;
-    ev->len = p->sess.cur.length;
-    ev->bulk_len = p->sess.bulk_left;
+    if (p->bulk_async || p->sess.bulk_left) {
+        if (!p->bulk_async || (r = bulk_async(p, &why)) == CH_AGAIN)
+            return 0;
+        if (r == SL_OK) {
+            bulk_forget(p);
+            ev->kind = SL_EV_BULK;
+            ev->peer = p->id;
+            ev->identity = &p->ident;
+            return 1;
+        }
+    } else {
+        int kind = 0;
+        while ((r = ch_sess_read_unit(&p->sess, &kind, &why)) == CH_AGAIN)
+            if (!q_pop(p))
+                return 0;
+        if (r == SL_OK && kind != REC_MESSAGE)
+            r = sl_fail(&why, SL_ERR_PROTOCOL, "client sent record kind %d", kind);
+        if (r == SL_OK) {
+            ev->kind = SL_EV_MESSAGE;
+            ev->peer = p->id;
+            ev->identity = &p->ident;
+            ev->msg = p->sess.msg;
+            ev->len = p->sess.cur.length;
+            ev->bulk_len = p->sess.bulk_left;
+            p->bulk_start_ms = ch_now_ms();
+            return 1;
+        }
+    }
+    ch_srv_close_peer(p, &why, 0);
+    ev_closed(s, p, ev);
     return 1;
 }
 
-/* Timers: handshake and idle timeouts, and liveness probes (an empty frame; with
+/* A bulk under the floor: after bulk_grace_ms, bulk_min_rate bytes a second must have come
+ * (decrypted, or waiting in the peer's queue); a deadline no frame moves. */
+static int bulk_too_slow(const sl_server *s, const peer *p, int64_t now, sl_error *why)
+{
+    if (p->state != P_LIVE || !p->sess.bulk_left || !s->opts.bulk_min_rate)
+        return 0;
+    int64_t t = now - p->bulk_start_ms - s->opts.bulk_grace_ms;
+    if (t <= 0)
+        return 0;
+    uint64_t total = p->sess.bulk_total, need = (uint64_t)t * s->opts.bulk_min_rate / 1000;
+    if (need > total)
+        need = total;
+    uint64_t have = total - p->sess.bulk_left + p->qbytes;
+    if (have >= need)
+        return 0;
+    sl_fail(why, SL_ERR_TIMEOUT,
+            "bulk too slow: %llu of %llu bytes in %lld ms, under the floor of %llu KiB/s after "
+            "%d ms",
+            (unsigned long long)(total - p->sess.bulk_left), (unsigned long long)total,
+            (long long)(now - p->bulk_start_ms), (unsigned long long)(s->opts.bulk_min_rate >> 10),
+            s->opts.bulk_grace_ms);
+    return 1;
+}
+
+/* Timers: handshake and idle timeouts, slow bulk, output that does not move, connections that
+ * never authenticate, tombstones' connections, and liveness probes (an empty frame; with
  * ROUTER_MANDATORY a peer whose connection is gone answers EHOSTUNREACH). */
 static void timers(sl_server *s)
 {
@@ -380,13 +423,22 @@ static void timers(sl_server *s)
         if (p->state == P_HANDSHAKE && now - p->created_ms > s->opts.handshake_timeout_ms) {
             sl_fail(&why, SL_ERR_TIMEOUT, "no TLS handshake within %d ms",
                     s->opts.handshake_timeout_ms);
-            close_peer(p, &why);
+            ch_srv_close_peer(p, &why, 1);
+            s->expired++;
+            ch_conn_shutdown(s, p);
         } else if (p->state == P_LIVE && s->opts.idle_timeout_ms > 0 &&
                    now - p->last_in_ms > s->opts.idle_timeout_ms) {
             sl_fail(&why, SL_ERR_PEER_LOST, "peer silent for over %d ms", s->opts.idle_timeout_ms);
-            close_peer(p, &why);
+            ch_srv_close_peer(p, &why, 0);
+        } else if (bulk_too_slow(s, p, now, &why)) {
+            ch_srv_close_peer(p, &why, 0);
+        } else if (p->state == P_TOMB && !p->shut && now - p->closed_ms > s->opts.linger_ms) {
+            ch_out_free(p); /* what it did not take of the CLOSE */
+            ch_conn_shutdown(s, p);
         }
     }
+    ch_out_timers(s, now);
+    ch_conn_timers(s, now);
     if (now < s->next_probe_ms)
         return;
     s->next_probe_ms = now + s->opts.heartbeat_ivl_ms;
@@ -401,13 +453,30 @@ static void timers(sl_server *s)
         if (errno != EHOSTUNREACH)
             continue; /* EAGAIN: queue full, so the peer is there */
         if (p->state == P_TOMB) {
-            free_peer(s, p);
+            ch_srv_free_peer(s, p);
         } else if (!p->gone) {
             p->gone = 1; /* its last frames may still wait in the socket: read them first */
             for (int i = 0; i < 4096 && ingest(s, 0, &why) == SL_OK; i++)
                 ;
         }
     }
+}
+
+/* Moves a peer that had an event to the end, so a busy peer does not starve the others. */
+static void rotate(sl_server *s, peer *p)
+{
+    if (s->peers == p && !p->next)
+        return;
+    for (peer **pp = &s->peers; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    peer **tail = &s->peers;
+    while (*tail)
+        tail = &(*tail)->next;
+    p->next = NULL;
+    *tail = p;
 }
 
 sl_code sl_server_poll(sl_server *s, int timeout_ms, sl_server_event *ev, sl_error *err)
@@ -418,22 +487,12 @@ sl_code sl_server_poll(sl_server *s, int timeout_ms, sl_server_event *ev, sl_err
     int64_t deadline = timeout_ms < 0 ? -1 : ch_now_ms() + timeout_ms;
     for (;;) {
         timers(s);
+        ch_out_pump(s, PUMP_BUDGET, PUMP_BUDGET_US);
         for (peer *p = s->peers, *nx; p; p = nx) {
             nx = p->next;
             if (ready_to_drive(p) && drive(s, p, ev)) {
-                /* rotate, so a busy peer does not starve the others */
-                if (s->peers != p && p->state != P_TOMB) {
-                    for (peer **pp = &s->peers; *pp; pp = &(*pp)->next)
-                        if (*pp == p) {
-                            *pp = p->next;
-                            break;
-                        }
-                    peer **tail = &s->peers;
-                    while (*tail)
-                        tail = &(*tail)->next;
-                    p->next = NULL;
-                    *tail = p;
-                }
+                if (p->state != P_TOMB)
+                    rotate(s, p);
                 return SL_OK;
             }
         }
@@ -441,6 +500,9 @@ sl_code sl_server_poll(sl_server *s, int timeout_ms, sl_server_event *ev, sl_err
         long wait = (long)(s->next_probe_ms - now);
         if (deadline >= 0 && deadline - now < wait)
             wait = (long)(deadline - now);
+        int out = ch_out_state(s);
+        if (out >= 0 && out < wait)
+            wait = out; /* output to move now, or a full peer queue to try again soon */
         if (wait < 0)
             wait = 0;
         sl_code rc = ingest(s, wait, err);
@@ -453,11 +515,24 @@ sl_code sl_server_poll(sl_server *s, int timeout_ms, sl_server_event *ev, sl_err
     }
 }
 
-static sl_code live_peer(sl_server *s, sl_peer id, peer **out, sl_error *err)
+int sl_server_wait_ms(const sl_server *s, int max_ms)
+{
+    if (!s)
+        return max_ms;
+    int out = ch_out_state(s);
+    if (out >= 0 && out < max_ms)
+        return out;
+    for (const peer *p = s->peers; p; p = p->next)
+        if (p->state == P_LIVE && p->sess.bulk_left && p->bulk_async && p->qhead)
+            return 0;
+    return max_ms;
+}
+
+sl_code ch_srv_live_peer(sl_server *s, sl_peer id, peer **out, sl_error *err)
 {
     if (!s)
         return sl_fail(err, SL_ERR_INVALID, "NULL server");
-    peer *p = find_id(s, id);
+    peer *p = ch_srv_find_id(s, id);
     if (!p)
         return sl_fail(err, SL_ERR_INVALID, "no session %llu", (unsigned long long)id);
     if (p->state != P_LIVE) {
@@ -474,74 +549,85 @@ static sl_code live_peer(sl_server *s, sl_peer id, peer **out, sl_error *err)
 sl_code sl_server_recv_bulk(sl_server *s, sl_peer id, void *dest, size_t len, sl_error *err)
 {
     peer *p = NULL;
-    sl_code rc = live_peer(s, id, &p, err);
+    sl_code rc = ch_srv_live_peer(s, id, &p, err);
     if (rc)
         return rc;
+    if (p->bulk_async)
+        return sl_fail(err, SL_ERR_INVALID, "the bulk was given to sl_server_take_bulk");
     if (len > p->sess.bulk_left)
         return sl_fail(err, SL_ERR_INVALID, "asked for %zu bulk bytes, only %llu announced", len,
                        (unsigned long long)p->sess.bulk_left);
     size_t got = 0;
+    sl_error why;
     for (;;) {
-        sl_error why;
         int r = ch_sess_read_bulk(&p->sess, dest, len, &got, &why);
         if (r == SL_OK)
             return SL_OK;
-        if (r == CH_AGAIN) {
-            if (q_pop(p))
-                continue;
-            int64_t deadline = ch_now_ms() + s->opts.io_timeout_ms;
-            while (!p->qhead && p->state == P_LIVE) {
-                long wait = (long)(deadline - ch_now_ms());
-                if (wait <= 0) {
-                    sl_fail(&why, SL_ERR_TIMEOUT, "bulk stalled: nothing for %d ms",
-                            s->opts.io_timeout_ms);
-                    break;
-                }
-                rc = ingest(s, wait, err);
-                if (rc != SL_OK && rc != SL_ERR_TIMEOUT)
-                    return rc;
-            }
-            if (p->state == P_LIVE && p->qhead)
-                continue;
-            if (p->state != P_LIVE)
-                why = p->reason;
+        if (r != CH_AGAIN)
+            break;
+        if (q_pop(p))
+            continue;
+        if (bulk_too_slow(s, p, ch_now_ms(), &why)) {
             r = why.code;
+            break;
         }
-        close_peer(p, &why);
-        if (err)
-            *err = why;
-        return (sl_code)r;
+        rc = ingest(s, 100, err);
+        if (rc != SL_OK && rc != SL_ERR_TIMEOUT)
+            return rc;
+        if (p->state != P_LIVE) {
+            why = p->reason;
+            break;
+        }
+        ch_out_pump(s, PUMP_BUDGET, PUMP_BUDGET_US);
     }
+    ch_srv_close_peer(p, &why, 0);
+    if (err)
+        *err = why;
+    return why.code;
 }
 
-sl_code sl_server_send(sl_server *s, sl_peer id, const void *msg, size_t len,
-                       const struct iovec *bulk, size_t n, sl_error *err)
+sl_code sl_server_take_bulk(sl_server *s, sl_peer id, const struct iovec *dst, size_t n,
+                            sl_error *err)
 {
     peer *p = NULL;
-    sl_code rc = live_peer(s, id, &p, err);
+    sl_code rc = ch_srv_live_peer(s, id, &p, err);
     if (rc)
         return rc;
+    if (p->bulk_async)
+        return sl_fail(err, SL_ERR_INVALID, "the bulk was given to sl_server_take_bulk already");
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += dst[i].iov_len;
+    if (!p->sess.bulk_left || total != p->sess.bulk_left || (n && !dst))
+        return sl_fail(err, SL_ERR_INVALID, "segments of %llu bytes for %llu bulk bytes",
+                       (unsigned long long)total, (unsigned long long)p->sess.bulk_left);
+    p->bdst = malloc(n * sizeof *p->bdst);
+    if (!p->bdst)
+        return sl_fail(err, SL_ERR_NOMEM, "no memory for %zu segments", n);
+    memcpy(p->bdst, dst, n * sizeof *dst);
+    p->bn = n;
+    p->bi = p->bgot = 0;
+    p->bulk_async = 1;
     sl_error why;
-    rc = ch_sess_send(&p->sess, msg, len, bulk, n, &why);
-    if (rc != SL_OK && rc != SL_ERR_INVALID && !(rc == SL_ERR_TOO_LARGE && !p->sess.out.len))
-        close_peer(p, &why);
-    if (rc && err)
-        *err = why;
-    return rc;
+    int r = bulk_async(p, &why);
+    if (r == SL_OK || r == CH_AGAIN)
+        return SL_OK; /* SL_OK: the next poll reports SL_EV_BULK */
+    ch_srv_close_peer(p, &why, 0);
+    return SL_OK; /* the next poll reports SL_EV_CLOSED */
 }
 
 sl_code sl_server_disconnect(sl_server *s, sl_peer id, sl_code code, const char *reason,
                              sl_error *err)
 {
     peer *p = NULL;
-    sl_code rc = live_peer(s, id, &p, err);
+    sl_code rc = ch_srv_live_peer(s, id, &p, err);
     if (rc)
         return rc;
     if (code <= SL_OK || code >= SL_CODE_COUNT)
         return sl_fail(err, SL_ERR_INVALID, "bad close code %d", (int)code);
     sl_error why;
     sl_fail(&why, code, "%s", reason ? reason : "closed by the server");
-    close_peer(p, &why);
+    ch_srv_close_peer(p, &why, 0);
     return SL_OK;
 }
 
@@ -555,7 +641,7 @@ size_t sl_server_revoke(sl_server *s, sl_peer_match match, void *user, const cha
             sl_error why;
             sl_fail(&why, SL_ERR_REVOKED, "access revoked: %s",
                     reason ? reason : "no reason given");
-            close_peer(p, &why);
+            ch_srv_close_peer(p, &why, 0);
             n++;
         }
     return n;
@@ -571,124 +657,4 @@ size_t sl_server_revoke_instance(sl_server *s, const char *instance_id, const ch
     if (!instance_id)
         return 0;
     return sl_server_revoke(s, match_instance, (void *)instance_id, reason);
-}
-
-sl_code sl_server_bind(const char *endpoint, const sl_tls_config *cfg, const sl_channel_opts *opts,
-                       const sl_server_hooks *hooks, sl_server **out, sl_error *err)
-{
-    sl_error_clear(err);
-    if (!endpoint || !cfg || !out)
-        return sl_fail(err, SL_ERR_INVALID, "sl_server_bind: NULL argument");
-    *out = NULL;
-    sl_server *s = calloc(1, sizeof *s);
-    if (!s)
-        return sl_fail(err, SL_ERR_NOMEM, "no memory for a server");
-    if (opts)
-        s->opts = *opts;
-    else
-        sl_channel_opts_default(&s->opts);
-    if (hooks)
-        s->hooks = *hooks;
-    s->mutual = cfg->mode == SL_TLS_MUTUAL;
-    sl_code rc = SL_OK;
-    if (s->opts.chunk_size == 0 || s->opts.chunk_size + 65536 > s->opts.max_frame ||
-        s->opts.max_peers < 1 || s->opts.heartbeat_ivl_ms < 1)
-        rc = sl_fail(err, SL_ERR_INVALID, "bad options (chunk_size must be < max_frame - 64 KiB)");
-    if (rc == SL_OK && !(s->ctx = ch_ctx_new(cfg, 1, err)))
-        rc = err ? err->code : SL_ERR_CONFIG;
-    if (rc == SL_OK && (!(s->zctx = zmq_ctx_new()) || !(s->sock = zmq_socket(s->zctx, ZMQ_ROUTER))))
-        rc = sl_fail(err, SL_ERR_IO, "zmq socket: %s", zmq_strerror(errno));
-    if (rc == SL_OK)
-        rc = ch_zsock_setup(s->sock, &s->opts, 1, err);
-    char mon[64];
-    snprintf(mon, sizeof mon, "inproc://sluice-smon-%p", (void *)s);
-    if (rc == SL_OK && (zmq_socket_monitor(s->sock, mon, ZMQ_EVENT_DISCONNECTED) != 0 ||
-                        !(s->mon = zmq_socket(s->zctx, ZMQ_PAIR)) || zmq_connect(s->mon, mon) != 0))
-        rc = sl_fail(err, SL_ERR_IO, "socket monitor: %s", zmq_strerror(errno));
-    if (rc == SL_OK && zmq_bind(s->sock, endpoint) != 0)
-        rc = sl_fail(err, SL_ERR_IO, "cannot bind %s: %s", endpoint, zmq_strerror(errno));
-    size_t el = sizeof s->endpoint;
-    if (rc == SL_OK && zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, s->endpoint, &el) != 0)
-        rc = sl_fail(err, SL_ERR_IO, "ZMQ_LAST_ENDPOINT: %s", zmq_strerror(errno));
-    if (rc != SL_OK) {
-        sl_server_close(s);
-        return rc;
-    }
-    sl_log(SL_LOG_INFO, CH_LOG, "listening on %s (%s TLS)", s->endpoint,
-           s->mutual ? "mutual" : "server-only");
-    *out = s;
-    return SL_OK;
-}
-
-const char *sl_server_endpoint(const sl_server *s)
-{
-    return s ? s->endpoint : "";
-}
-
-int sl_server_fd(const sl_server *s)
-{
-    int fd = -1;
-    size_t l = sizeof fd;
-    if (!s || zmq_getsockopt(s->sock, ZMQ_FD, &fd, &l) != 0)
-        return -1;
-    return fd;
-}
-
-size_t sl_server_peer_count(const sl_server *s)
-{
-    size_t n = 0;
-    if (s)
-        for (const peer *p = s->peers; p; p = p->next)
-            n += p->state == P_LIVE || p->state == P_HANDSHAKE;
-    return n;
-}
-
-void sl_server_stats(const sl_server *s, sl_channel_stats *st)
-{
-    if (!s || !st)
-        return;
-    *st = s->closed_stats;
-    for (const peer *p = s->peers; p; p = p->next)
-        if (p->have_sess) {
-            st->frames_in += p->sess.stats.frames_in;
-            st->frames_out += p->sess.stats.frames_out;
-            st->bytes_in += p->sess.stats.bytes_in;
-            st->bytes_out += p->sess.stats.bytes_out;
-            st->buffer_grows += p->sess.stats.buffer_grows;
-        }
-}
-
-sl_code sl_server_reload_tls(sl_server *s, const sl_tls_config *cfg, sl_error *err)
-{
-    if (!s)
-        return sl_fail(err, SL_ERR_INVALID, "no server");
-    SSL_CTX *ctx = ch_ctx_new(cfg, 1, err);
-    if (!ctx)
-        return err ? err->code : SL_ERR_CONFIG;
-    SSL_CTX_free(s->ctx); /* live sessions hold their own reference */
-    s->ctx = ctx;
-    return SL_OK;
-}
-
-void sl_server_close(sl_server *s)
-{
-    if (!s)
-        return;
-    sl_error why;
-    sl_fail(&why, SL_ERR_CLOSED, "server shutting down");
-    for (peer *p = s->peers; p; p = p->next)
-        if (p->state == P_LIVE)
-            close_peer(p, &why);
-    while (s->peers)
-        free_peer(s, s->peers);
-    if (s->sock) {
-        zmq_socket_monitor(s->sock, NULL, 0);
-        zmq_close(s->sock);
-    }
-    if (s->mon)
-        zmq_close(s->mon);
-    if (s->zctx)
-        zmq_ctx_term(s->zctx);
-    SSL_CTX_free(s->ctx);
-    free(s);
 }

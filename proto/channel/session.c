@@ -26,6 +26,7 @@ sl_code ch_sess_init(ch_sess *s, SSL_CTX *ctx, int server, const sl_channel_opts
         return sl_fail(err, SL_ERR_NOMEM, "cannot create a TLS session");
     }
     SSL_set_bio(s->ssl, rb, wb);
+    SSL_set_app_data(s->ssl, s); /* tls.c's verify callback notes dates here */
     if (server)
         SSL_set_accept_state(s->ssl);
     else
@@ -184,6 +185,10 @@ static int read_header(ch_sess *s, uint64_t bulk_left, uint64_t bulk_off, sl_err
         rec_check(&s->cur, bulk_left, bulk_off, s->opts->max_message, s->opts->max_frame, err);
     if (rc != SL_OK)
         return rc;
+    if (s->cur.kind == REC_MESSAGE && s->opts->max_bulk && s->cur.aux > s->opts->max_bulk)
+        return sl_fail(err, SL_ERR_TOO_LARGE,
+                       "MESSAGE announces %llu bulk bytes, over the %llu-byte limit",
+                       (unsigned long long)s->cur.aux, (unsigned long long)s->opts->max_bulk);
     s->have_hdr = 1;
     s->msg_got = 0;
     if (s->cur.length > s->msg_cap && s->cur.kind != REC_BULK) {
@@ -286,8 +291,9 @@ static sl_code write_hdr(ch_sess *s, int kind, uint32_t length, uint64_t aux, sl
     return tls_write(s, h, sizeof h, err);
 }
 
-sl_code ch_sess_send(ch_sess *s, const void *msg, size_t len, const struct iovec *bulk, size_t n,
-                     sl_error *err)
+/* Checks a MESSAGE and its bulk before anything is written; *total: the bulk bytes. */
+static sl_code send_check(ch_sess *s, const void *msg, size_t len, const struct iovec *bulk,
+                          size_t n, uint64_t *total, sl_error *err)
 {
     if (s->broken)
         return sl_fail(err, SL_ERR_CLOSED, "TLS session already failed");
@@ -298,12 +304,18 @@ sl_code ch_sess_send(ch_sess *s, const void *msg, size_t len, const struct iovec
                        len, s->opts->max_message);
     if (n && !bulk)
         return sl_fail(err, SL_ERR_INVALID, "bulk count %zu without segments", n);
-    uint64_t total = 0;
+    *total = 0;
     for (size_t i = 0; i < n; i++) {
         if (bulk[i].iov_len && !bulk[i].iov_base)
             return sl_fail(err, SL_ERR_INVALID, "bulk segment %zu has no buffer", i);
-        total += bulk[i].iov_len;
+        *total += bulk[i].iov_len;
     }
+    return SL_OK;
+}
+
+/* The MESSAGE record(s); a short message stays in the frame buffer for the first bulk bytes. */
+static sl_code write_message(ch_sess *s, const void *msg, size_t len, uint64_t total, sl_error *err)
+{
     size_t chunk = s->opts->chunk_size;
     size_t hint = REC_HDR_LEN + len + (total > chunk ? chunk : (size_t)total) + REC_HDR_LEN;
     sl_code rc;
@@ -315,66 +327,124 @@ sl_code ch_sess_send(ch_sess *s, const void *msg, size_t len, const struct iovec
         if ((rc = reserve(s, REC_HDR_LEN + len, 1, hint, err)) != SL_OK ||
             (rc = tls_write(s, stage, REC_HDR_LEN + len, err)) != SL_OK)
             return rc;
-    } else {
-        if ((rc = reserve(s, REC_HDR_LEN, 1, hint, err)) != SL_OK ||
-            (rc = write_hdr(s, REC_MESSAGE, (uint32_t)len, total, err)) != SL_OK)
+        return SL_OK;
+    }
+    if ((rc = reserve(s, REC_HDR_LEN, 1, hint, err)) != SL_OK ||
+        (rc = write_hdr(s, REC_MESSAGE, (uint32_t)len, total, err)) != SL_OK)
+        return rc;
+    for (size_t off = 0; off < len;) {
+        size_t k = len - off < chunk ? len - off : chunk;
+        if ((rc = reserve(s, k, 1, len - off, err)) != SL_OK ||
+            (rc = tls_write(s, (const uint8_t *)msg + off, k, err)) != SL_OK)
             return rc;
-        for (size_t off = 0; off < len;) {
-            size_t k = len - off < chunk ? len - off : chunk;
-            if ((rc = reserve(s, k, 1, len - off, err)) != SL_OK ||
-                (rc = tls_write(s, (const uint8_t *)msg + off, k, err)) != SL_OK)
-                return rc;
-            off += k;
-        }
+        off += k;
     }
-    uint64_t boff = 0;
-    for (size_t i = 0; i < n; i++) {
-        const uint8_t *p = bulk[i].iov_base;
-        size_t left = bulk[i].iov_len;
-        while (left) {
-            /* fill what is left of the current frame, else start a new one */
-            size_t room = s->out.cap - s->out.len, k = 0;
-            size_t ovh = REC_HDR_LEN + ch_tls_overhead(room, 2);
-            if (room > ovh && (room - ovh >= left || room - ovh >= 4096))
-                k = room - ovh;
-            if (k == 0) {
-                k = chunk;
-                uint64_t rest = total - boff;
-                if ((rc = reserve(s, REC_HDR_LEN + k, 2, rest < chunk ? (size_t)rest : chunk,
-                                  err)) != SL_OK)
-                    return rc;
-            }
-            if (k > left)
-                k = left;
-            if ((rc = write_hdr(s, REC_BULK, (uint32_t)k, boff, err)) != SL_OK ||
-                (rc = tls_write(s, p, k, err)) != SL_OK)
-                return rc;
-            p += k;
-            left -= k;
-            boff += k;
-            if (s->out.len >= chunk && (rc = ch_sess_flush(s, err)) != SL_OK)
+    return SL_OK;
+}
+
+/* BULK records for left bytes at p, at offset *boff of total bulk bytes; a full frame is
+ * flushed. one_frame: returns after the first flush. *used: bytes written. */
+static sl_code write_bulk(ch_sess *s, const uint8_t *p, size_t left, uint64_t *boff, uint64_t total,
+                          int one_frame, size_t *used, sl_error *err)
+{
+    size_t chunk = s->opts->chunk_size;
+    sl_code rc;
+    *used = 0;
+    while (left) {
+        /* fill what is left of the current frame, else start a new one */
+        size_t room = s->out.cap - s->out.len, k = 0;
+        size_t ovh = REC_HDR_LEN + ch_tls_overhead(room, 2);
+        if (room > ovh && (room - ovh >= left || room - ovh >= 4096))
+            k = room - ovh;
+        if (k == 0) {
+            k = chunk;
+            uint64_t rest = total - *boff;
+            if ((rc = reserve(s, REC_HDR_LEN + k, 2, rest < chunk ? (size_t)rest : chunk, err)) !=
+                SL_OK)
                 return rc;
         }
+        if (k > left)
+            k = left;
+        if ((rc = write_hdr(s, REC_BULK, (uint32_t)k, *boff, err)) != SL_OK ||
+            (rc = tls_write(s, p, k, err)) != SL_OK)
+            return rc;
+        p += k;
+        left -= k;
+        *boff += k;
+        *used += k;
+        if (s->out.len >= chunk) {
+            if ((rc = ch_sess_flush(s, err)) != SL_OK)
+                return rc;
+            if (one_frame)
+                return SL_OK;
+        }
     }
+    return SL_OK;
+}
+
+sl_code ch_sess_send(ch_sess *s, const void *msg, size_t len, const struct iovec *bulk, size_t n,
+                     sl_error *err)
+{
+    uint64_t total = 0, boff = 0;
+    sl_code rc = send_check(s, msg, len, bulk, n, &total, err);
+    if (rc == SL_OK)
+        rc = write_message(s, msg, len, total, err);
+    for (size_t i = 0; rc == SL_OK && i < n; i++) {
+        size_t used;
+        rc = write_bulk(s, bulk[i].iov_base, bulk[i].iov_len, &boff, total, 0, &used, err);
+    }
+    return rc == SL_OK ? ch_sess_flush(s, err) : rc;
+}
+
+sl_code ch_sess_send_step(ch_sess *s, ch_unit *u, int *done, sl_error *err)
+{
+    sl_code rc;
+    *done = 0;
+    if (!u->started) {
+        uint64_t total;
+        struct iovec iov = {u->bulk, u->bulk_len};
+        if ((rc = send_check(s, u->msg, u->len, &iov, u->bulk_len ? 1 : 0, &total, err)) ||
+            (rc = write_message(s, u->msg, u->len, total, err)))
+            return rc;
+        u->started = 1;
+    }
+    if (u->off < u->bulk_len) {
+        size_t used = 0;
+        rc = write_bulk(s, u->bulk + u->off, u->bulk_len - u->off, &u->boff, u->bulk_len, 1, &used,
+                        err);
+        u->off += used;
+        if (rc != SL_OK)
+            return rc;
+    }
+    if (u->off < u->bulk_len)
+        return SL_OK;
+    *done = 1;
     return ch_sess_flush(s, err);
+}
+
+sl_code ch_sess_send_record(ch_sess *s, int kind, uint64_t aux, const void *payload, size_t len,
+                            sl_error *err)
+{
+    if (s->broken || !s->established)
+        return sl_fail(err, SL_ERR_CLOSED, "no TLS session to send on");
+    if (len > REC_CLOSE_MAX)
+        return sl_fail(err, SL_ERR_INVALID, "a control record carries at most %d bytes",
+                       REC_CLOSE_MAX);
+    uint8_t stage[REC_HDR_LEN + REC_CLOSE_MAX];
+    rec_hdr rh = {.kind = (uint8_t)kind, .length = (uint32_t)len, .aux = aux};
+    rec_encode(stage, &rh);
+    if (len)
+        memcpy(stage + REC_HDR_LEN, payload, len);
+    sl_code rc = reserve(s, REC_HDR_LEN + len, 1, REC_HDR_LEN + len, err);
+    if (rc == SL_OK)
+        rc = tls_write(s, stage, REC_HDR_LEN + len, err);
+    if (rc == SL_OK)
+        rc = ch_sess_flush(s, err);
+    return rc;
 }
 
 sl_code ch_sess_send_ctl(ch_sess *s, int kind, uint64_t aux, const char *text, sl_error *err)
 {
-    if (s->broken || !s->established)
-        return sl_fail(err, SL_ERR_CLOSED, "no TLS session to send on");
     size_t tl = text ? strlen(text) : 0;
-    if (tl > REC_CLOSE_MAX)
-        tl = REC_CLOSE_MAX;
-    uint8_t stage[REC_HDR_LEN + REC_CLOSE_MAX];
-    rec_hdr rh = {.kind = (uint8_t)kind, .length = (uint32_t)tl, .aux = aux};
-    rec_encode(stage, &rh);
-    if (tl)
-        memcpy(stage + REC_HDR_LEN, text, tl);
-    sl_code rc = reserve(s, REC_HDR_LEN + tl, 1, REC_HDR_LEN + tl, err);
-    if (rc == SL_OK)
-        rc = tls_write(s, stage, REC_HDR_LEN + tl, err);
-    if (rc == SL_OK)
-        rc = ch_sess_flush(s, err);
-    return rc;
+    return ch_sess_send_record(s, kind, aux, text, tl > REC_CLOSE_MAX ? REC_CLOSE_MAX : tl, err);
 }

@@ -17,6 +17,33 @@ static void ossl_text(char *buf, size_t n)
         snprintf(buf, n, "no OpenSSL detail");
 }
 
+/* A certificate time as "2026-11-26T09:00:00Z" ("?" when unreadable). */
+static void iso_time(const ASN1_TIME *t, char *out, size_t n)
+{
+    struct tm tm;
+    if (!t || ASN1_TIME_to_tm(t, &tm) != 1 || strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(out, n, "?");
+}
+
+/* Remembers, in the session, the dates of a certificate whose validity period failed the
+ * verification: a server that refuses a client's certificate never keeps it as the peer's, so
+ * the log could not name them afterwards. The verdict itself is OpenSSL's. */
+static int verify_cb(int ok, X509_STORE_CTX *x)
+{
+    if (ok)
+        return ok;
+    int e = X509_STORE_CTX_get_error(x);
+    SSL *ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+    ch_sess *sess = ssl ? SSL_get_app_data(ssl) : NULL;
+    X509 *cert = X509_STORE_CTX_get_current_cert(x);
+    if (sess && cert && !sess->verify_when[0] &&
+        (e == X509_V_ERR_CERT_NOT_YET_VALID || e == X509_V_ERR_CERT_HAS_EXPIRED))
+        iso_time(e == X509_V_ERR_CERT_NOT_YET_VALID ? X509_get0_notBefore(cert)
+                                                    : X509_get0_notAfter(cert),
+                 sess->verify_when, sizeof sess->verify_when);
+    return ok;
+}
+
 static BIO *pem_bio(const char *pem, const char *file)
 {
     if (pem)
@@ -121,9 +148,9 @@ SSL_CTX *ch_ctx_new(const sl_tls_config *cfg, int server, sl_error *err)
         return NULL;
     }
     if (!server)
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_cb);
     else if (cfg->mode == SL_TLS_MUTUAL)
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_cb);
     else
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
     return ctx;
@@ -139,19 +166,16 @@ sl_code ch_verify_fail(SSL *ssl, sl_error *err)
     case X509_V_ERR_CERT_HAS_EXPIRED:
     case X509_V_ERR_CERT_NOT_YET_VALID:
     case X509_V_ERR_CRL_HAS_EXPIRED: {
-        char when[64] = "?";
+        char when[48] = "?";
+        const ch_sess *sess = SSL_get_app_data(ssl);
         X509 *peer = SSL_get0_peer_certificate(ssl);
-        if (peer) {
-            BIO *m = BIO_new(BIO_s_mem());
-            if (m && ASN1_TIME_print(m, v == X509_V_ERR_CERT_NOT_YET_VALID
-                                            ? X509_get0_notBefore(peer)
-                                            : X509_get0_notAfter(peer)) == 1) {
-                int k = BIO_read(m, when, sizeof when - 1);
-                when[k > 0 ? k : 0] = '\0';
-            }
-            BIO_free(m);
-        }
-        return sl_fail(err, SL_ERR_CERT_EXPIRED, "peer certificate %s (%s %s)", txt,
+        if (sess && sess->verify_when[0])
+            snprintf(when, sizeof when, "%s", sess->verify_when);
+        else if (peer)
+            iso_time(v == X509_V_ERR_CERT_NOT_YET_VALID ? X509_get0_notBefore(peer)
+                                                        : X509_get0_notAfter(peer),
+                     when, sizeof when);
+        return sl_fail(err, SL_ERR_CERT_EXPIRED, "peer certificate refused: %s (%s %s)", txt,
                        v == X509_V_ERR_CERT_NOT_YET_VALID ? "valid from" : "expired at", when);
     }
     case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
@@ -167,21 +191,61 @@ sl_code ch_verify_fail(SSL *ssl, sl_error *err)
     }
 }
 
-/* An alert the peer sent us, by OpenSSL reason code. */
-static sl_code alert_code(int reason)
+/* An alert the peer sent us: OpenSSL's reason code is SSL_AD_REASON_OFFSET + the alert. */
+static int peer_alert(unsigned long le)
 {
-    switch (reason) {
-    case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
-        return SL_ERR_CERT_EXPIRED;
-    case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
-        return SL_ERR_UNKNOWN_CA;
-    case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
-    case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
-        return SL_ERR_NO_PEER_CERT;
-    case SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC:
-    case SSL_R_TLSV1_ALERT_DECRYPTION_FAILED:
-    case SSL_R_SSLV3_ALERT_BAD_RECORD_MAC:
-        return SL_ERR_TAMPERED;
+    int r = ERR_GET_REASON(le);
+    if (ERR_GET_LIB(le) != ERR_LIB_SSL || r < SSL_AD_REASON_OFFSET ||
+        r >= SSL_AD_REASON_OFFSET + 256)
+        return -1;
+    return r - SSL_AD_REASON_OFFSET;
+}
+
+/* The peer refused the certificate we presented: say what it is and why, from the alert and
+ * our own certificate (TLS 1.3 tells a client only after its side of the handshake is done,
+ * so this arrives as an alert on an established session, never as tampering). */
+static sl_code cert_refused(SSL *ssl, int alert, const char *what, sl_error *err)
+{
+    X509 *mine = SSL_get_certificate(ssl);
+    char from[48] = "?", until[48] = "?";
+    if (mine) {
+        iso_time(X509_get0_notBefore(mine), from, sizeof from);
+        iso_time(X509_get0_notAfter(mine), until, sizeof until);
+    }
+    switch (alert) {
+    case SSL_AD_CERTIFICATE_EXPIRED:
+        return sl_fail(err, SL_ERR_CERT_EXPIRED,
+                       "%s: the peer refused our certificate: it expired at %s", what, until);
+    case SSL_AD_BAD_CERTIFICATE:
+    case SSL_AD_UNSUPPORTED_CERTIFICATE:
+    case SSL_AD_CERTIFICATE_UNKNOWN:
+        if (mine && X509_cmp_current_time(X509_get0_notBefore(mine)) > 0)
+            return sl_fail(err, SL_ERR_CERT_EXPIRED,
+                           "%s: the peer refused our certificate: it is not valid yet (valid from "
+                           "%s; check this machine's clock)",
+                           what, from);
+        if (mine && X509_cmp_current_time(X509_get0_notAfter(mine)) < 0)
+            return sl_fail(err, SL_ERR_CERT_EXPIRED,
+                           "%s: the peer refused our certificate: it expired at %s", what, until);
+        return sl_fail(err, SL_ERR_TLS, "%s: the peer refused our certificate (TLS alert %s)", what,
+                       SSL_alert_desc_string_long(alert));
+    case SSL_AD_UNKNOWN_CA:
+        return sl_fail(err, SL_ERR_UNKNOWN_CA,
+                       "%s: the peer refused our certificate: it is not signed by a CA the peer "
+                       "trusts",
+                       what);
+    case SSL_AD_DECRYPT_ERROR: /* our certificate's signature did not verify under its CA */
+        return sl_fail(err, SL_ERR_UNKNOWN_CA,
+                       "%s: the peer refused our certificate: its signature does not verify "
+                       "(not signed by the peer's CA)",
+                       what);
+    case SSL_AD_CERTIFICATE_REQUIRED:
+        return sl_fail(err, SL_ERR_NO_PEER_CERT,
+                       "%s: the peer requires a certificate and we sent none", what);
+    case SSL_AD_CERTIFICATE_REVOKED:
+    case SSL_AD_ACCESS_DENIED:
+        return sl_fail(err, SL_ERR_REFUSED, "%s: the peer refused us (TLS alert %s)", what,
+                       SSL_alert_desc_string_long(alert));
     default:
         return SL_OK;
     }
@@ -201,16 +265,27 @@ sl_code ch_ssl_fail(SSL *ssl, int ret, int established, const char *what, sl_err
     int reason = ERR_GET_REASON(le);
     if (!established && SSL_get0_peer_certificate(ssl) && SSL_get_verify_result(ssl) != X509_V_OK)
         return ch_verify_fail(ssl, err);
-    sl_code c = alert_code(reason);
-    if (c == SL_ERR_TAMPERED || (established && c == SL_OK))
+    int alert = peer_alert(le);
+    if (alert == SSL_AD_BAD_RECORD_MAC || alert == SSL_AD_DECRYPTION_FAILED)
+        return sl_fail(err, SL_ERR_TAMPERED,
+                       "%s: the peer says a TLS record failed authentication (%s): frames were "
+                       "lost, reordered, duplicated or modified",
+                       what, det);
+    if (alert >= 0) {
+        sl_code c = cert_refused(ssl, alert, what, err);
+        if (c != SL_OK)
+            return c;
+        return sl_fail(err, SL_ERR_TLS, "%s: the peer ended TLS with alert %s (%s)", what,
+                       SSL_alert_desc_string_long(alert), det);
+    }
+    if (established)
         return sl_fail(err, SL_ERR_TAMPERED,
                        "%s: a TLS record failed authentication or framing (%s): frames were "
                        "lost, reordered, duplicated or modified",
                        what, det);
     if (reason == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE)
-        return sl_fail(err, c, "%s: peer sent no certificate; mutual TLS requires one", what);
-    if (c != SL_OK)
-        return sl_fail(err, c, "%s: peer refused our certificate (%s)", what, det);
+        return sl_fail(err, SL_ERR_NO_PEER_CERT,
+                       "%s: peer sent no certificate; mutual TLS requires one", what);
     if (reason == SSL_R_CERTIFICATE_VERIFY_FAILED) {
         sl_code v = ch_verify_fail(ssl, err);
         if (v != SL_OK)

@@ -23,6 +23,12 @@ void sl_channel_opts_default(sl_channel_opts *o)
         .max_peers = 1024,
         .linger_ms = 500,
         .spin_us = 0,
+        .max_bulk = (uint64_t)1 << 30,
+        .bulk_min_rate = 1u << 20,
+        .bulk_grace_ms = 2000,
+        .max_out_queue = (size_t)256 << 20,
+        .max_unauth = 256,
+        .max_unauth_per_addr = 32,
     };
 }
 
@@ -55,6 +61,12 @@ sl_code ch_zsock_setup(void *sock, const sl_channel_opts *o, int server, sl_erro
         return sl_fail(err, SL_ERR_IO, "zmq_setsockopt(MAXMSGSIZE): %s", zmq_strerror(errno));
     if (server && (rc = setint(sock, ZMQ_ROUTER_MANDATORY, 1, "ROUTER_MANDATORY", err)))
         return rc;
+    /* the server never waits for one peer: a full queue is that peer's (server_out.c); and
+     * ZeroMQ's own greeting must finish within the TLS handshake's time */
+    if (server &&
+        ((rc = setint(sock, ZMQ_SNDTIMEO, 0, "SNDTIMEO", err)) ||
+         (rc = setint(sock, ZMQ_HANDSHAKE_IVL, o->handshake_timeout_ms, "HANDSHAKE_IVL", err))))
+        return rc;
     return SL_OK;
 }
 
@@ -78,8 +90,10 @@ int64_t ch_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int ch_monitor_read(void *mon)
+int ch_monitor_read(void *mon, int *value)
 {
+    if (value)
+        *value = -1;
     zmq_msg_t m;
     zmq_msg_init(&m);
     if (zmq_msg_recv(&m, mon, ZMQ_DONTWAIT) < 0) {
@@ -91,6 +105,11 @@ int ch_monitor_read(void *mon)
         uint16_t e16;
         memcpy(&e16, zmq_msg_data(&m), sizeof e16); /* host byte order */
         ev = e16;
+        if (value && zmq_msg_size(&m) >= 6) {
+            int32_t v;
+            memcpy(&v, (const uint8_t *)zmq_msg_data(&m) + 2, sizeof v); /* the fd, mostly */
+            *value = v;
+        }
     }
     while (zmq_msg_more(&m)) {
         zmq_msg_close(&m);

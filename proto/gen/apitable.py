@@ -3,6 +3,7 @@
 Standard library only. Used by sluicegen.py and by the table tests.
 """
 import re
+import shlex
 from dataclasses import dataclass, field
 
 SCALAR_KINDS = {"int32", "uint32", "int64", "uint64", "float", "double", "enum"}
@@ -13,8 +14,23 @@ HANDLE_KINDS = [
     "graphicsresource", "userobject", "callbackhandle", "condhandle",
 ]
 OTHER_KINDS = {"device", "devptr", "pod", "cstr", "hostptr", "callback", "bytes"}
-FLAGS = {"async", "handwritten", "ptds", "ptsz", "internal", "memo", "unmemo", "uncapture"}
-MODIFIERS = {"len", "span", "release", "repeated"}
+FLAGS = {"async", "ptds", "ptsz", "internal", "memo", "unmemo", "uncapture", "local", "prints",
+         "unsticky"}
+# key=value annotations of a call line, and the values each key takes (None: free text).
+KEYS = {
+    "hand": {"fe", "be", "both"},          # where hand code lives; the other side is generated
+    "via": None,                           # hand=fe: the calls the frontend sends it as
+    "refuse": None,                        # not offered: the reason shown to the guest
+    "note": None,                          # a line for docs/coverage.md
+    "quota": {"alloc", "counted", "array", "free-array", "meminfo"},
+    "acct": {"launch", "kernel", "copy", "marker"},
+    "dir": {"htod", "dtoh"},
+    "idle": {"sync-ctx", "sync-stream", "query-stream", "completes-stream", "keep", "record",
+             "wait"},
+    "capture": {"begin"},
+    "answers": {"FILE_NOT_FOUND"},
+}
+MODIFIERS = {"len", "span", "release", "repeated", "quota", "bytes", "stream"}
 INTERNAL_BASE = 10000   # internal (Sluice-only) calls have ids >= INTERNAL_BASE, all others below
 C_KEYWORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -29,7 +45,7 @@ class TableError(Exception):
 
 
 @dataclass
-class Param:
+class Param:  # noqa: E302
     pos: int            # 1-based position: also the proto field number
     direction: str      # in | out | inout
     ctype: str          # C type as declared, e.g. "const CUDA_MEMCPY2D *"
@@ -41,6 +57,9 @@ class Param:
     release: bool = False
     repeated: bool = False  # internal calls only: a repeated field with no C buffer behind it
     span_field: str = ""  # proto field of the span parameter (set by check())
+    quota: bool = False   # @quota: a factor of the bytes an allocation asks (quota=alloc/array)
+    bytes: bool = False   # @bytes: the bytes a copy moves (acct=copy)
+    stream: bool = False  # @stream: a pod that carries the call's stream (cuLaunchKernelEx)
 
     @property
     def stars(self):
@@ -81,14 +100,55 @@ class Call:
     flags: set
     params: list = field(default_factory=list)
     line: int = 0
+    keys: dict = field(default_factory=dict)  # key=value annotations
 
     def has(self, flag):
         return flag in self.flags
 
+    def key(self, k, default=""):
+        return self.keys.get(k, default)
+
+    @property
+    def hand(self):
+        """Where hand code lives: "none", "fe", "be" or "both" (internal calls: both)."""
+        return "both" if self.has("internal") else self.key("hand", "none")
+
+    @property
+    def refused(self):
+        return "refuse" in self.keys
+
+    @property
+    def sent(self):
+        """The call travels as itself: not refused, not local, not sent as other calls."""
+        return not self.refused and not self.has("local") and "via" not in self.keys
+
+    @property
+    def fe_generated(self):
+        """The generator writes the frontend stub (no hand code there, not refused)."""
+        return self.hand in ("none", "be") and not self.refused
+
+    @property
+    def be_generated(self):
+        """The generator writes the backend handler (the call arrives and needs no hand code)."""
+        return self.hand in ("none", "fe") and self.sent
+
     @property
     def generated(self):
-        """The generator writes its stub and handler (neither handwritten nor internal)."""
-        return not self.has("handwritten") and not self.has("internal")
+        """The generator writes both the stub and the handler."""
+        return self.fe_generated and self.be_generated
+
+    @property
+    def stream_param(self):
+        """The parameter naming the stream the call works on: a @stream pod, else the first
+        @handle=stream in-parameter; None when the call has none."""
+        for p in self.params:
+            if p.stream:
+                return p
+        for p in self.params:
+            if p.kind == "handle" and p.handle == "stream" and p.direction == "in" and \
+                    not p.is_array:
+                return p
+        return None
 
     @property
     def exported(self):
@@ -138,26 +198,43 @@ def parse(path):
 
 
 def _parse_call(line, where):
-    words = line.split()
+    try:
+        words = shlex.split(line)
+    except ValueError as e:
+        raise TableError(f"{where}: malformed call line ({e}): {line!r}") from None
     if len(words) < 3 or not words[1].isdigit() or not re.fullmatch(r"(cu|sl)\w+", words[2]):
         raise TableError(f"{where}: malformed call line: {line!r}")
-    flags = set(words[3:])
-    bad = flags - FLAGS
-    if bad:
-        raise TableError(f"{where}: unknown flag(s) {sorted(bad)}")
+    flags, keys = set(), {}
+    for w in words[3:]:
+        k, eq, v = w.partition("=")
+        if not eq:
+            if w not in FLAGS:
+                raise TableError(f"{where}: unknown flag {w!r}")
+            flags.add(w)
+        elif k not in KEYS:
+            raise TableError(f"{where}: unknown annotation {k!r}")
+        elif k in keys:
+            raise TableError(f"{where}: {k}= given twice")
+        elif KEYS[k] is not None and v not in KEYS[k]:
+            raise TableError(f"{where}: {k}={v!r}: expected one of {sorted(KEYS[k])}")
+        elif not v:
+            raise TableError(f"{where}: {k}= needs a value")
+        else:
+            keys[k] = v
     if "internal" in flags:
-        # internal calls are always hand code: messages generated, no stub, no handler
-        if flags & {"ptds", "ptsz"}:
-            raise TableError(f"{where}: an internal call takes no other flag than handwritten, "
-                             f"async, memo or unmemo")
+        # internal calls are always hand code on both sides: messages generated, no stub, no
+        # handler, no driver symbol, no export
+        if flags & {"ptds", "ptsz", "local"} or set(keys) - {"quota", "acct", "idle",
+                                                             "answers", "note"}:
+            raise TableError(f"{where}: an internal call takes no flag but async, memo, unmemo, "
+                             f"uncapture, prints, unsticky")
         if not words[2].startswith("sl") or int(words[1]) < INTERNAL_BASE:
             raise TableError(f"{where}: internal calls are named sl* and have ids >= "
                              f"{INTERNAL_BASE}")
-        flags.add("handwritten")
     elif not words[2].startswith("cu") or int(words[1]) >= INTERNAL_BASE:
         raise TableError(f"{where}: a cuda.h call is named cu* and has an id below "
                          f"{INTERNAL_BASE} (ids from {INTERNAL_BASE} up are internal calls)")
-    return Call(int(words[1]), words[2], flags)
+    return Call(int(words[1]), words[2], flags, keys=keys)
 
 
 def _parse_param(text, pos, where):
@@ -189,6 +266,12 @@ def _parse_param(text, pos, where):
             p.release = True
         elif key == "repeated" and not val:
             p.repeated = True
+        elif key == "quota" and not val:
+            p.quota = True
+        elif key == "bytes" and not val:
+            p.bytes = True
+        elif key == "stream" and not val:
+            p.stream = True
         else:
             raise TableError(f"{where}: unknown annotation {a!r}")
     return p
@@ -225,11 +308,60 @@ def check(calls, path):
             raise TableError(f"{where}: an async call cannot have out-parameters")
         if c.has("memo") and c.has("async"):
             raise TableError(f"{where}: a memo call is synchronous")
-        if not c.has("handwritten"):
+        check_facts(c, where, names)
+        if c.fe_generated or c.be_generated:
             for p in c.params:
                 why = unsupported(c, p)
                 if why:
-                    raise TableError(f"{where}: {p.name}: {why}; mark the call handwritten")
+                    raise TableError(f"{where}: {p.name}: {why}; write hand code for the side "
+                                     f"the generator would write (hand=fe, be or both)")
+    for c in calls:
+        for v in c.key("via").split(",") if c.key("via") else []:
+            if v not in names:
+                raise TableError(f"{path}:{c.line} ({c.name}): via={v}: no such call")
+
+
+def check_facts(c, where, names):
+    """The key=value annotations of one call are consistent with each other and its params."""
+    if c.refused and (c.hand != "none" or c.has("local") or c.key("via")):
+        raise TableError(f"{where}: a refused call has no hand code, local or via")
+    if (c.has("local") or c.key("via")) and c.hand != "fe":
+        raise TableError(f"{where}: local and via= are frontend hand code: add hand=fe")
+    if c.has("local") and c.key("via"):
+        raise TableError(f"{where}: local (answered in the guest) or via= (sent as other "
+                         "calls), not both")
+    q = c.key("quota")
+    qp = [p for p in c.params if p.quota]
+    if q in ("alloc", "array") and not qp:
+        raise TableError(f"{where}: quota={q} needs @quota on the parameters giving its bytes")
+    if qp and q not in ("alloc", "array"):
+        raise TableError(f"{where}: @quota is for quota=alloc or quota=array")
+    if q == "array" and (len(qp) != 1 or qp[0].kind != "pod"):
+        raise TableError(f"{where}: quota=array takes one @quota pod (the array descriptor)")
+    if q == "alloc" and any(p.kind not in SCALAR_KINDS or p.direction != "in" for p in qp):
+        raise TableError(f"{where}: quota=alloc multiplies in-parameters that are integers")
+    if q in ("alloc", "array", "counted") and not any(
+            p.direction == "out" and p.kind in ("devptr", "handle") for p in c.params):
+        raise TableError(f"{where}: quota={q} needs an out device pointer or handle")
+    bp = [p for p in c.params if p.bytes]
+    if bp and c.key("acct") != "copy":
+        raise TableError(f"{where}: @bytes is for acct=copy")
+    if len(bp) > 1 or any(p.direction != "in" or (p.kind != "pod" and p.kind not in
+                                                   SCALAR_KINDS) for p in bp):
+        raise TableError(f"{where}: one @bytes in-parameter, an integer or a pod")
+    if c.key("dir") and c.key("acct") != "copy":
+        raise TableError(f"{where}: dir= is for acct=copy")
+    if c.key("dir") and bp and bp[0].kind == "pod":
+        raise TableError(f"{where}: a @bytes pod gives the direction itself: no dir=")
+    sp = [p for p in c.params if p.stream]
+    if len(sp) > 1 or any(p.kind != "pod" or p.direction != "in" for p in sp):
+        raise TableError(f"{where}: @stream marks one in-pod carrying the stream")
+    if c.key("idle") in ("sync-stream", "query-stream", "completes-stream", "record", "wait") \
+            and not c.stream_param:
+        raise TableError(f"{where}: idle={c.key('idle')} needs a stream parameter")
+    if c.key("idle") in ("record", "wait") and not any(
+            p.kind == "handle" and p.handle == "event" for p in c.params):
+        raise TableError(f"{where}: idle={c.key('idle')} needs an event parameter")
 
 
 def unsupported(call, p):

@@ -5,6 +5,9 @@
 #include "sluice/channel.h"
 
 #include <getopt.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,7 +19,7 @@
 static pki_ca ca;
 static pki_cred srv_cred, cli_cred;
 static FILE *json;
-static int quick;
+static int quick, processes, latency_only;
 static sl_channel_opts chopts;
 
 static double now_s(void)
@@ -35,6 +38,7 @@ static void die(const char *what, const sl_error *e)
 /* ---------------------------------------------------------------- TLS server thread */
 typedef struct tls_srv {
     sl_server *srv;
+    pid_t pid; /* --processes: the server runs in this child */
     pthread_t th;
     atomic_int stop;
     uint8_t *dest;
@@ -82,11 +86,33 @@ static sl_client *tls_pair(tls_srv *t)
                           .key_pem = cli_cred.key_pem};
     sl_error err;
     memset(t, 0, sizeof *t);
-    if (sl_server_bind("tcp://127.0.0.1:*", &scfg, &chopts, NULL, &t->srv, &err))
-        die("bind", &err);
-    pthread_create(&t->th, NULL, tls_srv_main, t);
+    char endpoint[128] = "";
+    int fds[2] = {-1, -1};
+    if (processes && (pipe(fds) != 0 || (t->pid = fork()) < 0)) {
+        perror("fork");
+        exit(1);
+    }
+    if (!processes || t->pid == 0) { /* the server: a thread here, or the whole child */
+        if (sl_server_bind("tcp://127.0.0.1:*", &scfg, &chopts, NULL, &t->srv, &err))
+            die("bind", &err);
+        snprintf(endpoint, sizeof endpoint, "%s", sl_server_endpoint(t->srv));
+        if (processes) {
+            if (write(fds[1], endpoint, sizeof endpoint) != (ssize_t)sizeof endpoint)
+                _exit(1);
+            tls_srv_main(t); /* until SIGTERM */
+            _exit(0);
+        }
+        pthread_create(&t->th, NULL, tls_srv_main, t);
+    } else if (read(fds[0], endpoint, sizeof endpoint) != (ssize_t)sizeof endpoint) {
+        fprintf(stderr, "sluice-bench-channel: the server process did not start\n");
+        exit(1);
+    }
+    if (processes) {
+        close(fds[0]);
+        close(fds[1]);
+    }
     sl_client *c;
-    if (sl_client_connect(sl_server_endpoint(t->srv), &ccfg, &chopts, &c, &err))
+    if (sl_client_connect(endpoint, &ccfg, &chopts, &c, &err))
         die("connect", &err);
     return c;
 }
@@ -94,6 +120,11 @@ static sl_client *tls_pair(tls_srv *t)
 static void tls_unpair(tls_srv *t, sl_client *c)
 {
     sl_client_close(c);
+    if (t->pid > 0) {
+        kill(t->pid, SIGTERM);
+        waitpid(t->pid, NULL, 0);
+        return;
+    }
     atomic_store(&t->stop, 1);
     pthread_join(t->th, NULL);
     sl_server_close(t->srv);
@@ -103,6 +134,7 @@ static void tls_unpair(tls_srv *t, sl_client *c)
 /* ---------------------------------------------------------------- plain ZeroMQ server thread */
 typedef struct zmq_srv {
     void *ctx, *sock;
+    pid_t pid; /* --processes: the server runs in this child */
     pthread_t th;
     atomic_int stop;
     char endpoint[128];
@@ -154,12 +186,32 @@ static void *zmq_srv_main(void *arg)
 static void *zmq_pair(zmq_srv *z, void **cctx)
 {
     memset(z, 0, sizeof *z);
-    z->ctx = zmq_ctx_new();
-    z->sock = zmq_socket(z->ctx, ZMQ_ROUTER);
-    zmq_bind(z->sock, "tcp://127.0.0.1:*");
-    size_t l = sizeof z->endpoint;
-    zmq_getsockopt(z->sock, ZMQ_LAST_ENDPOINT, z->endpoint, &l);
-    pthread_create(&z->th, NULL, zmq_srv_main, z);
+    int fds[2] = {-1, -1};
+    if (processes && (pipe(fds) != 0 || (z->pid = fork()) < 0)) {
+        perror("fork");
+        exit(1);
+    }
+    if (!processes || z->pid == 0) { /* the server: a thread here, or the whole child */
+        z->ctx = zmq_ctx_new();
+        z->sock = zmq_socket(z->ctx, ZMQ_ROUTER);
+        zmq_bind(z->sock, "tcp://127.0.0.1:*");
+        size_t l = sizeof z->endpoint;
+        zmq_getsockopt(z->sock, ZMQ_LAST_ENDPOINT, z->endpoint, &l);
+        if (processes) {
+            if (write(fds[1], z->endpoint, sizeof z->endpoint) != (ssize_t)sizeof z->endpoint)
+                _exit(1);
+            zmq_srv_main(z); /* until SIGTERM */
+            _exit(0);
+        }
+        pthread_create(&z->th, NULL, zmq_srv_main, z);
+    } else if (read(fds[0], z->endpoint, sizeof z->endpoint) != (ssize_t)sizeof z->endpoint) {
+        fprintf(stderr, "sluice-bench-channel: the server process did not start\n");
+        exit(1);
+    }
+    if (processes) {
+        close(fds[0]);
+        close(fds[1]);
+    }
     *cctx = zmq_ctx_new();
     void *d = zmq_socket(*cctx, ZMQ_DEALER);
     zmq_connect(d, z->endpoint);
@@ -172,6 +224,11 @@ static void zmq_unpair(zmq_srv *z, void *cctx, void *d)
     zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
     zmq_close(d);
     zmq_ctx_term(cctx);
+    if (z->pid > 0) {
+        kill(z->pid, SIGTERM);
+        waitpid(z->pid, NULL, 0);
+        return;
+    }
     atomic_store(&z->stop, 1);
     pthread_join(z->th, NULL);
     zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof zero);
@@ -437,11 +494,14 @@ static void lanes(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sluice-bench-channel [--quick] [--json FILE] [--help]\n"
+    fprintf(f, "usage: sluice-bench-channel [--quick] [--processes] [--latency] [--json FILE]\n"
                "  Loopback TCP, one process, server threads. Measures 64 B round trip (TLS\n"
                "  channel vs plain ZeroMQ DEALER/ROUTER), bulk throughput for 4 KiB..256 MiB,\n"
                "  and 1/2/4 parallel TLS lanes.\n"
                "  --quick      fewer iterations, bulk up to 64 MiB\n"
+               "  --processes  each server in a process of its own (the floor between two\n"
+               "               processes, as a guest and its backend)\n"
+               "  --latency    the round trips only\n"
                "  --json FILE  also write one JSON object per result line to FILE\n"
                "  --chunk KIB  bulk chunk (plaintext per ZeroMQ frame), default 256\n"
                "  --hwm N      ZeroMQ high-water mark in frames, default 64\n");
@@ -452,11 +512,16 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"quick", no_argument, 0, 'q'},     {"json", required_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},      {"chunk", required_argument, 0, 'c'},
-        {"hwm", required_argument, 0, 'w'}, {0, 0, 0, 0}};
+        {"hwm", required_argument, 0, 'w'}, {"processes", no_argument, 0, 'p'},
+        {"latency", no_argument, 0, 'l'},   {0, 0, 0, 0}};
     int o;
     sl_channel_opts_default(&chopts);
-    while ((o = getopt_long(argc, argv, "qj:hc:w:", opts, NULL)) != -1) {
-        if (o == 'c') {
+    while ((o = getopt_long(argc, argv, "qj:hc:w:pl", opts, NULL)) != -1) {
+        if (o == 'p') {
+            processes = 1;
+        } else if (o == 'l') {
+            latency_only = 1;
+        } else if (o == 'c') {
             chopts.chunk_size = (size_t)atol(optarg) << 10;
             if (chopts.max_frame < chopts.chunk_size + (128u << 10))
                 chopts.max_frame = chopts.chunk_size + (128u << 10);
@@ -481,13 +546,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-bench-channel: cannot make the test PKI\n");
         return 1;
     }
-    printf("sluice-bench-channel%s: loopback TCP, one process, server threads; TLS 1.3 "
+    printf("sluice-bench-channel%s: loopback TCP, %s; TLS 1.3 "
            "TLS_AES_128_GCM_SHA256, chunk %zu KiB, hwm %d\n",
-           quick ? " --quick" : "", chopts.chunk_size >> 10, chopts.hwm);
+           quick ? " --quick" : "",
+           processes ? "servers in processes of their own" : "one process, server threads",
+           chopts.chunk_size >> 10, chopts.hwm);
     latency();
-    send_cost();
-    throughput();
-    lanes();
+    if (!latency_only) {
+        send_cost();
+        throughput();
+        lanes();
+    }
     if (json)
         fclose(json);
     pki_cred_free(&srv_cred);

@@ -1,8 +1,12 @@
-/* sluice-fake-agent: the agent's side of a backend's control socket, for tests/e2e/accounting.py.
- * It binds the ROUTER the backend's --control connects to, answers its hello with the grants
- * given on the command line (with their SLA), acknowledges usage records (except the first
- * --no-ack ones, so that the backend must send them again), and writes what it receives as
- * JSON lines (hello, ack, session, usage) to --out. Test tool only: no store, no durability. */
+/* sluice-fake-agent: the agent's side of a backend's control socket, for tests/e2e/accounting.py
+ * and tests/e2e/stall.py. It binds the ROUTER the backend's --control connects to, answers its
+ * hello with the grants given on the command line (with their SLA), acknowledges usage records
+ * (except the first --no-ack ones, so that the backend must send them again), and writes what
+ * it receives as JSON lines (hello, ack, session, usage) to --out. With --ping-ms it pings the
+ * backend that often and writes each pong with its round trip; with --regrant-ms it sends the
+ * grants again that often and writes each ack's round trip (rtt_ms); with --commands it reads
+ * lines "revoke UUID" from its standard input and sends a Revoke for each at once (written as
+ * "revoke_sent" with the CLOCK_MONOTONIC time). Test tool only: no store, no durability. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -11,11 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "sluice_control.pb-c.h"
 
 #define MAX_GRANTS 16
+#define MAX_SENT   64
 
 struct grant {
     char uuid[64], flavor[128];
@@ -25,6 +31,27 @@ struct grant {
 };
 
 static volatile sig_atomic_t stop;
+
+/* When control messages left, to write the round trip of their acks. */
+static struct sent {
+    uint64_t seq;
+    double at_ms;
+} sent[MAX_SENT];
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static double sent_rtt(uint64_t seq)
+{
+    for (int i = 0; i < MAX_SENT; i++)
+        if (sent[i].seq == seq)
+            return mono_ms() - sent[i].at_ms;
+    return -1;
+}
 
 static void on_signal(int sig)
 {
@@ -37,10 +64,13 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: sluice-fake-agent --control ipc://PATH --out FILE --project ID\n"
             "                         [--grant UUID,FLAVOR,SHARE,QUOTA_BYTES,MAX_SESSIONS]...\n"
-            "                         [--no-ack N] [--seconds S] [--help]\n"
+            "                         [--no-ack N] [--seconds S] [--ping-ms MS] [--regrant-ms MS]\n"
+            "                         [--commands] [--help]\n"
             "A stand-in for sluice-agent's control socket (tests/e2e/accounting.py): grants the\n"
             "instances when the backend says hello, acknowledges usage records (not the first N),\n"
-            "and writes every report it gets to FILE as JSON lines.\n");
+            "and writes every report it gets to FILE as JSON lines; --ping-ms: a Ping that often,\n"
+            "each pong written with its round trip; --regrant-ms: the grants again that often;\n"
+            "--commands: lines \"revoke UUID\" on standard input send a Revoke.\n");
 }
 
 static void json_str(FILE *f, const char *s)
@@ -68,6 +98,29 @@ static void send_ctl(void *sock, const zmq_msg_t *rid, Sluice__Control__BackendC
     zmq_send(sock, zmq_msg_data((zmq_msg_t *)rid), zmq_msg_size((zmq_msg_t *)rid), ZMQ_SNDMORE);
     zmq_send(sock, buf, n, 0);
     free(buf);
+}
+
+static void send_grants(void *sock, const zmq_msg_t *rid, const struct grant *grants, int n,
+                        const char *project, uint64_t *seq)
+{
+    for (int i = 0; i < n; i++) {
+        Sluice__Control__Sla sla = SLUICE__CONTROL__SLA__INIT;
+        sla.flavor = (char *)grants[i].flavor;
+        sla.gpu_share = grants[i].share;
+        sla.memory_quota_bytes = grants[i].quota;
+        sla.max_sessions = grants[i].max_sessions;
+        Sluice__Control__Grant g = SLUICE__CONTROL__GRANT__INIT;
+        g.instance_uuid = (char *)grants[i].uuid;
+        g.project_id = (char *)project;
+        g.sla = &sla;
+        g.domain_name = "fake-domain";
+        Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
+        m.seq = ++*seq;
+        m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_GRANT;
+        m.grant = &g;
+        sent[m.seq % MAX_SENT] = (struct sent){m.seq, mono_ms()};
+        send_ctl(sock, rid, &m);
+    }
 }
 
 static int parse_grant(const char *arg, struct grant *g)
@@ -98,12 +151,19 @@ int main(int argc, char **argv)
     struct grant grants[MAX_GRANTS];
     int ngrants = 0;
     long no_ack = 0;
-    double seconds = 600;
-    static const struct option opts[] = {
-        {"control", required_argument, 0, 'c'}, {"out", required_argument, 0, 'o'},
-        {"project", required_argument, 0, 'p'}, {"grant", required_argument, 0, 'g'},
-        {"no-ack", required_argument, 0, 'n'},  {"seconds", required_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    double seconds = 600, ping_ms = 0, regrant_ms = 0;
+    int commands = 0;
+    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"project", required_argument, 0, 'p'},
+                                         {"grant", required_argument, 0, 'g'},
+                                         {"no-ack", required_argument, 0, 'n'},
+                                         {"seconds", required_argument, 0, 's'},
+                                         {"ping-ms", required_argument, 0, 'P'},
+                                         {"regrant-ms", required_argument, 0, 'R'},
+                                         {"commands", no_argument, 0, 'C'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -129,6 +189,15 @@ int main(int argc, char **argv)
             break;
         case 's':
             seconds = atof(optarg);
+            break;
+        case 'P':
+            ping_ms = atof(optarg);
+            break;
+        case 'R':
+            regrant_ms = atof(optarg);
+            break;
+        case 'C':
+            commands = 1;
             break;
         case 'h':
             usage(stdout);
@@ -161,14 +230,61 @@ int main(int argc, char **argv)
     fflush(f);
     uint64_t seq = 0;
     long usage_seen = 0;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = mono_ms(), next_ping = 0, next_regrant = 0;
+    zmq_msg_t backend; /* the routing id of the backend that said hello */
+    zmq_msg_init(&backend);
+    int have_backend = 0;
     while (!stop) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9 > seconds)
+        double now = mono_ms();
+        if (now - t0 > seconds * 1e3)
             break;
-        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, 100) <= 0)
+        if (have_backend && ping_ms > 0 && now >= next_ping) {
+            Sluice__Control__Ping ping = SLUICE__CONTROL__PING__INIT;
+            ping.nonce = (uint64_t)(now * 1000.0); /* microseconds: the pong brings it back */
+            Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
+            m.seq = ++seq;
+            m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_PING;
+            m.ping = &ping;
+            send_ctl(sock, &backend, &m);
+            next_ping = now + ping_ms;
+        }
+        if (have_backend && regrant_ms > 0 && now >= next_regrant) {
+            if (next_regrant > 0)
+                send_grants(sock, &backend, grants, ngrants, project, &seq);
+            next_regrant = now + regrant_ms;
+        }
+        zmq_pollitem_t it[2] = {{sock, 0, ZMQ_POLLIN, 0}, {NULL, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(it, commands ? 2 : 1, ping_ms > 0 || regrant_ms > 0 ? 10 : 100) <= 0)
+            continue;
+        if (it[1].revents & ZMQ_POLLIN) {
+            char line[256], uuid[128];
+            ssize_t k = read(0, line, sizeof line - 1);
+            if (k <= 0) {
+                commands = 0; /* end of input */
+            } else {
+                line[k] = '\0';
+                for (char *l = strtok(line, "\n"); l; l = strtok(NULL, "\n"))
+                    if (sscanf(l, "revoke %127s", uuid) == 1 && have_backend) {
+                        Sluice__Control__Revoke rv = SLUICE__CONTROL__REVOKE__INIT;
+                        rv.instance_uuid = uuid;
+                        rv.reason = "revoked by the test";
+                        Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
+                        m.seq = ++seq;
+                        m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_REVOKE;
+                        m.revoke = &rv;
+                        sent[m.seq % MAX_SENT] = (struct sent){m.seq, mono_ms()};
+                        send_ctl(sock, &backend, &m);
+                        fprintf(f,
+                                "{\"type\":\"revoke_sent\",\"seq\":%" PRIu64
+                                ",\"mono_ms\":%.3f,\"instance\":",
+                                m.seq, mono_ms());
+                        json_str(f, uuid);
+                        fprintf(f, "}\n");
+                        fflush(f);
+                    }
+            }
+        }
+        if (!(it[0].revents & ZMQ_POLLIN))
             continue;
         zmq_msg_t rid, body;
         zmq_msg_init(&rid);
@@ -187,26 +303,17 @@ int main(int argc, char **argv)
             fprintf(f, "{\"type\":\"hello\",\"project\":");
             json_str(f, r->hello->project_id);
             fprintf(f, ",\"pid\":%u}\n", r->hello->pid);
-            for (int i = 0; i < ngrants; i++) {
-                Sluice__Control__Sla sla = SLUICE__CONTROL__SLA__INIT;
-                sla.flavor = grants[i].flavor;
-                sla.gpu_share = grants[i].share;
-                sla.memory_quota_bytes = grants[i].quota;
-                sla.max_sessions = grants[i].max_sessions;
-                Sluice__Control__Grant g = SLUICE__CONTROL__GRANT__INIT;
-                g.instance_uuid = grants[i].uuid;
-                g.project_id = (char *)project;
-                g.sla = &sla;
-                g.domain_name = "fake-domain";
-                Sluice__Control__BackendControl m = SLUICE__CONTROL__BACKEND_CONTROL__INIT;
-                m.seq = ++seq;
-                m.kind_case = SLUICE__CONTROL__BACKEND_CONTROL__KIND_GRANT;
-                m.grant = &g;
-                send_ctl(sock, &rid, &m);
-            }
+            zmq_msg_close(&backend);
+            zmq_msg_init(&backend);
+            zmq_msg_copy(&backend, &rid);
+            have_backend = 1;
+            send_grants(sock, &rid, grants, ngrants, project, &seq);
         } else if (r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_ACK) {
-            fprintf(f, "{\"type\":\"ack\",\"seq\":%" PRIu64 ",\"ok\":%s,\"detail\":",
-                    r->ack->control_seq, r->ack->ok ? "true" : "false");
+            fprintf(f,
+                    "{\"type\":\"ack\",\"seq\":%" PRIu64 ",\"ok\":%s,\"rtt_ms\":%.3f,"
+                    "\"detail\":",
+                    r->ack->control_seq, r->ack->ok ? "true" : "false",
+                    sent_rtt(r->ack->control_seq));
             json_str(f, r->ack->detail);
             fprintf(f, "}\n");
         } else if (r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION) {
@@ -254,6 +361,9 @@ int main(int argc, char **argv)
                 m.usage_ack = &ua;
                 send_ctl(sock, &rid, &m);
             }
+        } else if (r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_PONG) {
+            fprintf(f, "{\"type\":\"pong\",\"at_ms\":%.3f,\"rtt_ms\":%.3f}\n", mono_ms() - t0,
+                    mono_ms() - (double)r->pong->nonce / 1000.0);
         } else {
             fprintf(f, "{\"type\":\"other\",\"kind\":%d}\n", (int)r->kind_case);
         }
@@ -264,6 +374,7 @@ int main(int argc, char **argv)
         zmq_msg_close(&body);
     }
     fclose(f);
+    zmq_msg_close(&backend);
     zmq_close(sock);
     zmq_ctx_term(ctx);
     return 0;

@@ -110,28 +110,34 @@ def main():
                     help="a second Sluice setting for --timing-pairs: each pair gets a third run "
                          "through a backend of its own with these flags and these variables "
                          "(e.g. 'SLUICE_SPIN_US=0 | --spin-us 0'); the table shows it as 'variant'")
+    ap.add_argument("--variant-bundle", metavar="DIR",
+                    help="the variant runs another build: its sluice-backend from DIR and its "
+                         "libcuda.so.1 from DIR/build/frontend (a same-call A/B of two builds; "
+                         "--variant may then be '|')")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="sluice-torch-")
     be, cfg = start_backend(a.bundle, work, a.driver, a.backend_args.split())
     native_env = dict(os.environ)
 
-    def sluice_env(cfg_dir):
+    def sluice_env(cfg_dir, frontend=a.frontend):
         env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = guest_library_path(a.frontend, not a.host_nvml)
+        env["LD_LIBRARY_PATH"] = guest_library_path(frontend, not a.host_nvml)
         env["SLUICE_CONFIG_DIR"] = cfg_dir
         env["SLUICE_LOG_LEVEL"] = a.log_level
-        env["TRITON_LIBCUDA_PATH"] = a.frontend
+        env["TRITON_LIBCUDA_PATH"] = frontend
         return env
 
     sl_env = sluice_env(cfg)
     vbe, var_env = None, None
-    if a.variant:
-        venv, _, vflags = a.variant.partition("|")
+    if a.variant or a.variant_bundle:
+        venv, _, vflags = (a.variant or "|").partition("|")
         vwork = os.path.join(work, "variant")
         os.makedirs(vwork)
-        vbe, vcfg = start_backend(a.bundle, vwork, a.driver, vflags.split())
-        var_env = sluice_env(vcfg)
+        vbundle = os.path.abspath(a.variant_bundle) if a.variant_bundle else a.bundle
+        vbe, vcfg = start_backend(vbundle, vwork, a.driver, vflags.split())
+        var_env = sluice_env(vcfg, os.path.join(vbundle, "build", "frontend")
+                             if a.variant_bundle else a.frontend)
         var_env.update(kv.split("=", 1) for kv in venv.split())
     rows = []
     try:

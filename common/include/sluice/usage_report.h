@@ -7,8 +7,8 @@
  * Attribution to the period [from, to) (times in ns since the epoch, UTC):
  *   - time figures (GPU busy, kernel, throttled time) of a record are pro-rated by the part of
  *     its interval inside the period (a zero-length interval counts where it lies);
- *   - counted figures (kernels, bytes, calls, errors, quota refusals, records) belong to the
- *     period holding the interval's end;
+ *   - counted figures (kernels, bytes, calls, errors, quota refusals, records, sessions closed
+ *     by the agent) belong to the period holding the interval's end;
  *   - the memory high-water mark is the largest of the records touching the period.
  * Both rules are additive: adjacent periods add up to the whole.
  * Entitlement = gpu_share x the time the instance existed inside the period (its lifetimes;
@@ -33,6 +33,7 @@ typedef struct sl_usage_rec {
     int64_t start_ns, end_ns;
     uint64_t gpu_busy_ns, kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water;
     uint64_t calls, errors, throttled_ns, quota_refusals;
+    int closed_by_agent; /* the agent closed the session: its backend ended first (unmeasured) */
 } sl_usage_rec;
 
 /* One span of an instance's existence (running on a host). open: still running at end_ns. */
@@ -54,6 +55,7 @@ typedef struct sl_usage_server {
     double busy_s, kernel_s, throttled_s, entitled_s;
     uint64_t kernels, bytes_htod, bytes_dtoh, calls, errors, quota_refusals;
     uint64_t memory_high_water, records;
+    uint64_t closed_by_agent; /* sessions the agent closed (records so marked) */
 } sl_usage_server;
 
 typedef struct sl_usage_tenant {

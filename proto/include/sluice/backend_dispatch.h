@@ -1,6 +1,7 @@
-/* Backend dispatch: call id -> handler. The generated table holds one handler per
- * non-handwritten call and NULL for handwritten ones; the backend copies it into a mutable
- * table and registers its hand-written handlers there. */
+/* Backend dispatch: call id -> handler, one table built at compile time (the generated
+ * backend_table.c, compiled into the backend): generated handlers (sl_be_gen_<name>) and the
+ * backend's hand-written ones (be_h_<name>, declared in the generated sluice/backend_handlers.h)
+ * are bound by name, so a missing handler fails the link. */
 #ifndef SLUICE_BACKEND_DISPATCH_H
 #define SLUICE_BACKEND_DISPATCH_H
 
@@ -12,31 +13,42 @@
 
 struct sl_driver_api;
 
-/* A handler decodes call's request, runs it and attaches its reply message to reply->out. */
-typedef CUresult (*sl_be_handler)(sl_be_session *s, const struct sl_driver_api *api,
-                                  const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply);
-
-struct sl_be_dispatch_entry {
-    uint32_t call_id; /* 0 for an unused slot */
-    const char *name;
-    uint32_t flags; /* enum sl_call_flag */
-    sl_be_handler handler;
+/* One call as its handler sees it. The caller owns everything; a handler reads the request and
+ * the bulk that came with it, attaches its reply message to reply->out and may leave bulk for
+ * the reply in out/out_len (malloc'd: the caller frees it after sending). */
+struct sl_be_call {
+    sl_be_session *s;
+    const struct sl_driver_api *api;
+    const Sluice__Wire__Call *call;
+    Sluice__Wire__Reply *reply;
+    const uint8_t *in; /* the call's bulk (NULL when none) */
+    uint64_t in_len;
+    uint8_t *out; /* the reply's bulk */
+    uint64_t out_len;
+    uint64_t parent; /* the module or library an object the call looked up came from */
 };
 
-/* Generated; indexed by call id. */
-extern const struct sl_be_dispatch_entry sl_be_generated_table[SL_CALL_ID_MAX + 1];
+typedef CUresult (*sl_be_handler)(struct sl_be_call *c);
 
-/* Copies the generated table into table (SL_CALL_ID_MAX + 1 entries). */
-void sl_be_dispatch_init(struct sl_be_dispatch_entry *table);
+struct sl_be_dispatch_entry {
+    uint32_t call_id;      /* 0 for an unused slot */
+    sl_be_handler handler; /* NULL: the call does not arrive (refused, local, sent as others) */
+};
 
-/* Runs one call: checks the call id and its oneof member, finds the handler (none:
- * CUDA_ERROR_NOT_SUPPORTED) and fills reply's seq, call_id, result and out. reply must be
- * initialised (SLUICE__WIRE__REPLY__INIT); release its out member with sl_be_reply_clear. */
-CUresult sl_be_dispatch(sl_be_session *s, const struct sl_driver_api *api,
-                        const struct sl_be_dispatch_entry *table, const Sluice__Wire__Call *call,
-                        Sluice__Wire__Reply *reply);
+/* The backend's table (generated backend_table.c), indexed by call id. */
+extern const struct sl_be_dispatch_entry sl_be_table[SL_CALL_ID_MAX + 1];
+
+/* Runs one call through table: checks the call id and its oneof member, finds the handler
+ * (none: CUDA_ERROR_NOT_SUPPORTED with a detail saying why the call does not arrive) and fills
+ * reply's seq, call_id and result. c->reply must be initialised (SLUICE__WIRE__REPLY__INIT);
+ * release its out member with sl_be_reply_clear. */
+CUresult sl_be_dispatch(const struct sl_be_dispatch_entry *table, struct sl_be_call *c);
 
 /* Frees what a handler attached to reply (its out member and detail) and resets them. */
 void sl_be_reply_clear(Sluice__Wire__Reply *reply);
+
+/* Sets reply->detail (a Sluice-side refusal reason). */
+void sl_be_detail(Sluice__Wire__Reply *reply, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -3,7 +3,7 @@
  * Every handle, device ordinal and device pointer that arrives from the wire is translated or
  * checked by these functions before it reaches the driver; objects the driver creates are
  * registered through them before their ids go back on the wire. The backend implements them
- * (a later issue); tests provide doubles. All return CUDA_SUCCESS or the CUresult to answer,
+ * (backend/session/); tests provide doubles. All return CUDA_SUCCESS or the CUresult to answer,
  * typically CUDA_ERROR_INVALID_HANDLE / CUDA_ERROR_INVALID_VALUE / CUDA_ERROR_INVALID_DEVICE. */
 #ifndef SLUICE_BACKEND_HOOKS_H
 #define SLUICE_BACKEND_HOOKS_H
@@ -19,8 +19,10 @@ typedef struct sl_be_session sl_be_session;
  * current context...) is the session's decision per kind. */
 CUresult sl_be_handle_get(sl_be_session *s, enum sl_handle_kind kind, uint64_t id, void **native);
 /* A native object the driver just created -> a new id for the guest. Integer-valued handles
- * (texture objects, generic allocation handles) travel through the same void *. */
-CUresult sl_be_handle_put(sl_be_session *s, enum sl_handle_kind kind, void *native, uint64_t *id);
+ * (texture objects, generic allocation handles) travel through the same void *. parent: the
+ * module or library id a function, kernel, texture or surface reference came from (0: none). */
+CUresult sl_be_handle_put(sl_be_session *s, enum sl_handle_kind kind, void *native, uint64_t parent,
+                          uint64_t *id);
 /* The call that destroyed the object behind id succeeded: forget it. */
 void sl_be_handle_drop(sl_be_session *s, enum sl_handle_kind kind, uint64_t id);
 

@@ -42,16 +42,32 @@ typedef struct sl_channel_opts {
     size_t chunk_size;        /* plaintext bytes per ZeroMQ frame when streaming (256 KiB) */
     int hwm;                  /* ZeroMQ SNDHWM/RCVHWM in frames (64); full queues block */
     int handshake_timeout_ms; /* TLS handshake + acceptance, per attempt (10000) */
-    int io_timeout_ms;        /* a blocked send or a stalled bulk transfer (30000) */
+    int io_timeout_ms;        /* client: a blocked send or a stalled bulk transfer; server: a
+                               * peer that takes none of what waits for it (30000) */
     int heartbeat_ivl_ms;     /* ZMTP PING interval (1000) */
     int heartbeat_timeout_ms; /* no traffic for this long: connection dropped (5000) */
     int connect_attempts;     /* client: handshake attempts before giving up (3) */
     int connect_backoff_ms;   /* client: first retry delay, doubled each time (200) */
     int idle_timeout_ms;      /* server: reap sessions silent this long, 0 = never (0) */
-    int max_peers;            /* server: concurrent sessions (1024) */
+    int max_peers;            /* server: concurrent sessions with a certificate (1024); those
+                               * without one are bounded by max_unauth */
     int linger_ms;            /* close: time left to deliver the CLOSE record (500) */
     int spin_us;              /* client: a wait for the server polls without sleeping this long
                                * before it blocks (0); saves the wake-up of a sleeping thread */
+    /* Limits that keep one peer from stalling or crowding out the others (docs/channel.md,
+     * "One peer never stalls the others"); 0 turns each off. */
+    uint64_t max_bulk;       /* largest bulk one MESSAGE may announce (1 GiB); more: the
+                              * session ends at once with SL_ERR_TOO_LARGE, nothing is read */
+    uint64_t bulk_min_rate;  /* server: bytes/s a bulk must arrive at, after bulk_grace_ms
+                              * (1 MiB/s); slower: SL_ERR_TIMEOUT */
+    int bulk_grace_ms;       /* server: time before the floor applies to a bulk (2000) */
+    size_t max_out_queue;    /* server: bytes held for a peer that ZeroMQ did not take yet
+                              * (256 MiB); more: that session ends with SL_ERR_TOO_LARGE
+                              * (io_timeout_ms applies either way) */
+    int max_unauth;          /* server: connections not (yet) authenticated (256): in the
+                              * handshake, or every connection in server-only mode; more: the
+                              * oldest is closed */
+    int max_unauth_per_addr; /* server: the same per source address (32) */
 } sl_channel_opts;
 
 void sl_channel_opts_default(sl_channel_opts *o);
@@ -105,6 +121,15 @@ sl_code sl_client_recv_bulk(sl_client *c, void *dest, size_t len, sl_error *err)
 const char *sl_client_cipher(const sl_client *c);
 void sl_client_stats(const sl_client *c, sl_channel_stats *st);
 
+/* Waiting for input without holding the client (a client is used by one thread at a time):
+ * sl_client_fds gives the file descriptors that become readable when input may have arrived
+ * (ZeroMQ's ZMQ_FD of the socket and of its connection monitor: edge-triggered), at most n of
+ * them, and returns how many. Before waiting on them, a thread must see sl_client_has_input
+ * answer 0 (it then holds the client): input already buffered in the channel, or the socket's
+ * pending input, signals no edge; any operation on the client (a send too) may consume one. */
+int sl_client_fds(const sl_client *c, int *fds, int n);
+int sl_client_has_input(sl_client *c);
+
 /* Sends CLOSE (best effort) and frees everything. NULL is fine. */
 void sl_client_close(sl_client *c);
 
@@ -124,6 +149,7 @@ typedef enum sl_event_kind {
     SL_EV_ACCEPTED, /* a peer completed the handshake and was accepted */
     SL_EV_MESSAGE,  /* a MESSAGE arrived (msg, len, bulk_len) */
     SL_EV_CLOSED,   /* a session ended (reason); after this the peer handle is dead */
+    SL_EV_BULK,     /* the bulk given to sl_server_take_bulk has all arrived */
 } sl_event_kind;
 
 typedef struct sl_server_event {
@@ -148,12 +174,36 @@ const char *sl_server_endpoint(const sl_server *s);
  * whose bulk is not yet consumed are held back until it is. */
 sl_code sl_server_poll(sl_server *s, int timeout_ms, sl_server_event *ev, sl_error *err);
 
-/* Decrypts the next len bulk bytes of peer's current MESSAGE into dest (NULL: discard).
- * Frames of other peers arriving meanwhile are queued for later polls. */
+/* Decrypts the next len bulk bytes of peer's current MESSAGE into dest (NULL: discard),
+ * waiting for them: this thread blocks on this one peer (for at most the bulk floor's time,
+ * see bulk_min_rate). Frames of other peers arriving meanwhile are queued for later polls.
+ * A server of many peers uses sl_server_take_bulk instead. */
 sl_code sl_server_recv_bulk(sl_server *s, sl_peer peer, void *dest, size_t len, sl_error *err);
 
+/* Non-blocking: names where all the bulk of peer's current MESSAGE goes (the n segments in
+ * order; their lengths add up to exactly the bulk announced; a NULL base discards that
+ * segment), decrypts what has arrived and returns at once. A later poll reports SL_EV_BULK
+ * when the last byte is in, or SL_EV_CLOSED when the session ends first (the peer trickled
+ * under the floor, tampered, left...). The segments must stay valid until one of the two, or
+ * until sl_server_disconnect/sl_server_close; the segment list itself is copied. */
+sl_code sl_server_take_bulk(sl_server *s, sl_peer peer, const struct iovec *dst, size_t n,
+                            sl_error *err);
+
+/* Queues MESSAGE msg followed by the n bulk segments for peer, both copied, and returns at
+ * once: the bytes are encrypted and handed to ZeroMQ as fast as the peer takes them (a frame
+ * at a time, in the polls that follow). A peer that lets more than max_out_queue bytes wait,
+ * or takes nothing for io_timeout_ms while bytes wait, is closed (SL_ERR_TOO_LARGE /
+ * SL_ERR_PEER_LOST); the error is returned when this send is the one over the bound. */
 sl_code sl_server_send(sl_server *s, sl_peer peer, const void *msg, size_t len,
                        const struct iovec *bulk, size_t n, sl_error *err);
+
+/* The same, but takes bulk (bulk_len bytes from malloc) instead of copying it: the server
+ * frees it with free() once sent or dropped, in every case (errors included). */
+sl_code sl_server_send_take(sl_server *s, sl_peer peer, const void *msg, size_t len, void *bulk,
+                            size_t bulk_len, sl_error *err);
+
+/* Bytes queued for peer that ZeroMQ has not taken yet (0 for an unknown peer). */
+size_t sl_server_queued(const sl_server *s, sl_peer peer);
 
 /* Closes, with a CLOSE(SL_ERR_REVOKED, reason) to the peer, every established session whose
  * identity match() accepts; each yields an SL_EV_CLOSED later. Returns how many. */
@@ -169,6 +219,10 @@ sl_code sl_server_disconnect(sl_server *s, sl_peer peer, sl_code code, const cha
 /* For an external event loop: a file descriptor that becomes readable (edge-triggered, as
  * ZMQ_FD) when the socket may have input. Call sl_server_poll(s, 0, ...) until SL_EV_NONE. */
 int sl_server_fd(const sl_server *s);
+/* For an external event loop: the longest it may wait before the next sl_server_poll, at most
+ * max_ms: 0 while queued output can go on now, 1 while a peer's ZeroMQ queue is full (there is
+ * no per-peer writable event to wait for), else max_ms. */
+int sl_server_wait_ms(const sl_server *s, int max_ms);
 size_t sl_server_peer_count(const sl_server *s);
 void sl_server_stats(const sl_server *s, sl_channel_stats *st);
 

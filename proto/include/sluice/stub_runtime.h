@@ -23,10 +23,12 @@ void sl_fe_reply_free(Sluice__Wire__Reply *reply);
  * CUDA_SUCCESS, or an error the runtime already knows of (a failed earlier deferred call). */
 CUresult sl_fe_enqueue_async(Sluice__Wire__Call *call);
 
-/* A call Sluice does not forward: returns CUDA_ERROR_NOT_SUPPORTED and logs one line naming
- * the call, once per name. The generated weak definitions of the handwritten calls
- * (frontend_unsupported.c) answer with it until a hand-written definition overrides them.
- * Implemented by the frontend runtime; tests provide one. */
+/* A form of a call Sluice does not forward (e.g. cuCtxCreate_v3 with affinity parameters):
+ * returns CUDA_ERROR_NOT_SUPPORTED and logs one line naming it, once per name. Implemented by
+ * the frontend runtime; tests provide one. */
 CUresult sl_fe_unsupported(const char *name);
+/* A call the table refuses (refuse="reason"): as sl_fe_unsupported, the line gives the reason.
+ * The generated frontend_refused.c answers every refused call with it. */
+CUresult sl_fe_refused(const char *name, const char *reason);
 
 #endif

@@ -26,22 +26,36 @@
 #define SL_WIRE_MAX_DEVICES           64u               /* SessionAccept.devices */
 #define SL_WIRE_MAX_DEVICE_ATTRIBUTES 1024u             /* DeviceInfo.attributes */
 
+/* The table's flags (proto/api/cuda_driver.api, docs/api-table.md). */
 enum sl_call_flag {
-    SL_CALL_ASYNC = 1u << 0,       /* may be sent without waiting for the reply */
-    SL_CALL_HANDWRITTEN = 1u << 1, /* no generated stub/handler: hand code marshals it */
-    SL_CALL_PTDS = 1u << 2,        /* the driver also has <name>_ptds */
-    SL_CALL_PTSZ = 1u << 3,        /* the driver also has <name>_ptsz */
-    SL_CALL_INTERNAL = 1u << 4,  /* Sluice-only call (ids >= SL_CALL_INTERNAL_BASE), not in cuda.h;
-                                  * always also SL_CALL_HANDWRITTEN */
-    SL_CALL_MEMO = 1u << 5,      /* a query the frontend may answer again from its last answer */
-    SL_CALL_UNMEMO = 1u << 6,    /* may change what memo calls answer: forgets their answers */
-    SL_CALL_UNCAPTURE = 1u << 7, /* may change capture status: forgets cuStreamIsCapturing's */
+    SL_CALL_ASYNC = 1u << 0,    /* may be sent without waiting for the reply */
+    SL_CALL_PTDS = 1u << 1,     /* the driver also has <name>_ptds */
+    SL_CALL_PTSZ = 1u << 2,     /* the driver also has <name>_ptsz */
+    SL_CALL_INTERNAL = 1u << 3, /* Sluice-only call (ids >= SL_CALL_INTERNAL_BASE), not in cuda.h */
+    SL_CALL_MEMO = 1u << 4,     /* a query the frontend may answer again from its last answer */
+    SL_CALL_UNMEMO = 1u << 5,   /* may change what memo calls answer: forgets their answers */
+    SL_CALL_UNCAPTURE = 1u << 6, /* may change capture status: forgets cuStreamIsCapturing's */
+    SL_CALL_LOCAL = 1u << 7,     /* answered in the guest, never sent */
+    SL_CALL_PRINTS = 1u << 8,    /* device printf output is due after it */
+    SL_CALL_UNSTICKY = 1u << 9,  /* runs even when its context holds a sticky error */
+    SL_CALL_SENT = 1u << 10,     /* travels as itself (not refused, local or sent as other calls) */
+    SL_CALL_CAPTURE_BEGIN = 1u << 11, /* begins a stream capture */
 };
 
+/* Everything the table says of one call. The enums (sluice/wire_ids.h) are the table's
+ * key=value annotations: hand, quota, acct, dir, idle. */
 struct sl_call_info {
-    uint32_t id;      /* 0 for an unused slot */
-    const char *name; /* the real symbol, e.g. "cuMemAlloc_v2" */
-    uint32_t flags;   /* enum sl_call_flag */
+    uint32_t id;        /* 0 for an unused slot */
+    const char *name;   /* the real symbol, e.g. "cuMemAlloc_v2" */
+    uint32_t flags;     /* enum sl_call_flag */
+    uint8_t hand;       /* enum sl_call_hand: where hand code lives */
+    uint8_t quota;      /* enum sl_call_quota */
+    uint8_t acct;       /* enum sl_call_acct: device work for accounting */
+    uint8_t dir;        /* enum sl_call_dir: acct=copy direction (or from its pod) */
+    uint8_t idle;       /* enum sl_call_idle: what the frontend learns of idle streams */
+    int32_t answers;    /* a CUresult that is an answer of this call, not an error; 0: none */
+    const char *refuse; /* why Sluice does not offer it; NULL: offered */
+    const char *via;    /* the calls the frontend sends it as ("a,b"); NULL: none */
 };
 
 /* Indexed by call id; slot 0 and unused ids are zero (the internal calls at

@@ -1,6 +1,6 @@
 /* A stand-in for sluice-backend that speaks the control protocol (docs/agent.md) and records
- * what it is told, one line each, in STATE_DIR/events.log: "start PID", "grant UUID SHA",
- * "revoke UUID REASON", "shutdown". */
+ * what it is told, one line each, in STATE_DIR/events.log: "start PID", "grant UUID SHA" (also
+ * for each grant of a grant set, after "grantset N REASON"), "revoke UUID REASON", "shutdown". */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +82,18 @@ int main(int argc, char **argv)
                 sprintf(hex + 2 * i, "%02x", m->grant->cert_sha256.data[i]);
             note("grant %s %s\n", m->grant->instance_uuid, hex);
             break;
+        case SLUICE__CONTROL__BACKEND_CONTROL__KIND_GRANT_SET: {
+            char n[32];
+            snprintf(n, sizeof n, "%zu", m->grant_set->n_grants);
+            note("grantset %s %s\n", n, m->grant_set->reason);
+            for (size_t k = 0; k < m->grant_set->n_grants; k++) {
+                const Sluice__Control__Grant *g = m->grant_set->grants[k];
+                for (size_t i = 0; i < g->cert_sha256.len && i < 32; i++)
+                    sprintf(hex + 2 * i, "%02x", g->cert_sha256.data[i]);
+                note("grant %s %s\n", g->instance_uuid, hex);
+            }
+            break;
+        }
         case SLUICE__CONTROL__BACKEND_CONTROL__KIND_REVOKE:
             note("revoke %s %s\n", m->revoke->instance_uuid, m->revoke->reason);
             break;

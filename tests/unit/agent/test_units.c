@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "backend_state.h"
 #include "config.h"
 #include "novameta.h"
 #include "policy.h"
@@ -356,6 +359,43 @@ static void test_example_config(void **st)
     assert_true(c.policy.n_flavors >= 2);
 }
 
+/* STATE_DIR/backends.state: written and read back, malformed lines skipped, a missing file is
+ * empty; process identities from /proc (a reaped child has none). */
+static void test_backend_state(void **st)
+{
+    (void)st;
+    char dir[] = "/tmp/ag-bstate-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/backends.state", dir);
+    ag_bstate *rows = NULL;
+    size_t n = 9;
+    sl_error e;
+    assert_int_equal(ag_bstate_load(path, &rows, &n, &e), SL_OK);
+    assert_int_equal(n, 0);
+    ag_bstate w[2] = {{"11111111111141118111111111111111", 47000, 1234, 5678, 1800000000},
+                      {"22222222222242228222222222222222", 47001, 0, 0, 1700000000}};
+    assert_int_equal(ag_bstate_save(path, w, 2, &e), SL_OK);
+    FILE *f = fopen(path, "a");
+    fputs("bad line\nproj;rm 1 0 0 0\n33 70000 0 0 0\n44 47002 5 0 0\n", f);
+    fclose(f);
+    assert_int_equal(ag_bstate_load(path, &rows, &n, &e), SL_OK);
+    assert_int_equal(n, 2);
+    assert_memory_equal(rows, w, sizeof w);
+    free(rows);
+    /* process identities */
+    assert_true(ag_proc_start(getpid()) > 0);
+    assert_int_equal(ag_proc_start(getpid()), ag_proc_start(getpid()));
+    pid_t c = fork();
+    if (c == 0)
+        _exit(0);
+    assert_true(c > 0);
+    waitpid(c, NULL, 0);
+    assert_int_equal(ag_proc_start(c), 0);
+    assert_int_equal(ag_proc_start(0), 0);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_ports(void **st)
 {
     (void)st;
@@ -385,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_meta_missing),   cmocka_unit_test(test_meta_hostile),
         cmocka_unit_test(test_policy),         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_example_config), cmocka_unit_test(test_ports),
+        cmocka_unit_test(test_backend_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,8 @@
 /* Enrollment end to end over the real channel: sluice-enroll's library against an in-process
  * enrollment server with a fake instance table; success, idempotence, renewal, every refusal,
- * rate limiting, and a mutual-TLS channel with the issued certificate. */
+ * rate limiting, a flood of connections without a request, a mutual-TLS channel with the
+ * issued certificate, and locate requests (the backend moved; a certificate no longer granted is
+ * replaced). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +30,8 @@
 #include "sluice_control.pb-c.h"
 #include "testutil.h"
 
+#include <zmq.h>
+
 #define INST    "6f1e0c2a-1b7d-4c55-9a0e-3f2b8d7c1e42"
 #define PROJ    "3c9d2f7e8a1b4c6d9e0f1a2b3c4d5e6f"
 #define BACKEND "tcp://127.0.0.1:47001"
@@ -40,6 +45,8 @@ static struct {
     ag_instance inst; /* the one domain of the fake host */
     int issued;
     char issued_fp[65];
+    char backend[64]; /* the backend endpoint the fake agent answers ("": BACKEND) */
+    int revoked;      /* the issued certificate is no longer granted */
 } G = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---------------------------------------------------------------- fake agent environment */
@@ -60,8 +67,21 @@ static int backend_endpoint(void *user, const char *project, char *out, size_t n
     (void)user;
     if (strcmp(project, PROJ) != 0)
         return 0;
-    snprintf(out, n, BACKEND);
+    pthread_mutex_lock(&G.mu);
+    snprintf(out, n, "%s", G.backend[0] ? G.backend : BACKEND);
+    pthread_mutex_unlock(&G.mu);
     return 1;
+}
+
+static int granted(void *user, const char *fp, char *instance, size_t n)
+{
+    (void)user;
+    pthread_mutex_lock(&G.mu);
+    int ok = !G.revoked && G.issued_fp[0] && !strcmp(fp, G.issued_fp);
+    pthread_mutex_unlock(&G.mu);
+    if (ok)
+        snprintf(instance, n, INST);
+    return ok;
 }
 
 static void issued(void *user, const ag_instance *inst, const char *fp, int64_t not_after)
@@ -127,7 +147,7 @@ static void srv_start(srv *s, int burst)
                         .token_issuer = "sluice-nova-hook",
                         .replay_db = db,
                         .ratelimit = {.burst = burst, .per_minute = 1}};
-    ag_enroll_env env = {lookup, backend_endpoint, issued, NULL};
+    ag_enroll_env env = {lookup, backend_endpoint, issued, NULL, granted};
     sl_error e;
     assert_int_equal(ag_enroll_open(&o, G.ca, &env, &s->en, &e), SL_OK);
     assert_int_equal(pthread_create(&s->th, NULL, srv_loop, s), 0);
@@ -387,6 +407,91 @@ typedef struct refusal {
     const char *detail;
 } refusal;
 
+static void read_conf(const char *gdir, char *conf, size_t n)
+{
+    char p[500];
+    snprintf(p, sizeof p, "%s/backend.conf", gdir);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    conf[fread(conf, 1, n - 1, f)] = '\0';
+    fclose(f);
+}
+
+/* The backend moved: a run of sluice-enroll with a good certificate asks the agent (locate)
+ * and rewrites backend.conf, without a new certificate; a certificate the agent no longer
+ * grants is replaced by a new enrollment; a locate from elsewhere is refused and changes
+ * nothing. */
+static void test_enroll_locate(void **state)
+{
+    (void)state;
+    set_instance(1, 1, PROJ, 1);
+    pthread_mutex_lock(&G.mu);
+    G.backend[0] = '\0';
+    G.revoked = 0;
+    pthread_mutex_unlock(&G.mu);
+    srv s;
+    srv_start(&s, 100);
+    char gdir[400], conf[1024];
+    guest_dir(gdir, sizeof gdir, "guest-locate");
+    char *tok = token(G.tkey, INST, PROJ, 0);
+    se_result r;
+    sl_error e;
+    assert_int_equal(enroll(&s, tok, gdir, 0, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 1);
+    read_conf(gdir, conf, sizeof conf);
+    char want[200];
+    snprintf(want, sizeof want, "\nenroll_endpoint = %s\n", ag_enroll_endpoint(s.en));
+    assert_non_null(strstr(conf, want));
+    int issued_before = G.issued;
+
+    /* still there: confirmed, nothing written */
+    se_opts o = {.source = "/nonexistent", .dir = gdir, .timeout_ms = 5000};
+    assert_int_equal(se_enroll(&o, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 0);
+    assert_int_equal(r.located, 1);
+    assert_int_equal(r.moved, 0);
+    assert_string_equal(r.endpoint, BACKEND);
+
+    /* moved: backend.conf follows, the certificate stays */
+    pthread_mutex_lock(&G.mu);
+    snprintf(G.backend, sizeof G.backend, "tcp://127.0.0.1:47002");
+    pthread_mutex_unlock(&G.mu);
+    assert_int_equal(se_enroll(&o, &r, &e), SL_OK);
+    assert_int_equal(r.located, 1);
+    assert_int_equal(r.moved, 1);
+    assert_string_equal(r.old_endpoint, BACKEND);
+    assert_string_equal(r.endpoint, "tcp://127.0.0.1:47002");
+    read_conf(gdir, conf, sizeof conf);
+    assert_non_null(strstr(conf, "\nendpoint = tcp://127.0.0.1:47002\n"));
+    assert_non_null(strstr(conf, want));
+    assert_int_equal(G.issued, issued_before);
+
+    /* from an address that is not the instance's: refused, the files are kept */
+    set_instance(1, 1, PROJ, 0);
+    assert_int_equal(se_enroll(&o, &r, &e), SL_OK);
+    assert_int_equal(r.located, 0);
+    assert_non_null(strstr(r.note, "WRONG_SOURCE"));
+    read_conf(gdir, conf, sizeof conf);
+    assert_non_null(strstr(conf, "\nendpoint = tcp://127.0.0.1:47002\n"));
+    set_instance(1, 1, PROJ, 1);
+
+    /* no longer granted (revoked, say): sluice-enroll enrolls anew with a fresh token */
+    pthread_mutex_lock(&G.mu);
+    G.revoked = 1;
+    pthread_mutex_unlock(&G.mu);
+    char *tok2 = token(G.tkey, INST, PROJ, 0);
+    assert_int_equal(enroll(&s, tok2, gdir, 0, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 1);
+    assert_int_equal(G.issued, issued_before + 1);
+    pthread_mutex_lock(&G.mu);
+    G.revoked = 0;
+    G.backend[0] = '\0';
+    pthread_mutex_unlock(&G.mu);
+    free(tok);
+    free(tok2);
+    srv_stop(&s);
+}
+
 static void test_enroll_refusals(void **state)
 {
     (void)state;
@@ -595,15 +700,80 @@ static void test_enroll_http_source(void **state)
     srv_stop(&s);
 }
 
+/* 1,100 connections from 127.0.0.2 that send half a TLS ClientHello and stop, and 40 that
+ * finish the handshake and send nothing: a guest from 127.0.0.1 still enrolls at once (the
+ * channel's limits on unauthenticated connections, docs/channel.md; the agent sets nothing). */
+static void test_enroll_flood(void **state)
+{
+    (void)state;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    set_instance(1, 1, PROJ, 1);
+    srv s;
+    srv_start(&s, 100);
+    const char *ep = ag_enroll_endpoint(s.en);
+    char src_ep[300];
+    snprintf(src_ep, sizeof src_ep, "tcp://127.0.0.2:0;%s", ep + strlen("tcp://"));
+    void *z = zmq_ctx_new();
+    zmq_ctx_set(z, ZMQ_MAX_SOCKETS, 1200);
+    static void *flood[1100];
+    for (int i = 0; i < 1100; i++) {
+        flood[i] = zmq_socket(z, ZMQ_DEALER);
+        assert_non_null(flood[i]);
+        int zero = 0, never = -1;
+        zmq_setsockopt(flood[i], ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(flood[i], ZMQ_RECONNECT_IVL, &never, sizeof never);
+        assert_int_equal(zmq_connect(flood[i], src_ep), 0);
+        zmq_send(flood[i], "\x16\x03\x01\x02\x00", 5, 0); /* queued until connected */
+    }
+    sl_tls_config cfg = {
+        .mode = SL_TLS_SERVER_ONLY, .ca_pem = ag_ca_cert_pem(G.ca), .server_name = "127.0.0.1"};
+    sl_channel_opts o;
+    sl_channel_opts_default(&o);
+    o.connect_attempts = 1;
+    static sl_client *idle[40];
+    int idle_ok = 0;
+    for (int i = 0; i < 40; i++) {
+        sl_error e;
+        idle_ok += sl_client_connect(src_ep, &cfg, &o, &idle[i], &e) == SL_OK;
+    }
+    assert_true(idle_ok > 0);
+    char gdir[400];
+    guest_dir(gdir, sizeof gdir, "guest-flood");
+    char *tok = token(G.tkey, INST, PROJ, 0);
+    se_result r;
+    sl_error e;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    sl_code rc = enroll(&s, tok, gdir, 0, &r, &e);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (rc != SL_OK)
+        print_error("enroll during the flood: %s: %s\n", sl_code_name(rc), e.msg);
+    assert_int_equal(rc, SL_OK);
+    assert_int_equal(r.enrolled, 1);
+    long ms = (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    print_message("enrolled during the flood in %ld ms\n", ms);
+    assert_true(ms < 5000);
+    free(tok);
+    for (int i = 0; i < 40; i++)
+        sl_client_close(idle[i]);
+    for (int i = 0; i < 1100; i++)
+        zmq_close(flood[i]);
+    zmq_ctx_term(z);
+    srv_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_enroll_success),
-        cmocka_unit_test(test_enroll_refusals),
-        cmocka_unit_test(test_enroll_rate_limited),
-        cmocka_unit_test(test_enroll_http_source),
+        cmocka_unit_test(test_enroll_success),     cmocka_unit_test(test_enroll_refusals),
+        cmocka_unit_test(test_enroll_locate),      cmocka_unit_test(test_enroll_rate_limited),
+        cmocka_unit_test(test_enroll_http_source), cmocka_unit_test(test_enroll_flood),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

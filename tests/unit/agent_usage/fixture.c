@@ -20,7 +20,7 @@ int64_t fx_time(const char *iso)
     return ns;
 }
 
-static sl_usage_rec recs[10];
+static sl_usage_rec recs[12];
 static sl_usage_life lives[3];
 static size_t n_recs, n_lives;
 
@@ -88,6 +88,11 @@ static void init(void)
         "2026-11-01T00:30:00", H, 200, 100 * MIB, 10 * MIB, 512 * MIB, 0, 0);
     rec("aaaa0002-0000-4000-8000-000000000002", FX_U2, FX_PA, "2026-11-02T01:00:00",
         "2026-11-02T02:00:00", H / 4, 50, 0, 0, 256 * MIB, 0, 0);
+    /* U2's session closed by the agent: its backend was killed 8 s after the record above */
+    rec("aaaa0002-0000-4000-8000-000000000003", FX_U2, FX_PA, "2026-11-02T02:00:00",
+        "2026-11-02T02:00:08", 0, 0, 0, 0, 0, 0, 0);
+    recs[n_recs - 1].calls = 0;
+    recs[n_recs - 1].closed_by_agent = 1;
     /* U3 (project B, no lifetime, no share): one inside, one across the period's end */
     rec("bbbb0003-0000-4000-8000-000000000001", FX_U3, FX_PB, "2026-11-03T20:00:00",
         "2026-11-03T21:00:00", H / 2, 10, 3 * MIB, 1000, 8 * GIB, 0, 0);

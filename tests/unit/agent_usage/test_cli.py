@@ -177,8 +177,12 @@ def main():
         assert old_server["instance_id"] == "cccccccc-0000-4000-8000-000000000001"
         assert old_server["existence"] == "lifetime" and old_server["kernels"] == 5
         db = sqlite3.connect(old)
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
         db.close()
+        # the session closed by the agent, in both stores' reports (docs/usage.md)
+        for argv in ([usage, "--db", f"{d}/usage.db"], [registry, "--db", rdb, "usage"]):
+            rows = list(csv.DictReader(io.StringIO(run(*argv, *PERIOD, "--format", "csv").stdout)))
+            assert [r["closed_by_agent"] for r in rows] == ["1", "0", "1", "0", "0"], rows
     print("ok")
     return 0
 

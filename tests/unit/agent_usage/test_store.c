@@ -71,13 +71,13 @@ static void test_record_check(void **st)
     assert_int_equal(ag_usage_record_check(&r, PROJ, now, why, sizeof why), 0);
     assert_int_equal(ag_usage_record_check(&r, NULL, now, why, sizeof why), 0);
     /* one field wrong at a time; the message names it */
-    const char *fields[] = {"record_id",       "record_id",         "instance_uuid",
-                            "project_id",      "project_id",        "flavor",
-                            "gpu_uuid",        "interval_start_ns", "interval_end_ns",
-                            "interval_end_ns", "interval_end_ns",   "gpu_busy_ns",
-                            "throttled_ns",    "kernel_ns",         "kernels",
-                            "bytes_htod",      "memory_high_water", "gpu_share",
-                            "gpu_share",       "measurement",       "domain_name"};
+    const char *fields[] = {
+        "record_id",         "record_id",       "instance_uuid",   "project_id",
+        "project_id",        "flavor",          "gpu_uuid",        "interval_start_ns",
+        "interval_end_ns",   "interval_end_ns", "interval_end_ns", "gpu_busy_ns",
+        "throttled_ns",      "kernel_ns",       "kernels",         "bytes_htod",
+        "memory_high_water", "gpu_share",       "gpu_share",       "measurement",
+        "domain_name",       "closed_by_agent"};
     char longs[300];
     memset(longs, 'x', sizeof longs - 1);
     longs[sizeof longs - 1] = '\0';
@@ -147,6 +147,9 @@ static void test_record_check(void **st)
             break;
         case 20:
             r.domain_name = longs;
+            break;
+        case 21:
+            r.closed_by_agent = 1; /* the agent's own mark: never from a backend */
             break;
         }
         if (ag_usage_record_check(&r, PROJ, now, why, sizeof why) == 0)
@@ -268,6 +271,102 @@ static int sum_totals(const sl_usage_rec *s, uint64_t records, void *ud)
     t->kernels += s->kernels;
     t->mem = s->memory_high_water;
     return 0;
+}
+
+typedef struct opens {
+    uint64_t sid[8];
+    int64_t last_end[8];
+    char instance[8][40];
+    int n;
+} opens;
+
+static int collect_open(const ag_usage_open *o, void *ud)
+{
+    opens *x = ud;
+    if (x->n < 8) {
+        x->sid[x->n] = o->session_id;
+        x->last_end[x->n] = o->last_end_ns;
+        snprintf(x->instance[x->n], sizeof x->instance[0], "%s", o->instance);
+        x->n++;
+    }
+    return 0;
+}
+
+static opens open_sessions(ag_usage_store *s)
+{
+    opens x;
+    memset(&x, 0, sizeof x);
+    sl_error e;
+    assert_int_equal(ag_usage_store_open_sessions(s, PROJ, collect_open, &x, &e), SL_OK);
+    return x;
+}
+
+/* The sessions the store holds open: opened by an event or a record, updated by records, gone
+ * with the final record; a late copy of an earlier record does not open the session again, a
+ * later backend's session of the same id (the counter starts again) does; closing records. */
+static void test_open_sessions(void **st)
+{
+    fx *f = *st;
+    sl_error e;
+    int64_t t = now_ns() - 600 * NS;
+    assert_int_equal(ag_usage_store_session_opened(f->s, PROJ, 7, INST, t, &e), SL_OK);
+    assert_int_equal(ag_usage_store_session_opened(f->s, PROJ, 7, INST, t + NS, &e), SL_OK);
+    opens o = open_sessions(f->s);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.sid[0], 7);
+    assert_int_equal(o.last_end[0], 0);
+    /* its records: the row follows the last one; the final one removes it */
+    Sluice__Control__UsageRecord r1 = rec(40), r2 = rec(41), fin = rec(42), late = rec(43);
+    r1.session_id = r2.session_id = fin.session_id = late.session_id = 7;
+    r1.final = r2.final = 0;
+    r1.interval_start_ns = t;
+    r1.interval_end_ns = t + 10 * NS;
+    r2.interval_start_ns = t + 10 * NS;
+    r2.interval_end_ns = t + 20 * NS;
+    fin.interval_start_ns = t + 20 * NS;
+    fin.interval_end_ns = t + 25 * NS;
+    fin.final = 1;
+    late = r1;
+    late.record_id = ids[43];
+    const Sluice__Control__UsageRecord *b1[] = {&r1, &r2};
+    assert_int_equal(ag_usage_store_put(f->s, b1, 2, 1800000000, NULL, &e), SL_OK);
+    o = open_sessions(f->s);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.last_end[0], t + 20 * NS);
+    const Sluice__Control__UsageRecord *b2[] = {&fin, &late};
+    assert_int_equal(ag_usage_store_put(f->s, b2, 2, 1800000001, NULL, &e), SL_OK);
+    assert_int_equal(open_sessions(f->s).n, 0);
+    /* a later backend numbers its sessions from 1 again: session 7 of it is tracked */
+    Sluice__Control__UsageRecord again = rec(44);
+    again.session_id = 7;
+    again.final = 0;
+    again.interval_start_ns = t + 100 * NS;
+    again.interval_end_ns = t + 110 * NS;
+    const Sluice__Control__UsageRecord *b3[] = {&again};
+    assert_int_equal(ag_usage_store_put(f->s, b3, 1, 1800000002, NULL, &e), SL_OK);
+    o = open_sessions(f->s);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.last_end[0], t + 110 * NS);
+    assert_string_equal(o.instance[0], INST);
+    /* the agent's closing record ends it, and is kept with its mark */
+    Sluice__Control__UsageRecord close = rec(45);
+    close.session_id = 7;
+    close.interval_start_ns = close.interval_end_ns = t + 110 * NS;
+    close.final = close.closed_by_agent = 1;
+    close.measurement = "none";
+    const Sluice__Control__UsageRecord *b4[] = {&close};
+    assert_int_equal(ag_usage_store_put(f->s, b4, 1, 1800000003, NULL, &e), SL_OK);
+    assert_int_equal(open_sessions(f->s).n, 0);
+    ag_usage_batch b;
+    assert_int_equal(ag_usage_store_unforwarded(f->s, 100, &b, &e), SL_OK);
+    int marked = 0;
+    for (size_t i = 0; i < b.n; i++)
+        if (!strcmp(b.recs[i]->record_id, ids[45]))
+            marked = b.recs[i]->closed_by_agent && b.recs[i]->final;
+        else
+            assert_false(b.recs[i]->closed_by_agent);
+    assert_true(marked);
+    ag_usage_batch_free(&b);
 }
 
 static void test_duplicates_once(void **st)
@@ -581,6 +680,7 @@ int main(void)
         cmocka_unit_test(test_record_check),
         cmocka_unit_test(test_encoding),
         cmocka_unit_test_setup_teardown(test_duplicates_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lifetimes_and_query, setup, teardown),
         cmocka_unit_test(test_metrics_exposition),
         cmocka_unit_test(test_config_keys),

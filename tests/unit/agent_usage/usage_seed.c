@@ -36,7 +36,9 @@ static Sluice__Control__UsageRecord proto_of(const sl_usage_rec *r)
     u.errors = r->errors;
     u.throttled_ns = r->throttled_ns;
     u.quota_refusals = (uint32_t)r->quota_refusals;
-    u.measurement = "events";
+    u.measurement = r->closed_by_agent ? "none" : "events";
+    u.final = r->closed_by_agent;
+    u.closed_by_agent = r->closed_by_agent;
     return u;
 }
 

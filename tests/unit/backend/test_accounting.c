@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "backend.h"
+#include "sluice/pod_facts.h"
 
 /* ---------------------------------------------------------------- intervals */
 
@@ -248,10 +249,10 @@ static void sink_emit(void *user, const uint8_t *rec, size_t len)
 static void test_array_bytes(void **state)
 {
     (void)state;
-    assert_int_equal(be_array_bytes(1024, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1), 1024);
-    assert_int_equal(be_array_bytes(1024, 512, 0, CU_AD_FORMAT_FLOAT, 4), 1024 * 512 * 16);
-    assert_int_equal(be_array_bytes(64, 64, 6, CU_AD_FORMAT_HALF, 2), 64 * 64 * 6 * 4);
-    assert_true(be_array_bytes(UINT64_MAX / 2, 4, 1, CU_AD_FORMAT_FLOAT, 1) == UINT64_MAX);
+    assert_int_equal(sl_array_bytes(1024, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1), 1024);
+    assert_int_equal(sl_array_bytes(1024, 512, 0, CU_AD_FORMAT_FLOAT, 4), 1024 * 512 * 16);
+    assert_int_equal(sl_array_bytes(64, 64, 6, CU_AD_FORMAT_HALF, 2), 64 * 64 * 6 * 4);
+    assert_true(sl_array_bytes(UINT64_MAX / 2, 4, 1, CU_AD_FORMAT_FLOAT, 1) == UINT64_MAX);
 }
 
 /* Two sessions of one instance share its quota; cuMemGetInfo's figures follow. */
@@ -289,6 +290,9 @@ static void test_session_quota(void **state)
     /* session 2 may not take 41 MiB more, but 40 MiB */
     assert_int_equal(be_acct_mem_admit(s[1], 41 << 20, why, sizeof why), -1);
     assert_non_null(strstr(why, "quota of 100 MiB"));
+    /* the largest request there is: refused, and said as it is (rounding up overflowed) */
+    assert_int_equal(be_acct_mem_admit(s[1], UINT64_MAX, why, sizeof why), -1);
+    assert_non_null(strstr(why, ", 17592186044416 MiB more asked"));
     assert_int_equal(be_acct_mem_admit(s[1], 40 << 20, why, sizeof why), 0);
     be_acct_mem_publish(s[1]); /* the call failed: nothing allocated, the reservation goes */
     assert_int_equal(be_acct_inst_bytes(m, in), 60 << 20);
@@ -305,10 +309,10 @@ static void test_session_quota(void **state)
     assert_int_equal(be_mem_remove(&s[0]->mem, 0x10000000), 1);
     be_acct_mem_publish(s[0]);
     assert_int_equal(be_acct_inst_bytes(m, in), 0);
-    /* the records: one refusal, the high-water mark, no driver = measurement "none" */
+    /* the records: two refusals, the high-water mark, no driver = measurement "none" */
     be_acct_tick(s[1]);
     assert_int_equal(k.n, 1);
-    assert_int_equal(k.last->quota_refusals, 1);
+    assert_int_equal(k.last->quota_refusals, 2);
     assert_string_equal(k.last->measurement, "none");
     be_acct_tick(s[0]);
     assert_int_equal(k.last->memory_high_water, 60 << 20);

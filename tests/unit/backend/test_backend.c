@@ -32,7 +32,7 @@ static void test_handles_kinds_and_reuse(void **state)
     sl_be_session *s = be_session_new(1, &no_api, &no_devs);
     assert_non_null(s);
     uint64_t a, b, c;
-    assert_int_equal(sl_be_handle_put(s, SL_H_STREAM, (void *)0x1000, &a), CUDA_SUCCESS);
+    assert_int_equal(sl_be_handle_put(s, SL_H_STREAM, (void *)0x1000, 0, &a), CUDA_SUCCESS);
     assert_int_equal(a >> 56, SL_H_STREAM);
     void *n = NULL;
     assert_int_equal(sl_be_handle_get(s, SL_H_STREAM, a, &n), CUDA_SUCCESS);
@@ -46,7 +46,7 @@ static void test_handles_kinds_and_reuse(void **state)
     /* drop, then never reused */
     sl_be_handle_drop(s, SL_H_STREAM, a);
     assert_int_equal(sl_be_handle_get(s, SL_H_STREAM, a, &n), CUDA_ERROR_INVALID_HANDLE);
-    assert_int_equal(sl_be_handle_put(s, SL_H_STREAM, (void *)0x1000, &b), CUDA_SUCCESS);
+    assert_int_equal(sl_be_handle_put(s, SL_H_STREAM, (void *)0x1000, 0, &b), CUDA_SUCCESS);
     assert_true(b != a);
     /* stream pass-through ids */
     for (uint64_t id = 0; id <= 2; id++) {
@@ -54,11 +54,11 @@ static void test_handles_kinds_and_reuse(void **state)
         assert_ptr_equal(n, (void *)(uintptr_t)id);
     }
     /* a kernel id is accepted where a function is, not the reverse */
-    assert_int_equal(sl_be_handle_put(s, SL_H_KERNEL, (void *)0x2000, &c), CUDA_SUCCESS);
+    assert_int_equal(sl_be_handle_put(s, SL_H_KERNEL, (void *)0x2000, 0, &c), CUDA_SUCCESS);
     assert_int_equal(sl_be_handle_get(s, SL_H_FUNCTION, c, &n), CUDA_SUCCESS);
     assert_ptr_equal(n, (void *)0x2000);
     uint64_t f;
-    assert_int_equal(sl_be_handle_put(s, SL_H_FUNCTION, (void *)0x3000, &f), CUDA_SUCCESS);
+    assert_int_equal(sl_be_handle_put(s, SL_H_FUNCTION, (void *)0x3000, 0, &f), CUDA_SUCCESS);
     assert_int_equal(sl_be_handle_get(s, SL_H_KERNEL, f, &n), CUDA_ERROR_INVALID_HANDLE);
     be_session_free(s);
 }
@@ -70,8 +70,8 @@ static void test_handles_other_session(void **state)
     sl_be_session *s2 = be_session_new(2, &no_api, &no_devs);
     uint64_t a, b;
     void *n;
-    assert_int_equal(sl_be_handle_put(s1, SL_H_EVENT, (void *)0x10, &a), CUDA_SUCCESS);
-    assert_int_equal(sl_be_handle_put(s2, SL_H_EVENT, (void *)0x20, &b), CUDA_SUCCESS);
+    assert_int_equal(sl_be_handle_put(s1, SL_H_EVENT, (void *)0x10, 0, &a), CUDA_SUCCESS);
+    assert_int_equal(sl_be_handle_put(s2, SL_H_EVENT, (void *)0x20, 0, &b), CUDA_SUCCESS);
     assert_true(a != b);
     assert_int_equal(sl_be_handle_get(s2, SL_H_EVENT, a, &n), CUDA_ERROR_INVALID_HANDLE);
     assert_int_equal(sl_be_handle_get(s1, SL_H_EVENT, b, &n), CUDA_ERROR_INVALID_HANDLE);
@@ -85,7 +85,7 @@ static void test_handles_many_and_module_children(void **state)
     sl_be_session *s = be_session_new(1, &no_api, &no_devs);
     static uint64_t ids[20000];
     for (int i = 0; i < 20000; i++)
-        assert_int_equal(sl_be_handle_put(s, SL_H_EVENT, (void *)(uintptr_t)(i + 1), &ids[i]),
+        assert_int_equal(sl_be_handle_put(s, SL_H_EVENT, (void *)(uintptr_t)(i + 1), 0, &ids[i]),
                          CUDA_SUCCESS);
     for (int i = 0; i < 20000; i += 2)
         sl_be_handle_drop(s, SL_H_EVENT, ids[i]);
@@ -95,9 +95,9 @@ static void test_handles_many_and_module_children(void **state)
                          i % 2 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE);
     /* functions made after a module lookup belong to it and go with it */
     uint64_t mod, fn;
-    assert_int_equal(sl_be_handle_put(s, SL_H_MODULE, (void *)0x77, &mod), CUDA_SUCCESS);
+    assert_int_equal(sl_be_handle_put(s, SL_H_MODULE, (void *)0x77, 0, &mod), CUDA_SUCCESS);
     assert_int_equal(sl_be_handle_get(s, SL_H_MODULE, mod, &n), CUDA_SUCCESS);
-    assert_int_equal(sl_be_handle_put(s, SL_H_FUNCTION, (void *)0x78, &fn), CUDA_SUCCESS);
+    assert_int_equal(sl_be_handle_put(s, SL_H_FUNCTION, (void *)0x78, mod, &fn), CUDA_SUCCESS);
     assert_int_equal(be_mem_add(&s->mem, 0x100000, 64, BE_R_GLOBAL, 0, mod), CUDA_SUCCESS);
     sl_be_handle_drop(s, SL_H_MODULE, mod);
     assert_int_equal(sl_be_handle_get(s, SL_H_FUNCTION, fn, &n), CUDA_ERROR_INVALID_HANDLE);
@@ -136,13 +136,22 @@ static CUresult occ_max_active(int *n, CUfunction f, int block, size_t smem, uns
     return CUDA_SUCCESS;
 }
 
+/* Runs one call through the backend's dispatch table (no bulk). */
+static CUresult dispatch(sl_be_session *s, const struct sl_driver_api *api,
+                         const Sluice__Wire__Call *call, Sluice__Wire__Reply *reply)
+{
+    struct sl_be_call c = {.s = s, .api = api, .call = call, .reply = reply};
+    CUresult rc = sl_be_dispatch(sl_be_table, &c);
+    free(c.out);
+    return rc;
+}
+
 /* backend/occupancy.c: a kernel id is accepted as the function (the native CUkernel reaches the
  * driver), a guest callback id is refused (the frontend computes that case), the cluster calls
  * check the attribute bulk against the config. */
 static void test_occupancy_handlers(void **state)
 {
     (void)state;
-    be_dispatch_setup();
     struct sl_driver_api api = {0};
     api.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags = occ_max_active;
     sl_be_session *s = be_session_new(1, &api, &no_devs);
@@ -158,13 +167,13 @@ static void test_occupancy_handlers(void **state)
     call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_ACTIVE_BLOCKS_PER_MULTIPROCESSOR;
     call.cu_occupancy_max_active_blocks_per_multiprocessor = &rq;
     Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
-    assert_int_equal(sl_be_dispatch(s, &api, be_table, &call, &reply), CUDA_SUCCESS);
+    assert_int_equal(dispatch(s, &api, &call, &reply), CUDA_SUCCESS);
     assert_int_equal(reply.cu_occupancy_max_active_blocks_per_multiprocessor->num_blocks, 8);
     assert_ptr_equal(occ_seen, (void *)0x5150);
     sl_be_reply_clear(&reply);
     rq.func = kid + 1000; /* unknown */
     reply = (Sluice__Wire__Reply)SLUICE__WIRE__REPLY__INIT;
-    assert_int_equal(sl_be_dispatch(s, &api, be_table, &call, &reply), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(dispatch(s, &api, &call, &reply), CUDA_ERROR_INVALID_HANDLE);
     sl_be_reply_clear(&reply);
 
     Sluice__Cuda__CuOccupancyMaxPotentialBlockSizeRequest pq =
@@ -176,7 +185,7 @@ static void test_occupancy_handlers(void **state)
     call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_POTENTIAL_BLOCK_SIZE;
     call.cu_occupancy_max_potential_block_size = &pq;
     reply = (Sluice__Wire__Reply)SLUICE__WIRE__REPLY__INIT;
-    assert_int_equal(sl_be_dispatch(s, &api, be_table, &call, &reply), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(dispatch(s, &api, &call, &reply), CUDA_ERROR_INVALID_VALUE);
     sl_be_reply_clear(&reply);
 
     CUlaunchConfig cfg = {0};
@@ -192,11 +201,11 @@ static void test_occupancy_handlers(void **state)
     call.args_case = SLUICE__WIRE__CALL__ARGS_CU_OCCUPANCY_MAX_ACTIVE_CLUSTERS;
     call.cu_occupancy_max_active_clusters = &cq;
     reply = (Sluice__Wire__Reply)SLUICE__WIRE__REPLY__INIT;
-    assert_int_equal(sl_be_dispatch(s, &api, be_table, &call, &reply), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(dispatch(s, &api, &call, &reply), CUDA_ERROR_INVALID_VALUE);
     sl_be_reply_clear(&reply);
     cq.config.len = sizeof cfg - 1;
     reply = (Sluice__Wire__Reply)SLUICE__WIRE__REPLY__INIT;
-    assert_int_equal(sl_be_dispatch(s, &api, be_table, &call, &reply), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(dispatch(s, &api, &call, &reply), CUDA_ERROR_INVALID_VALUE);
     sl_be_reply_clear(&reply);
     be_session_free(s);
 }
@@ -207,7 +216,6 @@ static void test_occupancy_handlers(void **state)
 static void test_security_calls_have_no_handler(void **state)
 {
     (void)state;
-    be_dispatch_setup();
     static const uint32_t ids[] = {
         SL_CALL_cuIpcGetEventHandle,    SL_CALL_cuIpcOpenEventHandle,
         SL_CALL_cuIpcGetMemHandle,      SL_CALL_cuIpcOpenMemHandle_v2,
@@ -218,9 +226,33 @@ static void test_security_calls_have_no_handler(void **state)
         SL_CALL_cuMulticastUnbind,      SL_CALL_cuMulticastGetGranularity,
     };
     for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
-        assert_null(be_table[ids[i]].handler);
-        assert_true(sl_call_lookup(ids[i])->flags & SL_CALL_HANDWRITTEN);
+        assert_null(sl_be_table[ids[i]].handler);
+        assert_non_null(sl_call_lookup(ids[i])->refuse);
     }
+}
+
+/* The static dispatch table: every call that travels has a handler (generated or bound by
+ * name), every call that does not (refused, local, sent as other calls) has none. */
+static void test_every_sent_call_has_a_handler(void **state)
+{
+    (void)state;
+    size_t sent = 0;
+    for (uint32_t id = 1; id <= SL_CALL_ID_MAX; id++) {
+        const struct sl_call_info *ci = sl_call_lookup(id);
+        if (!ci) {
+            assert_null(sl_be_table[id].handler);
+            continue;
+        }
+        assert_int_equal(sl_be_table[id].call_id, id);
+        if (ci->flags & SL_CALL_SENT) {
+            if (!sl_be_table[id].handler)
+                fail_msg("%s travels but has no backend handler", ci->name);
+            sent++;
+        } else if (sl_be_table[id].handler) {
+            fail_msg("%s does not travel but has a backend handler", ci->name);
+        }
+    }
+    assert_true(sent > 300);
 }
 
 /* ---------------------------------------------------------------- allocations */
@@ -893,6 +925,35 @@ static void test_malformed_ends_session_only(void **state)
         assert_int_not_equal(sl_client_recv(c, &msg, &len, &blen, 5000, &e), SL_OK);
         sl_client_close(c);
     }
+    /* a seq used again in the next frame ends the session as out-of-order does */
+    sl_client *c = NULL;
+    assert_int_equal(open_session(listen, ca.pem, &guest, &c, &e), SL_OK);
+    Sluice__Cuda__CuCtxSynchronizeRequest rq = SLUICE__CUDA__CU_CTX_SYNCHRONIZE_REQUEST__INIT;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.seq = 1;
+    call.call_id = SL_CALL_cuCtxSynchronize;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_CTX_SYNCHRONIZE;
+    call.cu_ctx_synchronize = &rq;
+    Sluice__Wire__Call *calls[1] = {&call};
+    Sluice__Wire__CallFrame f = SLUICE__WIRE__CALL_FRAME__INIT;
+    f.calls = calls;
+    f.n_calls = 1;
+    Sluice__Wire__ClientMessage cm = SLUICE__WIRE__CLIENT_MESSAGE__INIT;
+    cm.kind_case = SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS;
+    cm.calls = &f;
+    uint8_t *buf;
+    size_t blen_out;
+    assert_int_equal(sl_wire_encode_client(&cm, NULL, &buf, &blen_out, &e), SL_OK);
+    const void *msg;
+    size_t len;
+    uint64_t blen;
+    assert_int_equal(sl_client_send(c, buf, blen_out, NULL, 0, &e), SL_OK);
+    assert_int_equal(sl_client_recv(c, &msg, &len, &blen, 5000, &e), SL_OK); /* its reply */
+    assert_int_equal(sl_client_send(c, buf, blen_out, NULL, 0, &e), SL_OK);  /* seq 1 again */
+    assert_int_equal(sl_client_recv(c, &msg, &len, &blen, 5000, &e), SL_ERR_PROTOCOL);
+    assert_non_null(strstr(e.msg, "call seq 1 is not above the session's last seq 1"));
+    free(buf);
+    sl_client_close(c);
     st.stop = 1;
     pthread_join(st.t, NULL);
     assert_int_equal(st.rc, 0);
@@ -915,6 +976,7 @@ int main(void)
         cmocka_unit_test(test_contexts),
         cmocka_unit_test(test_occupancy_handlers),
         cmocka_unit_test(test_security_calls_have_no_handler),
+        cmocka_unit_test(test_every_sent_call_has_a_handler),
         cmocka_unit_test(test_memory_ranges),
         cmocka_unit_test(test_devptr_hooks_isolated),
         cmocka_unit_test(test_param_rebuild),

@@ -152,14 +152,10 @@ static CUresult run(sl_be_session *s, Sluice__Wire__Call *call, const void *bulk
                     Sluice__Wire__Reply *keep)
 {
     Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
-    s->in_bulk = bulk;
-    s->in_bulk_len = blen;
-    CUresult rc = sl_be_dispatch(s, &api, be_table, call, &reply);
-    s->in_bulk = NULL;
-    s->in_bulk_len = 0;
-    free(s->out_bulk);
-    s->out_bulk = NULL;
-    s->out_bulk_len = 0;
+    struct sl_be_call c = {
+        .s = s, .api = &api, .call = call, .reply = &reply, .in = bulk, .in_len = blen};
+    CUresult rc = sl_be_dispatch(sl_be_table, &c);
+    free(c.out);
     if (keep)
         *keep = reply;
     else
@@ -186,7 +182,6 @@ static CUresult map(sl_be_session *s, uint64_t ptr, uint64_t size, uint64_t off,
 static void test_vmm(void **state)
 {
     (void)state;
-    be_dispatch_setup();
     fake_api();
     sl_be_session *s = be_session_new(1, &api, &devs);
     const uint64_t G = 2 << 20;
@@ -264,7 +259,6 @@ static void test_vmm(void **state)
 static void test_graph_host_memcpy(void **state)
 {
     (void)state;
-    be_dispatch_setup();
     fake_api();
     sl_be_session *s = be_session_new(2, &api, &devs);
     uint8_t dev[256]; /* "device" memory of the session */
@@ -378,7 +372,6 @@ static void test_graph_host_memcpy(void **state)
 static void test_stream_attr_link_cond(void **state)
 {
     (void)state;
-    be_dispatch_setup();
     fake_api();
     sl_be_session *s = be_session_new(3, &api, &devs);
     int before = driver_calls;
@@ -531,12 +524,11 @@ static void test_texref_border_colour(void **state)
     CALL(gc, cu_tex_ref_get_border_color, SL_CALL_cuTexRefGetBorderColor,
          SLUICE__WIRE__CALL__ARGS_CU_TEX_REF_GET_BORDER_COLOR, gr);
     Sluice__Wire__Reply gre = SLUICE__WIRE__REPLY__INIT;
-    assert_int_equal(sl_be_dispatch(s, &api, be_table, &gc, &gre), CUDA_SUCCESS);
-    assert_int_equal(s->out_bulk_len, sizeof rgba);
-    assert_memory_equal(s->out_bulk, rgba, sizeof rgba);
-    free(s->out_bulk);
-    s->out_bulk = NULL;
-    s->out_bulk_len = 0;
+    struct sl_be_call gcall = {.s = s, .api = &api, .call = &gc, .reply = &gre};
+    assert_int_equal(sl_be_dispatch(sl_be_table, &gcall), CUDA_SUCCESS);
+    assert_int_equal(gcall.out_len, sizeof rgba);
+    assert_memory_equal(gcall.out, rgba, sizeof rgba);
+    free(gcall.out);
     sl_be_reply_clear(&gre);
     be_session_free(s);
 }

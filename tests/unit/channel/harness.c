@@ -84,9 +84,36 @@ static int accept_hook(void *user, const sl_peer_identity *id, sl_error *why)
     return 0;
 }
 
+/* A MESSAGE whose bulk is on its way (sl_server_take_bulk). */
+typedef struct pending {
+    sl_peer peer;
+    uint8_t *msg, *bulk;
+    size_t len, blen;
+} pending;
+
+static void echo(echo_srv *e, sl_peer peer, const void *msg, size_t len, uint8_t *bulk, size_t blen)
+{
+    sl_error err;
+    if (len > 6 && memcmp(msg, "reply:", 6) == 0) { /* "reply:N": N bulk bytes back */
+        char num[32] = {0};
+        memcpy(num, (const char *)msg + 6, len - 6 < 31 ? len - 6 : 31);
+        size_t n = strtoull(num, NULL, 10);
+        free(bulk);
+        bulk = calloc(1, n ? n : 1);
+        blen = n;
+    }
+    sl_code rc = sl_server_send_take(e->srv, peer, msg, len, bulk, blen, &err);
+    if (rc != SL_OK) {
+        pthread_mutex_lock(&e->mu);
+        e->send_failed++;
+        pthread_mutex_unlock(&e->mu);
+    }
+}
+
 static void *echo_main(void *arg)
 {
     echo_srv *e = arg;
+    pending pend[64] = {{0}};
     while (!e->stop) {
         sl_server_event ev;
         sl_error err;
@@ -105,8 +132,26 @@ static void *echo_main(void *arg)
             e->closed++;
             e->last_closed = ev.reason.code;
             strcpy(e->last_closed_msg, ev.reason.msg);
+            if (e->closed == 1) {
+                e->first_closed = ev.reason.code;
+                strcpy(e->first_closed_msg, ev.reason.msg);
+            }
         }
         pthread_mutex_unlock(&e->mu);
+        pending *pd = NULL;
+        for (int i = 0; i < 64; i++)
+            if (pend[i].peer == ev.peer && pend[i].peer)
+                pd = &pend[i];
+        if (ev.kind == SL_EV_CLOSED && pd) {
+            free(pd->msg);
+            free(pd->bulk);
+            memset(pd, 0, sizeof *pd);
+        }
+        if (ev.kind == SL_EV_BULK && pd) {
+            echo(e, pd->peer, pd->msg, pd->len, pd->bulk, pd->blen);
+            free(pd->msg);
+            memset(pd, 0, sizeof *pd);
+        }
         if (ev.kind != SL_EV_MESSAGE)
             continue;
         if (ev.len == 6 && memcmp(ev.msg, "revoke", 6) == 0) {
@@ -114,16 +159,29 @@ static void *echo_main(void *arg)
             continue;
         }
         uint8_t *bulk = ev.bulk_len ? malloc(ev.bulk_len) : NULL;
-        if (ev.bulk_len && sl_server_recv_bulk(e->srv, ev.peer, bulk, ev.bulk_len, &err)) {
-            free(bulk);
+        if (ev.bulk_len && e->blocking_bulk) {
+            if (sl_server_recv_bulk(e->srv, ev.peer, bulk, ev.bulk_len, &err)) {
+                free(bulk);
+                continue;
+            }
+        } else if (ev.bulk_len) {
+            for (int i = 0; i < 64 && !pd; i++)
+                if (!pend[i].peer)
+                    pd = &pend[i];
+            struct iovec iov = {bulk, ev.bulk_len};
+            if (!pd || !bulk || sl_server_take_bulk(e->srv, ev.peer, &iov, 1, &err) != SL_OK) {
+                free(bulk);
+                continue;
+            }
+            *pd = (pending){ev.peer, malloc(ev.len), bulk, ev.len, ev.bulk_len};
+            memcpy(pd->msg, ev.msg, ev.len);
             continue;
         }
-        uint8_t *copy = malloc(ev.len);
-        memcpy(copy, ev.msg, ev.len);
-        struct iovec iov = {bulk, ev.bulk_len};
-        sl_server_send(e->srv, ev.peer, copy, ev.len, &iov, ev.bulk_len ? 1 : 0, &err);
-        free(copy);
-        free(bulk);
+        echo(e, ev.peer, ev.msg, ev.len, bulk, ev.bulk_len);
+    }
+    for (int i = 0; i < 64; i++) {
+        free(pend[i].msg);
+        free(pend[i].bulk);
     }
     return NULL;
 }

@@ -1,5 +1,5 @@
-/* Test harness: a server on its own thread that echoes MESSAGE+bulk, a relay that can tamper
- * with frames, and raw ZeroMQ peers. */
+/* Test harness: a server on its own thread that echoes MESSAGE+bulk (a MESSAGE "reply:N" gets N
+ * bulk bytes back), a relay that can tamper with frames, and raw ZeroMQ peers. */
 #ifndef SLUICE_TEST_HARNESS_H
 #define SLUICE_TEST_HARNESS_H
 
@@ -27,9 +27,10 @@ typedef struct echo_srv {
     pthread_mutex_t mu;
     volatile int stop;
     int refuse;
-    int accepted, closed;
-    sl_code last_closed;
-    char last_closed_msg[SL_ERROR_MSG_MAX];
+    int blocking_bulk; /* sl_server_recv_bulk instead of sl_server_take_bulk */
+    int accepted, closed, send_failed;
+    sl_code last_closed, first_closed;
+    char last_closed_msg[SL_ERROR_MSG_MAX], first_closed_msg[SL_ERROR_MSG_MAX];
     sl_peer_identity last_id;
     const sl_tls_config *reload; /* set by echo_reload: applied by the server's thread */
     sl_code reload_rc;

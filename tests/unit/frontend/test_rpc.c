@@ -48,6 +48,11 @@ static struct {
     atomic_int in_async_send; /* a frame of async calls is being sent */
     int first_bulk_byte[2];   /* of the last cuMemcpyHtoD_v2 and cuMemcpyHtoDAsync_v2 */
     int frame_calls[64];      /* calls per frame */
+    /* the reply to the next call of hold_call waits until release is set */
+    uint32_t hold_call;
+    uint8_t *held;
+    size_t held_len;
+    atomic_int holding, release;
 } F;
 
 static void queue_server(Sluice__Wire__ServerMessage *m)
@@ -56,6 +61,13 @@ static void queue_server(Sluice__Wire__ServerMessage *m)
     size_t len;
     sl_error e;
     assert_int_equal(sl_wire_encode_server(m, NULL, &buf, &len, &e), SL_OK);
+    if (F.hold_call && m->replies && m->replies->n_replies &&
+        m->replies->replies[0]->call_id == F.hold_call && !atomic_load(&F.holding)) {
+        F.held = buf;
+        F.held_len = len;
+        atomic_store(&F.holding, 1);
+        return;
+    }
     assert_true(F.qn < QMAX);
     F.q[F.qn] = buf;
     F.qlen[F.qn++] = len;
@@ -180,6 +192,18 @@ static sl_code fake_recv(void *t, const void **msg, size_t *len, uint64_t *bulk_
     (void)timeout_ms;
     free(F.cur);
     F.cur = NULL;
+    if (F.qhead == F.qn && F.held && atomic_load(&F.release)) {
+        F.cur = F.held;
+        F.held = NULL;
+        *msg = F.cur;
+        *len = F.held_len;
+        *bulk_len = 0;
+        return SL_OK;
+    }
+    if (F.qhead == F.qn && F.held) { /* a held reply: the backend is still working */
+        usleep(1000);
+        return sl_fail(e, SL_ERR_TIMEOUT, "nothing yet");
+    }
     if (F.qhead == F.qn)
         return sl_fail(e, SL_ERR_PEER_LOST, "fake backend has nothing to say");
     F.cur = F.q[F.qhead];
@@ -203,9 +227,10 @@ static int setup(void **state)
 {
     (void)state;
     free(F.cur);
+    free(F.held);
     memset(&F, 0, sizeof F);
     sl_fe_rpc_reset();
-    struct sl_fe_transport tr = {fake_send, fake_recv, fake_recv_bulk, NULL};
+    struct sl_fe_transport tr = {fake_send, fake_recv, fake_recv_bulk, NULL, NULL, NULL};
     sl_fe_rpc_attach(&tr);
     struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
@@ -213,6 +238,34 @@ static int setup(void **state)
 }
 
 /* ------------------------------------------------------------------ tests */
+static void *sync_context(void *arg)
+{
+    *(CUresult *)arg = cuCtxSynchronize();
+    return NULL;
+}
+
+/* A thread waiting for a slow reply (a cuCtxSynchronize the backend completes late) holds up no
+ * other thread: another thread's call goes out and is answered meanwhile; the waiting thread
+ * gets its own reply after. */
+static void blocking_call_delays_no_other_thread(void **state)
+{
+    (void)state;
+    F.hold_call = SL_CALL_cuCtxSynchronize;
+    CUresult sync_rc = CUDA_ERROR_UNKNOWN;
+    pthread_t waiter;
+    assert_int_equal(pthread_create(&waiter, NULL, sync_context, &sync_rc), 0);
+    for (int i = 0; i < 5000 && !atomic_load(&F.holding); i++)
+        usleep(1000);
+    assert_true(atomic_load(&F.holding)); /* its call went out; its reply is held */
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    assert_int_equal(cuStreamIsCapturing(NULL, &st), CUDA_SUCCESS); /* answered meanwhile */
+    assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    assert_int_equal(sync_rc, CUDA_ERROR_UNKNOWN); /* still waiting */
+    atomic_store(&F.release, 1);
+    assert_int_equal(pthread_join(waiter, NULL), 0);
+    assert_int_equal(sync_rc, CUDA_SUCCESS);
+}
+
 static void coalescing(void **state)
 {
     (void)state;
@@ -430,7 +483,7 @@ static void idle_context_answered_here(void **state)
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* its stream (NULL) is idle */
     assert_int_equal(F.calls, after_sync);
     assert_true(after_sync > before);
-    assert_int_equal(cuMemsetD8(0x1000, 1, 16), CUDA_SUCCESS); /* work of no readable stream */
+    assert_int_equal(cuMemsetD8_v2(0x1000, 1, 16), CUDA_SUCCESS); /* work of no readable stream */
     assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
     assert_int_equal(F.calls, after_sync + 3);
@@ -941,6 +994,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(coalescing, setup),
+        cmocka_unit_test_setup(blocking_call_delays_no_other_thread, setup),
         cmocka_unit_test_setup(frame_limit_flushes, setup),
         cmocka_unit_test_setup(queued_calls_go_out_without_a_sync, setup),
         cmocka_unit_test_setup(window_opens_after_a_reply, setup),

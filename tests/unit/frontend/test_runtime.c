@@ -336,11 +336,13 @@ static void error_names_and_strings(void **state)
     assert_int_equal(cuGetErrorName(CUDA_ERROR_NOT_SUPPORTED, &s), CUDA_SUCCESS);
     assert_string_equal(s, "CUDA_ERROR_NOT_SUPPORTED");
     s = NULL;
+    /* the real driver's strings, recorded on the GPU machine (frontend/gen/driver_errors.jsonl) */
     assert_int_equal(cuGetErrorString(CUDA_ERROR_INVALID_VALUE, &s), CUDA_SUCCESS);
-    assert_non_null(strstr(s, "not within an acceptable range"));
-    assert_null(strstr(s, "::")); /* doxygen markers removed */
+    assert_string_equal(s, "invalid argument");
     assert_int_equal(cuGetErrorString(CUDA_ERROR_INVALID_CONTEXT, &s), CUDA_SUCCESS);
-    assert_true(strlen(s) > 10);
+    assert_string_equal(s, "invalid device context");
+    assert_int_equal(cuGetErrorString(CUDA_ERROR_NOT_SUPPORTED, &s), CUDA_SUCCESS);
+    assert_string_equal(s, "operation not supported");
     s = "x";
     assert_int_equal(cuGetErrorString((CUresult)123456, &s), CUDA_ERROR_INVALID_VALUE);
     assert_null(s);

@@ -382,7 +382,7 @@ static void internal_calls_travel_like_others(void **state)
     const struct sl_call_info *info = sl_call_lookup(SL_CALL_slParamLayout);
     assert_non_null(info);
     assert_true(info->flags & SL_CALL_INTERNAL);
-    assert_true(info->flags & SL_CALL_HANDWRITTEN);
+    assert_int_equal(info->hand, SL_HAND_BOTH);
     assert_true(SL_CALL_slFence >= SL_CALL_INTERNAL_BASE);
     t.call[1].per_thread_stream = 1; /* internal calls have no per-thread variant */
     assert_int_equal(decode_raw(&t.msg, &e), SL_ERR_PROTOCOL);

@@ -1,8 +1,8 @@
-/* wire.exports: the generated export table (frontend_exports.c) and the weak
- * sl_fe_unsupported definitions of the handwritten calls (frontend_unsupported.c).
- * The table is sorted, has no duplicates, and holds exactly every exported name: each
- * non-internal call of the table and its _ptds/_ptsz twins. A strong definition in this test
- * (cuGetErrorName) overrides the generated weak one. */
+/* wire.exports: the generated export table (frontend_exports.c) linked with libcuda.so.1's
+ * objects, as the library is. The table is sorted, has no duplicates, and holds exactly every
+ * exported name: each non-internal call of the table and its _ptds/_ptsz twins, each defined
+ * once (a generated stub, a refused call's definition or hand code: a missing one would fail
+ * this test's link). Refused calls answer CUDA_ERROR_NOT_SUPPORTED without a session. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,44 +18,6 @@
 #include "hooks.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
-
-/* The runtime the generated stubs and weak definitions call into. */
-static char g_unsupported[128];
-static int g_unsupported_calls;
-
-CUresult sl_fe_unsupported(const char *name)
-{
-    snprintf(g_unsupported, sizeof g_unsupported, "%s", name);
-    g_unsupported_calls++;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-CUresult sl_fe_call(Sluice__Wire__Call *call, Sluice__Wire__Reply **reply)
-{
-    (void)call;
-    *reply = NULL;
-    return CUDA_ERROR_NOT_INITIALIZED;
-}
-
-void sl_fe_reply_free(Sluice__Wire__Reply *reply)
-{
-    (void)reply;
-}
-
-CUresult sl_fe_enqueue_async(Sluice__Wire__Call *call)
-{
-    (void)call;
-    return CUDA_ERROR_NOT_INITIALIZED;
-}
-
-/* A hand-written (strong) definition: it must win over the generated weak one. */
-CUresult cuGetErrorName(CUresult error, const char **pStr)
-{
-    (void)error;
-    if (pStr)
-        *pStr = "strong";
-    return CUDA_SUCCESS;
-}
 
 static void table_is_sorted_and_unique(void **state)
 {
@@ -106,50 +68,34 @@ static void table_holds_every_exported_name(void **state)
     print_message("%zu exported names for %zu cuda.h calls\n", n, calls);
 }
 
-static void weak_definitions_answer_not_supported(void **state)
+static void refused_calls_answer_not_supported(void **state)
 {
     (void)state;
-    CUresult (*get_name)(char *, int, CUdevice) =
-        (CUresult(*)(char *, int, CUdevice))sl_fe_export_address("cuDeviceGetName");
-    assert_non_null(get_name);
-    char buf[8];
-    g_unsupported_calls = 0;
-    assert_int_equal(get_name(buf, sizeof buf, 0), CUDA_ERROR_NOT_SUPPORTED);
-    assert_string_equal(g_unsupported, "cuDeviceGetName");
-    CUresult (*htod)(CUdeviceptr, const void *, size_t) = (CUresult(*)(
-        CUdeviceptr, const void *, size_t))sl_fe_export_address("cuMemcpyHtoD_v2_ptds");
-    assert_non_null(htod);
-    assert_int_equal(htod(0, buf, sizeof buf), CUDA_ERROR_NOT_SUPPORTED);
-    assert_string_equal(g_unsupported, "cuMemcpyHtoD_v2_ptds");
-    assert_int_equal(g_unsupported_calls, 2);
+    const struct sl_call_info *ci = sl_call_lookup(SL_CALL_cuIpcGetMemHandle);
+    assert_non_null(ci);
+    assert_non_null(ci->refuse);
+    assert_false(ci->flags & SL_CALL_SENT);
+    CUresult (*ipc)(CUipcMemHandle *, CUdeviceptr) =
+        (CUresult(*)(CUipcMemHandle *, CUdeviceptr))sl_fe_export_address("cuIpcGetMemHandle");
+    assert_ptr_equal((const void *)ipc, (const void *)cuIpcGetMemHandle);
+    CUipcMemHandle h;
+    assert_int_equal(ipc(&h, 0), CUDA_ERROR_NOT_SUPPORTED);
+    CUresult (*d8)(CUdeviceptr, unsigned char, size_t) =
+        (CUresult(*)(CUdeviceptr, unsigned char, size_t))sl_fe_export_address("cuMemsetD8");
+    assert_int_equal(d8(0, 0, 1), CUDA_ERROR_NOT_SUPPORTED);
 }
 
-static void strong_definition_overrides_weak(void **state)
+static void hand_and_generated_definitions_are_exported(void **state)
 {
     (void)state;
-    CUresult (*fn)(CUresult, const char **) =
+    CUresult (*name)(CUresult, const char **) =
         (CUresult(*)(CUresult, const char **))sl_fe_export_address("cuGetErrorName");
-    assert_ptr_equal((const void *)fn, (const void *)cuGetErrorName);
+    assert_ptr_equal((const void *)name, (const void *)cuGetErrorName); /* hand-written */
     const char *s = NULL;
-    g_unsupported_calls = 0;
-    assert_int_equal(fn(CUDA_SUCCESS, &s), CUDA_SUCCESS);
-    assert_string_equal(s, "strong");
-    assert_int_equal(g_unsupported_calls, 0);
-}
-
-static void generated_stubs_are_exported(void **state)
-{
-    (void)state;
-    /* cuInit is handwritten now (answered by the frontend); cuCtxSynchronize is still a
-     * generated synchronous stub that travels through sl_fe_call. */
-    CUresult (*sync)(void) = (CUresult(*)(void))sl_fe_export_address("cuCtxSynchronize");
-    assert_ptr_equal((const void *)sync, (const void *)cuCtxSynchronize);
-    assert_int_equal(sync(), CUDA_ERROR_NOT_INITIALIZED); /* our sl_fe_call's answer */
-    CUresult (*flags)(unsigned int *) =
-        (CUresult(*)(unsigned int *))sl_fe_export_address("cuCtxGetFlags");
-    assert_ptr_equal((const void *)flags, (const void *)cuCtxGetFlags);
-    unsigned int f = 0;
-    assert_int_equal(flags(&f), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(name(CUDA_ERROR_INVALID_VALUE, &s), CUDA_SUCCESS);
+    assert_string_equal(s, "CUDA_ERROR_INVALID_VALUE");
+    assert_ptr_equal(sl_fe_export_address("cuCtxSynchronize"), (const void *)cuCtxSynchronize);
+    assert_ptr_equal(sl_fe_export_address("cuCtxGetFlags"), (const void *)cuCtxGetFlags);
 }
 
 int main(void)
@@ -157,9 +103,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_is_sorted_and_unique),
         cmocka_unit_test(table_holds_every_exported_name),
-        cmocka_unit_test(weak_definitions_answer_not_supported),
-        cmocka_unit_test(strong_definition_overrides_weak),
-        cmocka_unit_test(generated_stubs_are_exported),
+        cmocka_unit_test(refused_calls_answer_not_supported),
+        cmocka_unit_test(hand_and_generated_definitions_are_exported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

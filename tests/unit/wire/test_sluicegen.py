@@ -49,8 +49,8 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(r.returncode != 0 and "cu_init" in r.stderr, "renumbering a call is refused")
 
     swapped = text.replace("    out   CUdeviceptr *dptr                                @devptr @span=bytesize\n"
-                           "    in    size_t bytesize                                  @uint64\n",
-                           "    in    size_t bytesize                                  @uint64\n"
+                           "    in    size_t bytesize                                  @uint64 @quota\n",
+                           "    in    size_t bytesize                                  @uint64 @quota\n"
                            "    out   CUdeviceptr *dptr                                @devptr @span=bytesize\n", 1)
     expect(swapped != text, "test setup: reordered cuMemAlloc_v2")
     r = run(swapped, base, tmp)
@@ -65,8 +65,21 @@ with tempfile.TemporaryDirectory() as tmp:
 
     bad = text + "\ncall 9999 cuSluiceTestOnly\n    in    void *p @hostptr\n"
     r = run(bad, base, tmp)
-    expect(r.returncode != 0 and "handwritten" in r.stderr,
+    expect(r.returncode != 0 and "hand=" in r.stderr,
            "a generated call with a host pointer is refused")
+    for line, what in (
+            ('call 9999 cuSluiceTestOnly hand=fe refuse="no"', "a refused call with hand code"),
+            ("call 9999 cuSluiceTestOnly local", "local without hand=fe"),
+            ("call 9999 cuSluiceTestOnly hand=fe via=cuNoSuchCall", "via= naming no call"),
+            ("call 9999 cuSluiceTestOnly hand=sideways", "an unknown hand= value"),
+            ("call 9999 cuSluiceTestOnly colour=red", "an unknown annotation"),
+            ("call 9999 cuSluiceTestOnly frobnicate", "an unknown flag"),
+            ("call 9999 cuSluiceTestOnly quota=alloc\n    in    size_t n @uint64", "quota=alloc without @quota"),
+            ("call 9999 cuSluiceTestOnly\n    in    size_t n @uint64 @bytes", "@bytes without acct=copy"),
+            ("call 9999 cuSluiceTestOnly idle=wait", "idle=wait without a stream"),
+            ('call 9999 cuSluiceTestOnly note="unterminated', "an unterminated quote")):
+        r = run(text + "\n" + line + "\n", base, tmp)
+        expect(r.returncode != 0 and "t.api" in r.stderr, f"{what} is refused with its line")
 
     r = run(text + "\ncall 10003 cuSluiceTestOnly\n", base, tmp)
     expect(r.returncode != 0 and "internal" in r.stderr, "a cuda.h call id >= 10000 is refused")
@@ -84,17 +97,28 @@ with tempfile.TemporaryDirectory() as tmp:
     calls = apitable.parse(table)
     files = sluicegen.generate(calls)
     internal = [c for c in calls if c.has("internal")]
-    expect(internal and all(c.has("handwritten") for c in internal),
-           "internal calls are handwritten")
-    expect(all(f"{c.name}(" not in files["frontend_stubs.c"] + files["frontend_unsupported.c"]
+    expect(internal and all(c.hand == "both" for c in internal),
+           "internal calls are hand code on both sides")
+    expect(all(f"{c.name}(" not in files["frontend_stubs.c"] + files["frontend_refused.c"]
                + files["frontend_exports.c"] + files["sluice/driver_api.h"] for c in internal),
-           "internal calls get no stub, weak definition, export or driver symbol")
+           "internal calls get no stub, refusal, export or driver symbol")
     expect("repeated uint64 offsets = 2;" in files["sluice_cuda.proto"]
            and "repeated uint64 sizes = 3;" in files["sluice_cuda.proto"],
            "slParamLayoutReply has repeated offsets and sizes")
-    hand = [n for c in calls if c.has("handwritten") and not c.has("internal") for n in c.exported]
-    expect(all(f"__attribute__((weak)) CUresult {n}(" in files["frontend_unsupported.c"]
-               for n in hand), "every handwritten export has a weak definition")
+    refused = [n for c in calls if c.refused for n in c.exported]
+    expect(refused and all(f"CUresult {n}(" in files["frontend_refused.c"] for n in refused),
+           "every refused export has a refusing definition")
+    expect("weak" not in files["frontend_refused.c"] + files["frontend_stubs.c"],
+           "no weak definitions: every export is defined once")
+    table_c = files["backend_table.c"]
+    expect(all((f"be_h_{c.name}}}" in table_c) == (c.sent and c.hand in ("be", "both"))
+               for c in calls), "the dispatch table binds exactly the hand handlers by name")
+    expect(all(f"{{{c.id}, NULL}}" in table_c for c in calls if not c.sent),
+           "calls that do not travel have no backend handler")
+    expect(all(f"sl_fe_call_of_{c.name}(" in files["sluice/fe_calls.h"] for c in calls if c.sent)
+           and all(f"sl_fe_call_of_{c.name}(" not in files["sluice/fe_calls.h"]
+                   for c in calls if not c.sent),
+           "typed envelope helpers exist exactly for the calls that travel")
     names = re.findall(r'^    \{"(\w+)", ', files["frontend_exports.c"], re.M)
     expect(names == sorted(set(names)) and len(names) == sum(len(c.exported) for c in calls),
            "the export table is sorted, unique and complete")
