@@ -191,6 +191,10 @@ class Run:
         shutil.copytree(os.path.join(self.w, "creds"), os.path.join(stage, "creds"))
         setup = ("mkdir -p /etc/sluice && cp /mnt/progs/creds/* /etc/sluice/ && "
                  "chmod 600 /etc/sluice/client.key\nexport SLUICE_SERVER_NAME=localhost\n")
+        if self.mode == "tap":  # no DHCP on the bridge: the address of ip= set here as well
+            setup += ("dev=$(ls /sys/class/net | grep -m1 '^en'); ip link set \"$dev\" up; "
+                      f"ip addr replace {self.net.guest_ip}/24 dev \"$dev\"; "
+                      "ip -br addr show \"$dev\"\n")
         with open(os.path.join(stage, "job.sh"), "w") as f:
             f.write(guest_job.script(self.steps(), enroll_timeout=5, setup=setup))
         os.chmod(os.path.join(stage, "job.sh"), 0o755)
@@ -211,7 +215,7 @@ class Run:
                f'-nographic -nodefaults -monitor none -kernel {self.g}/vmlinuz '
                f'-initrd {self.g}/initrd.img -append "root=/dev/vda console=ttyS0 quiet'
                f'{self.cmdline_ip}" {net} -device virtio-net-pci,netdev=n0,addr=0x2,'
-               f'mac=fa:16:3e:00:00:02 -drive file={disk},if=none,id=d0,format=raw '
+               f'mac=fa:16:3e:00:00:02,romfile= -drive file={disk},if=none,id=d0,format=raw '
                f'-device virtio-blk-pci,drive=d0,addr=0x4 -drive file={progs},if=none,id=d1,'
                f'format=raw,readonly=on -device virtio-blk-pci,drive=d1,addr=0x5 '
                f'-drive file={self.g}/config.iso,if=ide,index=3,media=cdrom,readonly=on '
