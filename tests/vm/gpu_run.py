@@ -141,10 +141,19 @@ class Run:
 
     # ------------------------------------------------------------------ host-side figures
 
+    def host_run(self, argv, env, timeout=120):
+        """A host-side measurement; one that hangs is reported, the guest's part still runs."""
+        try:
+            return subprocess.run(self.wrap(argv), env=env, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired as ex:
+            say(f"{os.path.basename(argv[0])}: no end after {timeout} s: stopped")
+            out = ex.stdout.decode() if isinstance(ex.stdout, bytes) else (ex.stdout or "")
+            return subprocess.CompletedProcess(argv, 124, out, f"timed out after {timeout} s")
+
     def bench(self, where, env):
         t0 = time.time()
-        r = subprocess.run(self.wrap([f"{self.c1}/host/bin/sluice-bench-cuda"]), env=env,
-                           capture_output=True, text=True, timeout=300)
+        r = self.host_run([f"{self.c1}/host/bin/sluice-bench-cuda"], env)
         self.figures(where, r.stdout)
         say(f"sluice-bench-cuda {where}: exit {r.returncode} in {time.time() - t0:.0f} s")
         if r.returncode:
@@ -166,9 +175,8 @@ class Run:
         self.bench("native", self.env({"SLUICE_CONFIG_DIR": "/nonexistent"}))
         self.bench("host process", self.env({"SLUICE_CONFIG_DIR": os.path.join(self.w, "conf-host"),
                                              "SLUICE_SERVER_NAME": "localhost"}, frontend=True))
-        r = subprocess.run(self.wrap([f"{self.c1}/host/bin/sluice-vm-floors", "client",
-                                      self.host_ip, str(FLOORS_PORT)]), env=self.env(),
-                           capture_output=True, text=True, timeout=300)
+        r = self.host_run([f"{self.c1}/host/bin/sluice-vm-floors", "client", self.host_ip,
+                           str(FLOORS_PORT)], self.env())
         self.floors("host process", r.stdout)
 
     # ------------------------------------------------------------------ the guest
