@@ -371,11 +371,16 @@ static sl_code check_key_mode(const char *path, sl_error *e)
     return SL_OK;
 }
 
-static sl_code ensure_dir(const char *dir, sl_error *e)
+static sl_code ensure_dir(const char *dir, int create, sl_error *e)
 {
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+    if (create && mkdir(dir, 0700) != 0 && errno != EEXIST)
         return sl_fail(e, SL_ERR_IO, "cannot create the CA directory %s: %s", dir, strerror(errno));
     struct stat st;
+    if (!create && stat(dir, &st) != 0)
+        return sl_fail(e, SL_ERR_CONFIG,
+                       "%s (no CA there: sluice-agent-ca init, or sluice-agent at its first "
+                       "start, makes one)",
+                       strerror(errno));
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return sl_fail(e, SL_ERR_CONFIG, "%s is not a directory", dir);
     if (st.st_mode & 022)
@@ -517,7 +522,7 @@ sl_code ag_ca_open(const char *dir, const ag_ca_opts *o, ag_ca **out, sl_error *
     char kp[CA_PATH_MAX], cp[CA_PATH_MAX], chp[CA_PATH_MAX];
     if (!join(kp, dir, "ca.key") || !join(cp, dir, "ca.pem") || !join(chp, dir, "chain.pem"))
         return sl_fail(e, SL_ERR_INVALID, "CA directory path too long");
-    if ((rc = ensure_dir(dir, e)) != SL_OK)
+    if ((rc = ensure_dir(dir, !opts.existing_only, e)) != SL_OK)
         return rc;
     int have_cert = access(cp, F_OK) == 0, have_key = access(kp, F_OK) == 0;
     if (!have_cert && have_key)
@@ -525,6 +530,10 @@ sl_code ag_ca_open(const char *dir, const ag_ca_opts *o, ag_ca **out, sl_error *
                        "%s exists without ca.pem; restore ca.pem or remove the key to start a "
                        "new CA",
                        kp);
+    if (!have_cert && opts.existing_only)
+        return sl_fail(e, SL_ERR_CONFIG,
+                       "no CA in this directory (no ca.pem); sluice-agent-ca init, or "
+                       "sluice-agent at its first start, makes one");
     if (!have_cert && (rc = create_self_signed(dir, e)) != SL_OK)
         return rc;
     if ((rc = check_key_mode(kp, e)) != SL_OK)
@@ -797,7 +806,7 @@ sl_code ag_ca_import(const char *dir, const char *cert_file, const char *key_fil
     char kp[CA_PATH_MAX], cp[CA_PATH_MAX], chp[CA_PATH_MAX];
     if (!join(kp, dir, "ca.key") || !join(cp, dir, "ca.pem") || !join(chp, dir, "chain.pem"))
         return sl_fail(e, SL_ERR_INVALID, "CA directory path too long");
-    sl_code rc = ensure_dir(dir, e);
+    sl_code rc = ensure_dir(dir, 1, e);
     if (rc != SL_OK)
         return rc;
     if (!force && (access(cp, F_OK) == 0 || access(kp, F_OK) == 0))

@@ -25,10 +25,12 @@ typedef struct ag_ca ag_ca;
 typedef struct ag_ca_opts {
     int client_lifetime_s; /* 0: default 7 days; 3600 .. 30 days */
     int server_lifetime_s; /* 0: default 30 days; 3600 .. 397 days */
+    int existing_only;     /* 1: open a CA that exists, never create or change anything */
 } ag_ca_opts;
 
 /* Opens the CA in dir (ca.pem, ca.key, optional chain.pem when the CA is an intermediate signed
- * by a deployment CA); creates a self-signed EC P-256 CA if none exists (key 0600, dir 0700).
+ * by a deployment CA); creates a self-signed EC P-256 CA if none exists (key 0600, dir 0700)
+ * unless o->existing_only (then a missing directory or CA is SL_ERR_CONFIG).
  * A key readable by group or others, a key that does not match the certificate, a certificate
  * that is not a CA or has expired, or a chain.pem that does not verify it: SL_ERR_CONFIG.
  * o may be NULL (defaults). */

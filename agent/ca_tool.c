@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "ca.h"
+#include "sluice/cli.h"
+#include "sluice/log.h"
 
 #define DEFAULT_DIR "/var/lib/sluice/ca"
 
@@ -25,10 +27,11 @@ static void usage(FILE *f)
                "           --force       replace a CA already there (its certificates stop\n"
                "                         verifying: guests must enroll again)\n"
                "  show     print the CA (subject, issuer, validity, key, fingerprint, chain);\n"
-               "           --pem prints the bundle guests receive instead\n"
+               "           --pem prints the bundle guests receive instead; never writes\n"
                "\n"
                "options:\n"
                "  --dir DIR  the CA directory (default " DEFAULT_DIR ")\n"
+               "  --version  the release\n"
                "  --help     this text\n"
                "\n"
                "Exit status: 0 done, 1 failed (the message says what), 2 usage error.\n");
@@ -37,14 +40,21 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     static const struct option longs[] = {
-        {"dir", required_argument, NULL, 'd'}, {"cert", required_argument, NULL, 'c'},
-        {"key", required_argument, NULL, 'k'}, {"chain", required_argument, NULL, 'C'},
-        {"force", no_argument, NULL, 'f'},     {"pem", no_argument, NULL, 'p'},
-        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0},
+        {"dir", required_argument, NULL, 'd'},
+        {"cert", required_argument, NULL, 'c'},
+        {"key", required_argument, NULL, 'k'},
+        {"chain", required_argument, NULL, 'C'},
+        {"force", no_argument, NULL, 'f'},
+        {"pem", no_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
     };
     const char *dir = DEFAULT_DIR, *cert = NULL, *key = NULL, *chain = NULL;
     int force = 0, pem = 0, c;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    opterr = 0;
+    sl_log_set_identifier("sluice-agent-ca");
+    while ((c = getopt_long(argc, argv, ":hV", longs, NULL)) != -1) {
         switch (c) {
         case 'd':
             dir = optarg;
@@ -67,15 +77,16 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case 'V':
+            return sl_cli_version("sluice-agent-ca");
         default:
-            usage(stderr);
-            return 2;
+            return sl_cli_bad_option("sluice-agent-ca", c, argv);
         }
     }
-    if (optind != argc - 1) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind == argc)
+        return sl_cli_usage_error("sluice-agent-ca", "a command is needed (init, import, show)");
+    if (optind != argc - 1)
+        return sl_cli_usage_error("sluice-agent-ca", "unexpected argument '%s'", argv[optind + 1]);
     const char *cmd = argv[optind];
     sl_error e;
     sl_error_clear(&e);
@@ -89,12 +100,12 @@ int main(int argc, char **argv)
             return 1;
         }
     } else if (strcmp(cmd, "init") != 0 && strcmp(cmd, "show") != 0) {
-        fprintf(stderr, "sluice-agent-ca: unknown command %s\n", cmd);
-        usage(stderr);
-        return 2;
+        return sl_cli_usage_error("sluice-agent-ca", "unknown command '%s' (init, import, show)",
+                                  cmd);
     }
     ag_ca *ca = NULL;
-    if (ag_ca_open(dir, NULL, &ca, &e) != SL_OK) {
+    ag_ca_opts o = {.existing_only = strcmp(cmd, "show") == 0};
+    if (ag_ca_open(dir, &o, &ca, &e) != SL_OK) {
         fprintf(stderr, "sluice-agent-ca: %s: %s\n", dir, e.msg);
         return 1;
     }

@@ -208,8 +208,18 @@ static void resync_end(ag_core *c)
     c->in_resync = 0;
 }
 
+/* The journal's fields of what follows: the instance, and its project when the table knows it. */
+static void log_fields(ag_core *c, const char *uuid)
+{
+    ag_instance in;
+    int known = uuid && *uuid && ag_instances_get(c->inst, uuid, &in);
+    sl_log_set_thread_fields(
+        &(sl_log_fields){.project = known ? in.project_id : NULL, .instance = uuid});
+}
+
 static void handle(ag_core *c, ag_obs *o)
 {
+    log_fields(c, o->uuid);
     switch (o->kind) {
     case AG_OBS_UP:
         on_up(c, o);
@@ -240,6 +250,7 @@ static void handle(ag_core *c, ag_obs *o)
         sl_log(SL_LOG_WARNING, COMPONENT, "libvirt: %s; reconnecting", o->reason);
         break;
     }
+    sl_log_set_thread_fields(NULL);
     ag_obs_clear(o);
 }
 

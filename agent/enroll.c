@@ -14,6 +14,7 @@
 #include "replay.h"
 #include "sluice/channel.h"
 #include "sluice/log.h"
+#include "sluice/timefmt.h"
 #include "sluice/token.h"
 #include "sluice_control.pb-c.h"
 
@@ -355,10 +356,25 @@ static int decide(ag_enroll *en, const char *addr, const void *msg, size_t len, 
         sl_token_claims u;
         if (sl_token_decode_unverified(q->token, &u, NULL) == SL_OK)
             snprintf(who, who_n, " (unverified sub %.64s)", u.sub);
-        st = refuse(v, S(BAD_TOKEN), 1, "token refused: %s: %s", sl_code_name(err.code), err.msg);
+        /* the token's own dates, in words a tenant reads: 'cert-expired' named no certificate */
+        int late = err.code == SL_ERR_CERT_EXPIRED && strstr(err.msg, "claim exp");
+        int early = err.code == SL_ERR_CERT_EXPIRED && !late;
+        st = refuse(v, S(BAD_TOKEN), 1, "token refused: %s: %s%s",
+                    late    ? "expired"
+                    : early ? "not yet valid"
+                            : sl_code_name(err.code),
+                    err.msg,
+                    late ? " (a token lives 10 minutes: sluice-enroll fetches a new one when run "
+                           "again; if this repeats, the clocks of this host and of nova-hook's "
+                           "host differ)"
+                    : early ? " (the clocks of this host and of nova-hook's host differ: NTP)"
+                            : "");
     }
-    if (st == S(OK))
+    if (st == S(OK)) {
         snprintf(who, who_n, " instance %.64s project %.64s jti %.64s", c.sub, c.project_id, c.jti);
+        /* the token verified: its instance and project are the journal's fields from here */
+        sl_log_set_thread_fields(&(sl_log_fields){.project = c.project_id, .instance = c.sub});
+    }
     int fresh = 0;
     if (st == S(OK) && ag_replay_use(en->replay, c.jti, c.exp, c.sub, &fresh, &err) != SL_OK)
         st = refuse(v, S(INTERNAL), 0, "cannot record the token id: %s", err.msg);
@@ -410,14 +426,15 @@ static int decide(ag_enroll *en, const char *addr, const void *msg, size_t len, 
             r->backend_endpoint = endpoint;
             r->not_after_unix = na;
             v->status = S(OK);
+            char until[48];
+            sl_time_utc(na, until, sizeof until);
             snprintf(v->detail, sizeof v->detail,
-                     "enrolled: certificate sha256 %s until %lld, backend %s", fp, (long long)na,
-                     endpoint);
+                     "enrolled: certificate sha256 %s until %s, backend %s", fp, until, endpoint);
             sl_log(SL_LOG_NOTICE, COMPONENT,
                    "enrolled instance %s project %s (domain %s, flavor %s) from %s (client %.32s): "
-                   "certificate sha256 %s until %lld",
+                   "certificate sha256 %s until %s",
                    c.sub, c.project_id, inst.domain, inst.flavor, addr,
-                   q->client_version ? q->client_version : "", fp, (long long)na);
+                   q->client_version ? q->client_version : "", fp, until);
         }
     }
     sluice__control__enroll_request__free_unpacked(q, NULL);
@@ -466,6 +483,7 @@ static void handle(ag_enroll *en, const sl_server_event *ev)
         sl_log(SL_LOG_WARNING, COMPONENT, "cannot answer %s: %s", addr, err.msg);
     free(buf);
     sl_server_disconnect(en->srv, ev->peer, SL_ERR_CLOSED, "enrollment answered", &err);
+    sl_log_set_thread_fields(NULL);
 }
 
 sl_code ag_enroll_poll(ag_enroll *en, int timeout_ms, sl_error *err)

@@ -10,11 +10,14 @@
 #include <unistd.h>
 
 #include "ca.h"
+#include "check.h"
 #include "config.h"
 #include "core.h"
+#include "gpus.h"
 #include "enroll.h"
 #include "metrics.h"
 #include "report.h"
+#include "sluice/cli.h"
 #include "sluice/log.h"
 #include "usage_ingest.h"
 #include "usage_store.h"
@@ -34,33 +37,20 @@ static void usage(FILE *f)
                "                      see docs/agent.md)\n"
                "      --check-config  load and check the configuration and the files it names,\n"
                "                      then exit 0 (valid) or 1\n"
+               "  -V, --version       the release\n"
                "  -h, --help          this text\n"
                "\n"
                "Logs go to stderr in journald's <N> form; SLUICE_LOG_LEVEL=debug|info|...\n"
                "SIGTERM or SIGINT stops it cleanly (backends are shut down first).\n");
 }
 
-static int check_files(const ag_config *c)
+/* --check-config prints its findings for a person; the daemon logs them (once each). */
+static void report_check(void *user, int is_error, const char *line)
 {
-    int ok = 1;
-    if (access(c->backend_path, X_OK) != 0) {
-        fprintf(stderr, "backend_path %s: not executable: %s\n", c->backend_path, strerror(errno));
-        ok = 0;
-    }
-    if (access(c->token_public_key, R_OK) != 0) {
-        fprintf(stderr, "token_public_key %s: %s\n", c->token_public_key, strerror(errno));
-        ok = 0;
-    }
-    if (access(c->driver_path, R_OK) != 0)
-        fprintf(stderr, "driver_path %s: %s (warning: backends cannot reach a GPU)\n",
-                c->driver_path, strerror(errno));
-    const char *reg[] = {c->registry_ca, c->registry_cert, c->registry_key};
-    for (int i = 0; i < 3; i++)
-        if (reg[i][0] && access(reg[i], R_OK) != 0) {
-            fprintf(stderr, "%s: %s\n", reg[i], strerror(errno));
-            ok = 0;
-        }
-    return ok;
+    if (*(const int *)user)
+        fprintf(stderr, "sluice-agent: %s%s\n", is_error ? "" : "warning: ", line);
+    else
+        sl_log(is_error ? SL_LOG_ERR : SL_LOG_WARNING, COMPONENT, "%s", line);
 }
 
 /* Backend server certificates from the host CA. */
@@ -117,6 +107,17 @@ static int on_enroll(void *user)
     return ag_enroll_fd(user);
 }
 
+/* sluice_agent_enrollments_total from the enrollment server's counters. */
+static void enrollment_metrics(const ag_enroll *enr, ag_metrics *m)
+{
+    ag_enroll_stats st;
+    ag_enroll_get_stats(enr, &st);
+    ag_metrics_enrollments(m, "OK", st.ok);
+    for (int i = 0; i < 16; i++) /* refused[] is indexed by EnrollReply status */
+        if (strcmp(ag_enroll_status_name(i), "OK") != 0)
+            ag_metrics_enrollments(m, ag_enroll_status_name(i), st.refused[i]);
+}
+
 static void on_placement(void *user, const ag_instance *in, int placed)
 {
     if (placed)
@@ -161,10 +162,12 @@ int main(int argc, char **argv)
     int check = 0;
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
                                          {"check-config", no_argument, NULL, 'k'},
+                                         {"version", no_argument, NULL, 'V'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":c:hV", opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             path = optarg;
@@ -172,35 +175,35 @@ int main(int argc, char **argv)
         case 'k':
             check = 1;
             break;
+        case 'V':
+            return sl_cli_version("sluice-agent");
         case 'h':
             usage(stdout);
             return 0;
         default:
-            usage(stderr);
-            return 2;
+            return sl_cli_bad_option("sluice-agent", ch, argv);
         }
     }
-    if (optind != argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind != argc)
+        return sl_cli_usage_error("sluice-agent", "unexpected argument '%s'", argv[optind]);
+    sl_log_set_identifier("sluice-agent");
     static ag_config cfg;
     sl_error e = {0};
     ag_config_defaults(&cfg);
     if (ag_config_load(path, &cfg, &e) != SL_OK) {
-        fprintf(stderr, "%s\n", e.msg);
-        sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
+        if (check)
+            fprintf(stderr, "sluice-agent: %s\n", e.msg);
+        else
+            sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
         return 1;
     }
+    if (ag_check_config(&cfg, report_check, &check) > 0)
+        return 1;
     if (check) {
-        if (!check_files(&cfg))
-            return 1;
         printf("%s: configuration OK (%zu flavors, %zu tiers)\n", path, cfg.policy.n_flavors,
                cfg.policy.n_tiers);
         return 0;
     }
-    if (!check_files(&cfg))
-        return 1;
 
     sigset_t set;
     sigemptyset(&set);
@@ -211,7 +214,7 @@ int main(int argc, char **argv)
     sigwatch sw = {signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC), 0};
 
     running run = {0};
-    ag_ca_opts cao = {cfg.client_cert_lifetime_s, cfg.server_cert_lifetime_s};
+    ag_ca_opts cao = {cfg.client_cert_lifetime_s, cfg.server_cert_lifetime_s, 0};
     if (ag_ca_open(cfg.ca_dir, &cao, &run.ca, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, COMPONENT, "host CA %s: %s", cfg.ca_dir, e.msg);
         return 1;
@@ -219,7 +222,7 @@ int main(int argc, char **argv)
     ag_ca *ca = run.ca;
     mkdir(cfg.state_dir, 0750);
     if (ag_usage_store_open(cfg.usage_db, 0, &run.store, &e) != SL_OK ||
-        !(run.metrics = ag_metrics_new())) {
+        !(run.metrics = ag_metrics_new(SLUICE_VERSION))) {
         sl_log(SL_LOG_ERR, COMPONENT, "usage_db: %s", run.store ? "out of memory" : e.msg);
         return shut(&run, 1);
     }
@@ -230,8 +233,17 @@ int main(int argc, char **argv)
     snprintf(advertised, sizeof advertised,
              strchr(cfg.advertise_address, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d",
              cfg.advertise_address, cfg.enroll_port);
+    static ag_gpu gpus[AG_MAX_GPUS];
+    size_t n_gpus = 0;
     if (cfg.registry_endpoint[0]) {
+        if (ag_gpus_probe(&cfg, gpus, AG_MAX_GPUS, &n_gpus, &e) != SL_OK)
+            sl_log(SL_LOG_WARNING, COMPONENT, "GPUs not known to the registry: %s", e.msg);
+        else
+            sl_log(SL_LOG_NOTICE, COMPONENT, "%zu GPU%s: %s%s", n_gpus, n_gpus == 1 ? "" : "s",
+                   n_gpus ? gpus[0].name : "none", n_gpus > 1 ? ", ..." : "");
         ag_report_opts ro = {0};
+        ro.gpus = gpus;
+        ro.n_gpus = n_gpus;
         ro.endpoint = cfg.registry_endpoint;
         ro.ca_file = cfg.registry_ca;
         ro.cert_file = cfg.registry_cert;
@@ -296,8 +308,10 @@ int main(int argc, char **argv)
            "sluice-agent started (libvirt %s, backends on %s, "
            "ports %d..%d)",
            cfg.libvirt_uri, cfg.advertise_address, cfg.port_min, cfg.port_max);
-    while (!sw.stop)
+    while (!sw.stop) {
         ag_core_run_once(core, 1000);
+        enrollment_metrics(enr, run.metrics);
+    }
     shut(&run, 0);
     close(sw.fd);
     sl_log(SL_LOG_NOTICE, COMPONENT, "sluice-agent stopped");

@@ -1,41 +1,20 @@
-/* Metric series and their text exposition (format 0.0.4). */
-#include "metrics.h"
-
-#include <pthread.h>
-#include <stdarg.h>
+/* Metric series: what the agent counts and keeps (metrics.h); the text is metrics_text.c. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct useries {
-    char project[65], instance[65], domain[256], gpu[65];
-    uint64_t busy_ns, kernel_ns, kernels, htod, dtoh, throttled_ns, refusals, records, mem_hw;
-} useries;
+#include "metrics_internal.h"
 
-typedef struct sseries {
-    char project[65], instance[65], domain[256];
-    int64_t open;
-    uint64_t opened, refused;
-} sseries;
+const char *const ag_refuse_names[AG_REFUSE_N] = {"certificate", "grant", "limit", "other"};
 
-struct ag_metrics {
-    pthread_mutex_t mu;
-    useries *u;
-    size_t nu, capu;
-    sseries *s;
-    size_t ns, caps;
-    uint64_t rejected, store_failed, pending;
-    int libvirt;
-    unsigned backends;
-    int64_t last_forward;
-};
-
-ag_metrics *ag_metrics_new(void)
+ag_metrics *ag_metrics_new(const char *version)
 {
     ag_metrics *m = calloc(1, sizeof *m);
-    if (m)
+    if (m) {
         pthread_mutex_init(&m->mu, NULL);
+        snprintf(m->version, sizeof m->version, "%s", version ? version : "");
+    }
     return m;
 }
 
@@ -46,6 +25,9 @@ void ag_metrics_free(ag_metrics *m)
     pthread_mutex_destroy(&m->mu);
     free(m->u);
     free(m->s);
+    free(m->i);
+    free(m->enroll);
+    free(m->restarts);
     free(m);
 }
 
@@ -112,12 +94,24 @@ void ag_metrics_seed(ag_metrics *m, const sl_usage_rec *r, uint64_t records)
         u->records = add(u->records, records);
         if (r->memory_high_water > u->mem_hw)
             u->mem_hw = r->memory_high_water;
+        if (records == 1 && r->end_ns >= u->last_end_ns) { /* a record, not the store's sums */
+            u->mem_last = r->memory_high_water;
+            u->last_end_ns = r->end_ns;
+        }
     }
     pthread_mutex_unlock(&m->mu);
 }
 
+static int refuse_index(const char *reason)
+{
+    for (int k = 0; k < AG_REFUSE_OTHER; k++)
+        if (reason && !strcmp(reason, ag_refuse_names[k]))
+            return k;
+    return AG_REFUSE_OTHER;
+}
+
 void ag_metrics_session(ag_metrics *m, const char *project, const char *instance,
-                        const char *domain, int kind)
+                        const char *domain, int kind, const char *reason)
 {
     if (!m)
         return;
@@ -125,6 +119,8 @@ void ag_metrics_session(ag_metrics *m, const char *project, const char *instance
     put(p, sizeof p, project);
     put(i, sizeof i, instance);
     put(d, sizeof d, domain);
+    if (!i[0] && kind != AG_SESSION_REFUSED)
+        return;
     pthread_mutex_lock(&m->mu);
     sseries *s = NULL;
     for (size_t k = 0; k < m->ns && !s; k++)
@@ -143,7 +139,7 @@ void ag_metrics_session(ag_metrics *m, const char *project, const char *instance
         } else if (kind == AG_SESSION_CLOSED && s->open > 0) {
             s->open--;
         } else if (kind == AG_SESSION_REFUSED) {
-            s->refused++;
+            s->refused[refuse_index(reason)]++;
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -157,6 +153,90 @@ void ag_metrics_sessions_reset(ag_metrics *m, const char *project)
     for (size_t k = 0; k < m->ns; k++)
         if (!strcmp(m->s[k].project, project))
             m->s[k].open = 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Adds n to the counter labelled label (set: replaces it). */
+static void kcount(kseries **v, size_t *nv, size_t *cap, const char *label, uint64_t n, int set)
+{
+    kseries *k = NULL;
+    for (size_t j = 0; j < *nv && !k; j++)
+        if (!strcmp((*v)[j].label, label))
+            k = &(*v)[j];
+    if (!k && (k = grow((void **)v, nv, cap, sizeof *k)))
+        put(k->label, sizeof k->label, label);
+    if (k)
+        k->n = set ? n : add(k->n, n);
+}
+
+void ag_metrics_backend_restarted(ag_metrics *m, const char *project)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    kcount(&m->restarts, &m->nrestarts, &m->caprestarts, project, 1, 0);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ag_metrics_enrollments(ag_metrics *m, const char *result, uint64_t count)
+{
+    if (!m || !count)
+        return;
+    pthread_mutex_lock(&m->mu);
+    kcount(&m->enroll, &m->nenroll, &m->capenroll, result, count, 1);
+    pthread_mutex_unlock(&m->mu);
+}
+
+static int listed(const ag_metrics_instance *v, size_t n, const char *instance)
+{
+    if (!instance[0])
+        return 1; /* project-wide series (refusals before the instance was known) stay */
+    for (size_t k = 0; k < n; k++)
+        if (v[k].instance && !strcmp(v[k].instance, instance))
+            return 1;
+    return 0;
+}
+
+/* 1 when the series' instance has been gone for longer than the grace period. */
+static int departed(int64_t *absent_since, int present, int64_t now_ms)
+{
+    if (present) {
+        *absent_since = 0;
+        return 0;
+    }
+    if (!*absent_since)
+        *absent_since = now_ms ? now_ms : 1;
+    return now_ms - *absent_since > (int64_t)AG_METRICS_DEPART_GRACE_S * 1000;
+}
+
+void ag_metrics_instances(ag_metrics *m, const ag_metrics_instance *v, size_t n, int64_t now_ms)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->ni = 0;
+    for (size_t k = 0; k < n; k++) {
+        iseries *s;
+        if (!v[k].running || !(s = grow((void **)&m->i, &m->ni, &m->capi, sizeof *s)))
+            continue;
+        put(s->project, sizeof s->project, v[k].project);
+        put(s->instance, sizeof s->instance, v[k].instance);
+        put(s->domain, sizeof s->domain, v[k].domain);
+        put(s->flavor, sizeof s->flavor, v[k].flavor);
+        put(s->tier, sizeof s->tier, v[k].tier);
+        s->share = v[k].gpu_share;
+        s->quota = v[k].memory_quota;
+    }
+    for (size_t k = 0; k < m->nu;)
+        if (departed(&m->u[k].absent_since, listed(v, n, m->u[k].instance), now_ms))
+            m->u[k] = m->u[--m->nu];
+        else
+            k++;
+    for (size_t k = 0; k < m->ns;)
+        if (departed(&m->s[k].absent_since, listed(v, n, m->s[k].instance), now_ms))
+            m->s[k] = m->s[--m->ns];
+        else
+            k++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -186,180 +266,4 @@ void ag_metrics_pending(ag_metrics *m, uint64_t pending)
 void ag_metrics_forwarded(ag_metrics *m, int64_t unix_time)
 {
     SETTER(m->last_forward = unix_time);
-}
-
-/* ------------------------------------------------------------------------------ exposition */
-
-typedef struct buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} buf;
-
-static void out(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out(buf *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap * 2 + (size_t)n + 1;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-}
-
-/* A label value: backslash, double quote and line feed escaped. */
-static void label(buf *b, const char *name, const char *v, int first)
-{
-    out(b, "%s%s=\"", first ? "" : ",", name);
-    for (; *v; v++) {
-        if (*v == '\\')
-            out(b, "\\\\");
-        else if (*v == '"')
-            out(b, "\\\"");
-        else if (*v == '\n')
-            out(b, "\\n");
-        else
-            out(b, "%c", *v);
-    }
-    out(b, "\"");
-}
-
-static void family(buf *b, const char *name, const char *type, const char *help)
-{
-    out(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void ulabels(buf *b, const useries *u)
-{
-    out(b, "{");
-    label(b, "project_id", u->project, 1);
-    label(b, "instance_id", u->instance, 0);
-    label(b, "domain", u->domain, 0);
-    label(b, "gpu_uuid", u->gpu, 0);
-    out(b, "}");
-}
-
-static void slabels(buf *b, const sseries *s)
-{
-    out(b, "{");
-    label(b, "project_id", s->project, 1);
-    label(b, "instance_id", s->instance, 0);
-    label(b, "domain", s->domain, 0);
-    out(b, "}");
-}
-
-/* One usage family: the field at offset off of each series, as seconds (ns) or a count. */
-static void ufamily(buf *b, const ag_metrics *m, const char *name, const char *type,
-                    const char *help, size_t off, int ns)
-{
-    family(b, name, type, help);
-    for (size_t k = 0; k < m->nu; k++) {
-        uint64_t v;
-        memcpy(&v, (const char *)&m->u[k] + off, sizeof v);
-        out(b, "%s", name);
-        ulabels(b, &m->u[k]);
-        if (ns)
-            out(b, " %llu.%09llu\n", (unsigned long long)(v / 1000000000ULL),
-                (unsigned long long)(v % 1000000000ULL));
-        else
-            out(b, " %llu\n", (unsigned long long)v);
-    }
-}
-
-static void gauge(buf *b, const char *name, const char *help, long long v, const char *type)
-{
-    family(b, name, type, help);
-    out(b, "%s %lld\n", name, v);
-}
-
-char *ag_metrics_render(ag_metrics *m, size_t *len)
-{
-    buf b = {malloc(8192), 0, 8192, 0};
-    if (!b.p)
-        return NULL;
-    b.p[0] = '\0';
-    pthread_mutex_lock(&m->mu);
-    ufamily(&b, m, "sluice_gpu_busy_seconds_total", "counter",
-            "GPU time the instance's work occupied the device (overlapping work counted once).",
-            offsetof(useries, busy_ns), 1);
-    ufamily(&b, m, "sluice_kernel_seconds_total", "counter",
-            "Sum of the instance's kernel durations on the device.", offsetof(useries, kernel_ns),
-            1);
-    ufamily(&b, m, "sluice_kernels_total", "counter", "Kernels the instance launched.",
-            offsetof(useries, kernels), 0);
-    ufamily(&b, m, "sluice_bytes_htod_total", "counter", "Bytes copied host to device.",
-            offsetof(useries, htod), 0);
-    ufamily(&b, m, "sluice_bytes_dtoh_total", "counter", "Bytes copied device to host.",
-            offsetof(useries, dtoh), 0);
-    ufamily(&b, m, "sluice_memory_high_water_bytes", "gauge",
-            "Largest device memory a session of the instance held (over all its records).",
-            offsetof(useries, mem_hw), 0);
-    ufamily(&b, m, "sluice_throttled_seconds_total", "counter",
-            "Time the instance's work was held back by its GPU-share cap.",
-            offsetof(useries, throttled_ns), 1);
-    ufamily(&b, m, "sluice_quota_refusals_total", "counter",
-            "Device allocations refused by the memory quota.", offsetof(useries, refusals), 0);
-    ufamily(&b, m, "sluice_usage_records_total", "counter", "Usage records stored.",
-            offsetof(useries, records), 0);
-    family(&b, "sluice_sessions_open", "gauge", "Open CUDA sessions of the instance.");
-    for (size_t k = 0; k < m->ns; k++) {
-        out(&b, "sluice_sessions_open");
-        slabels(&b, &m->s[k]);
-        out(&b, " %lld\n", (long long)m->s[k].open);
-    }
-    family(&b, "sluice_sessions_opened_total", "counter",
-           "Sessions opened since the agent started.");
-    for (size_t k = 0; k < m->ns; k++) {
-        out(&b, "sluice_sessions_opened_total");
-        slabels(&b, &m->s[k]);
-        out(&b, " %llu\n", (unsigned long long)m->s[k].opened);
-    }
-    family(&b, "sluice_sessions_refused_total", "counter",
-           "Sessions refused (for example over max_sessions) since the agent started.");
-    for (size_t k = 0; k < m->ns; k++) {
-        out(&b, "sluice_sessions_refused_total");
-        slabels(&b, &m->s[k]);
-        out(&b, " %llu\n", (unsigned long long)m->s[k].refused);
-    }
-    gauge(&b, "sluice_agent_libvirt_connected", "1 when the agent's libvirt connection is up.",
-          m->libvirt, "gauge");
-    gauge(&b, "sluice_agent_backends_running",
-          "Tenant backends running and connected to the agent.", m->backends, "gauge");
-    gauge(&b, "sluice_agent_last_forward_timestamp_seconds",
-          "Unix time of the last usage push the registry acknowledged (0: none yet).",
-          (long long)m->last_forward, "gauge");
-    gauge(&b, "sluice_agent_usage_records_pending_forward",
-          "Stored usage records the registry has not acknowledged yet.", (long long)m->pending,
-          "gauge");
-    gauge(&b, "sluice_agent_usage_records_rejected_total",
-          "Malformed usage records refused (not stored, not acknowledged).", (long long)m->rejected,
-          "counter");
-    gauge(&b, "sluice_agent_usage_store_errors_total",
-          "Usage store commits that failed (the records were not acknowledged).",
-          (long long)m->store_failed, "counter");
-    pthread_mutex_unlock(&m->mu);
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    *len = b.len;
-    return b.p;
 }

@@ -1,9 +1,11 @@
 /* The agent's Prometheus metrics: usage counters per (project_id, instance_id, domain,
  * gpu_uuid) fed by every newly stored usage record (and seeded from the usage store at start,
- * so totals survive a restart), open sessions per instance from the backends' SessionEvents,
- * and the agent's own health. Rendered in the text exposition format 0.0.4 and served at
- * GET /metrics (config key metrics_listen). Thread-safe (one mutex). The list of metrics is in
- * docs/usage.md. */
+ * so totals survive a restart), sessions per instance from the backends' SessionEvents, each
+ * running GPU instance's SLA (share, memory quota), enrollments, backend restarts and the
+ * agent's own health. The series of an instance that left the host (its domain undefined, or
+ * never seen since the agent started) are removed AG_METRICS_DEPART_GRACE_S after it left.
+ * Rendered in the text exposition format 0.0.4 and served at GET /metrics (config key
+ * metrics_listen). Thread-safe (one mutex). The list of metrics is in docs/usage.md. */
 #ifndef AG_METRICS_H
 #define AG_METRICS_H
 
@@ -13,9 +15,12 @@
 #include "sluice/error.h"
 #include "sluice/usage_report.h"
 
+/* Late usage records of a departed instance (final records, resends) still count within it. */
+#define AG_METRICS_DEPART_GRACE_S 600
+
 typedef struct ag_metrics ag_metrics;
 
-ag_metrics *ag_metrics_new(void); /* NULL when out of memory */
+ag_metrics *ag_metrics_new(const char *version); /* NULL when out of memory */
 void ag_metrics_free(ag_metrics *m);
 
 /* A usage record stored for the first time (domain, gpu_uuid: "" when unknown). */
@@ -24,10 +29,28 @@ void ag_metrics_record(ag_metrics *m, const sl_usage_rec *r);
 void ag_metrics_seed(ag_metrics *m, const sl_usage_rec *sum, uint64_t records);
 
 enum { AG_SESSION_OPENED = 1, AG_SESSION_CLOSED = 2, AG_SESSION_REFUSED = 3 };
+/* reason (REFUSED only): "certificate", "grant", "limit"; anything else counts as "other".
+ * instance "" for a refusal before the instance was known (certificate). */
 void ag_metrics_session(ag_metrics *m, const char *project, const char *instance,
-                        const char *domain, int kind);
+                        const char *domain, int kind, const char *reason);
 /* The project's backend (re)started or exited: its sessions are gone. */
 void ag_metrics_sessions_reset(ag_metrics *m, const char *project);
+/* The project's backend died and is being restarted. */
+void ag_metrics_backend_restarted(ag_metrics *m, const char *project);
+
+/* One GPU instance the host knows (its domain is defined). */
+typedef struct ag_metrics_instance {
+    const char *project, *instance, *domain, *flavor, *tier;
+    int running;
+    double gpu_share;      /* 0 < share <= 1 */
+    uint64_t memory_quota; /* bytes, 0 = none */
+} ag_metrics_instance;
+/* The host's GPU instances now (the SLA gauges of the running ones); series of instances absent
+ * for longer than AG_METRICS_DEPART_GRACE_S are removed. now_ms: a monotonic clock. */
+void ag_metrics_instances(ag_metrics *m, const ag_metrics_instance *v, size_t n, int64_t now_ms);
+
+/* Enrollments answered with result ("OK", "BAD_TOKEN", ...): count is the running total. */
+void ag_metrics_enrollments(ag_metrics *m, const char *result, uint64_t count);
 
 void ag_metrics_rejected(ag_metrics *m, unsigned n); /* malformed records */
 void ag_metrics_store_failed(ag_metrics *m);         /* a commit failed */

@@ -29,6 +29,8 @@ struct ag_report {
     char endpoint[256], ca[512], cert[512], key[512];
     char host[64], enroll[256], version[64];
     char *ca_pem;
+    ag_gpu *gpus;
+    size_t n_gpus;
     uint32_t slots;
     int retry_max_ms, call_ms, ping_ms;
 
@@ -199,6 +201,16 @@ static int do_register(ag_report *r, nh_regclient *c, char *why, size_t n)
     ai.slots_total = r->slots;
     ai.version = r->version;
     ai.ca_pem = r->ca_pem ? r->ca_pem : (char *)"";
+    Sluice__Control__Gpu gv[AG_MAX_GPUS], *gp[AG_MAX_GPUS];
+    for (size_t i = 0; i < r->n_gpus && i < AG_MAX_GPUS; i++) {
+        sluice__control__gpu__init(&gv[i]);
+        gv[i].uuid = r->gpus[i].uuid;
+        gv[i].name = r->gpus[i].name;
+        gv[i].memory_bytes = r->gpus[i].memory_bytes;
+        gp[i] = &gv[i];
+    }
+    ai.n_gpus = r->n_gpus < AG_MAX_GPUS ? r->n_gpus : AG_MAX_GPUS;
+    ai.gpus = gp;
     Sluice__Control__RegistryRequest req = SLUICE__CONTROL__REGISTRY_REQUEST__INIT;
     req.kind_case = SLUICE__CONTROL__REGISTRY_REQUEST__KIND_REGISTER;
     req.register_ = &ai;
@@ -522,7 +534,15 @@ sl_code ag_report_start(const ag_report_opts *o, ag_report **out, sl_error *e)
         rc = cert_cn(o->cert_file, r->host, sizeof r->host, e);
     if (rc == SL_OK && o->ca_pem && !(r->ca_pem = strdup(o->ca_pem)))
         rc = sl_fail(e, SL_ERR_NOMEM, "out of memory");
+    if (rc == SL_OK && o->gpus && o->n_gpus) {
+        r->n_gpus = o->n_gpus < AG_MAX_GPUS ? o->n_gpus : AG_MAX_GPUS;
+        if (!(r->gpus = malloc(r->n_gpus * sizeof *r->gpus)))
+            rc = sl_fail(e, SL_ERR_NOMEM, "out of memory");
+        else
+            memcpy(r->gpus, o->gpus, r->n_gpus * sizeof *r->gpus);
+    }
     if (rc != SL_OK) {
+        free(r->ca_pem);
         free(r);
         return rc;
     }
@@ -536,6 +556,7 @@ sl_code ag_report_start(const ag_report_opts *o, ag_report **out, sl_error *e)
         pthread_cond_destroy(&r->cv);
         pthread_mutex_destroy(&r->mu);
         free(r->ca_pem);
+        free(r->gpus);
         free(r);
         return sl_fail(e, SL_ERR_IO, "registry: cannot start a thread");
     }
@@ -556,5 +577,6 @@ void ag_report_stop(ag_report *r)
     pthread_mutex_destroy(&r->mu);
     free(r->v);
     free(r->ca_pem);
+    free(r->gpus);
     free(r);
 }

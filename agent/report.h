@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 
+#include "gpus.h"
 #include "metrics.h"
 #include "sluice/error.h"
 #include "usage_store.h"
@@ -34,7 +35,9 @@ typedef struct ag_report_opts {
     const char *enroll_endpoint; /* AgentInfo.enrollment_endpoint, tcp://HOST:PORT */
     uint32_t slots;
     const char *version;
-    const char *ca_pem;    /* AgentInfo.ca_pem: ag_ca_cert_pem() (copied) */
+    const char *ca_pem; /* AgentInfo.ca_pem: ag_ca_cert_pem() (copied) */
+    const ag_gpu *gpus; /* AgentInfo.gpus (copied); NULL or n_gpus 0: none known */
+    size_t n_gpus;
     int retry_max_ms;      /* reconnect backoff cap; 0: 30000 */
     int call_timeout_ms;   /* one request; 0: 5000 */
     int ping_interval_ms;  /* heartbeat when idle; 0: 30000 */

@@ -139,6 +139,13 @@ static int on_report(ag_supervisor *s, const ag_ctl_peer *p, Sluice__Control__Ba
         return 0;
     }
     b->last_heard_ms = ag_now_ms();
+    /* the journal's fields of what the backend reports */
+    sl_log_set_thread_fields(
+        &(sl_log_fields){.project = b->project,
+                         .instance = r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION
+                                         ? r->session->instance_uuid
+                                         : NULL});
+    int taken = 0;
     switch (r->kind_case) {
     case SLUICE__CONTROL__BACKEND_REPORT__KIND_ACK:
         for (size_t i = 0; i < b->n_pend; i++)
@@ -163,14 +170,16 @@ static int on_report(ag_supervisor *s, const ag_ctl_peer *p, Sluice__Control__Ba
     case SLUICE__CONTROL__BACKEND_REPORT__KIND_USAGE:
         /* queued; stored and acknowledged by ag_usage_commit after the drain */
         if (s->usage)
-            return ag_usage_take(s->usage, b->project, r);
-        sl_log(SL_LOG_DEBUG, COMPONENT, "project %s: usage record dropped (no usage store)",
-               b->project);
+            taken = ag_usage_take(s->usage, b->project, r);
+        else
+            sl_log(SL_LOG_DEBUG, COMPONENT, "project %s: usage record dropped (no usage store)",
+                   b->project);
         break;
     default:
         break;
     }
-    return 0;
+    sl_log_set_thread_fields(NULL);
+    return taken;
 }
 
 /* ------------------------------------------------------------------ public */
@@ -368,6 +377,7 @@ static void tick_backend(ag_supervisor *s, backend *b, int64_t now)
                 b->backoff_ms = 1000;
             b->next_start_ms = now + b->backoff_ms;
             b->restarts++;
+            ag_usage_backend_restarted(s->usage, b->project);
             sl_log(SL_LOG_ERR, COMPONENT,
                    "project %s: backend %s; restarting in %d ms (restart %d)", b->project, why,
                    b->backoff_ms, b->restarts);

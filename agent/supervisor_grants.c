@@ -1,5 +1,6 @@
 /* Grants (memory and STATE_DIR/grants/PROJECT) and the control messages that carry them. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,11 @@ int sv_hex64(const char *s)
     return 1;
 }
 
+/* Every enrollment adds a grant (another user of the instance, a renewal); an instance keeps
+ * at most this many, as its backend does (backend/control.c): expired ones go first, then the
+ * one that ends first. */
+#define GRANTS_PER_INSTANCE 8
+
 void sv_grant_add(backend *b, const char *uuid, const char *sha, int64_t not_after)
 {
     for (size_t i = 0; i < b->n_grants; i++)
@@ -55,6 +61,22 @@ void sv_grant_add(backend *b, const char *uuid, const char *sha, int64_t not_aft
             b->grants[i].not_after = not_after;
             return;
         }
+    int64_t now = time(NULL);
+    size_t mine = 0, first = SIZE_MAX;
+    for (size_t i = 0; i < b->n_grants;) {
+        if (strcmp(b->grants[i].uuid, uuid)) {
+            i++;
+        } else if (b->grants[i].not_after && b->grants[i].not_after <= now) {
+            b->grants[i] = b->grants[--b->n_grants]; /* expired */
+        } else {
+            if (first == SIZE_MAX || b->grants[i].not_after < b->grants[first].not_after)
+                first = i;
+            mine++;
+            i++;
+        }
+    }
+    if (mine >= GRANTS_PER_INSTANCE && first != SIZE_MAX)
+        b->grants[first] = b->grants[--b->n_grants];
     if (b->n_grants == b->cap_grants) {
         size_t cap = b->cap_grants ? b->cap_grants * 2 : 8;
         grant *g = realloc(b->grants, cap * sizeof *g);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "sluice/cli.h"
 #include "usage_query.h"
 
 #define DEFAULT_CONFIG "/etc/sluice/agent.conf"
@@ -24,6 +25,7 @@ static void usage(FILE *f)
             "  --db FILE          the usage store (default: usage_db of the agent's config)\n"
             "  --config FILE      the agent's configuration (default %s)\n"
             "%s"
+            "  -V, --version      the release\n"
             "  -h, --help         this text\n"
             "\n"
             "Exit status: 0 on success, 1 when the store cannot be read or the output written,\n"
@@ -33,21 +35,19 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"db", required_argument, NULL, 'd'},
-                                         {"config", required_argument, NULL, 'c'},
-                                         {"from", required_argument, NULL, 'o'},
-                                         {"to", required_argument, NULL, 'o'},
-                                         {"project", required_argument, NULL, 'o'},
-                                         {"format", required_argument, NULL, 'o'},
-                                         {"output", required_argument, NULL, 'o'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"db", required_argument, NULL, 'd'},      {"config", required_argument, NULL, 'c'},
+        {"from", required_argument, NULL, 'o'},    {"to", required_argument, NULL, 'o'},
+        {"project", required_argument, NULL, 'o'}, {"format", required_argument, NULL, 'o'},
+        {"output", required_argument, NULL, 'o'},  {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
     const char *db = NULL, *config = NULL;
     sl_usage_options uo;
     sl_usage_options_init(&uo);
     sl_error e = {0};
     int ch, idx;
-    while ((ch = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":hV", opts, &idx)) != -1) {
         switch (ch) {
         case 'd':
             db = optarg;
@@ -56,32 +56,27 @@ int main(int argc, char **argv)
             config = optarg;
             break;
         case 'o':
-            if (sl_usage_option(&uo, opts[idx].name, optarg, &e) != SL_OK) {
-                fprintf(stderr, "sluice-usage: %s\n", e.msg);
-                return 2;
-            }
+            if (sl_usage_option(&uo, opts[idx].name, optarg, &e) != SL_OK)
+                return sl_cli_usage_error("sluice-usage", "%s", e.msg);
             break;
         case 'h':
             usage(stdout);
             return 0;
+        case 'V':
+            return sl_cli_version("sluice-usage");
         default:
-            usage(stderr);
-            return 2;
+            return sl_cli_bad_option("sluice-usage", ch, argv);
         }
     }
-    if (optind != argc || (db && config)) {
-        if (db && config)
-            fprintf(stderr, "sluice-usage: give --db or --config, not both\n");
-        usage(stderr);
-        return 2;
-    }
+    if (optind != argc)
+        return sl_cli_usage_error("sluice-usage", "unexpected argument '%s'", argv[optind]);
+    if (db && config)
+        return sl_cli_usage_error("sluice-usage", "give --db or --config, not both");
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     if (sl_usage_options_finish(&uo, (int64_t)ts.tv_sec * SL_USAGE_NS_PER_S + ts.tv_nsec, &e) !=
-        SL_OK) {
-        fprintf(stderr, "sluice-usage: %s\n", e.msg);
-        return 2;
-    }
+        SL_OK)
+        return sl_cli_usage_error("sluice-usage", "%s", e.msg);
     static ag_config cfg;
     if (!db) {
         ag_config_defaults(&cfg);

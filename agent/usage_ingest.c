@@ -284,7 +284,12 @@ static void domain_of(ag_usage *u, const char *uuid, char *out, size_t n)
 
 void ag_usage_session(ag_usage *u, const char *project, const Sluice__Control__SessionEvent *ev)
 {
-    if (!u || !ev->instance_uuid || !ag_usage_is_uuid(ev->instance_uuid))
+    if (!u || !ev->instance_uuid)
+        return;
+    /* a refusal before the certificate was read names no instance */
+    int anonymous =
+        ev->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED && !*ev->instance_uuid;
+    if (!anonymous && !ag_usage_is_uuid(ev->instance_uuid))
         return;
     int kind = ev->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED    ? AG_SESSION_OPENED
                : ev->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__CLOSED  ? AG_SESSION_CLOSED
@@ -294,7 +299,7 @@ void ag_usage_session(ag_usage *u, const char *project, const Sluice__Control__S
         return;
     char domain[256];
     domain_of(u, ev->instance_uuid, domain, sizeof domain);
-    ag_metrics_session(u->metrics, project, ev->instance_uuid, domain, kind);
+    ag_metrics_session(u->metrics, project, ev->instance_uuid, domain, kind, ev->reason);
     sl_error e;
     if (kind == AG_SESSION_OPENED && ev->session_id &&
         ag_usage_store_session_opened(u->store, project, ev->session_id, ev->instance_uuid,
@@ -450,6 +455,28 @@ void ag_usage_backend_reset(ag_usage *u, const char *project)
         ag_metrics_sessions_reset(u->metrics, project);
 }
 
+void ag_usage_backend_restarted(ag_usage *u, const char *project)
+{
+    if (u)
+        ag_metrics_backend_restarted(u->metrics, project);
+}
+
+/* The SLA gauges of the GPU instances, and the end of the series of departed ones. */
+static void instance_gauges(ag_usage *u, const ag_instance *all, size_t n, int64_t mono_ms)
+{
+    ag_metrics_instance *v = calloc(n ? n : 1, sizeof *v);
+    if (!v)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (all[i].gpu)
+            v[k++] = (ag_metrics_instance){
+                all[i].project_id, all[i].uuid,    all[i].domain,        all[i].flavor,
+                all[i].sla.tier,   all[i].running, all[i].sla.gpu_share, all[i].sla.memory_quota};
+    ag_metrics_instances(u->metrics, v, k, mono_ms);
+    free(v);
+}
+
 /* The running (or about to be revoked) GPU instances, as lifetimes to extend. */
 static void beat(ag_usage *u, int64_t mono_ms)
 {
@@ -473,6 +500,8 @@ static void beat(ag_usage *u, int64_t mono_ms)
             h = (h ^ (unsigned char)*p) * 1099511628211ULL;
         sig ^= (h ^ (uint64_t)(in->sla.gpu_share * 1e6)) * 1099511628211ULL;
     }
+    if (u->metrics)
+        instance_gauges(u, all, n, mono_ms);
     sig += k;
     if (sig != u->alive_sig || mono_ms - u->last_beat_ms >= AG_USAGE_BEAT_S * 1000) {
         sl_error e;

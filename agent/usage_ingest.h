@@ -52,6 +52,8 @@ void ag_usage_commit(ag_usage *u, ag_usage_ack_fn ack, void *user);
 void ag_usage_session(ag_usage *u, const char *project, const Sluice__Control__SessionEvent *ev);
 /* The project's backend said hello: its sessions are counted again from its reports. */
 void ag_usage_backend_reset(ag_usage *u, const char *project);
+/* The project's backend died unasked and is started again (a metric counts it). */
+void ag_usage_backend_restarted(ag_usage *u, const char *project);
 /* The project's backend ended (why: its exit): every session of it the store holds open (no
  * final record came) is closed with a final record marked closed_by_agent, from the end of its
  * last record (or its opening) to now, measuring nothing (docs/usage.md). */
@@ -61,7 +63,8 @@ void ag_usage_backend_ended(ag_usage *u, const char *project, const char *why);
 void ag_usage_close_orphans(ag_usage *u, int (*alive)(void *user, const char *project), void *user);
 
 /* Lifetime heartbeat (when the set of running GPU instances changed, else every
- * AG_USAGE_BEAT_S) and health gauges; cheap to call often. */
+ * AG_USAGE_BEAT_S), the instances' SLA gauges (series of departed instances end) and health
+ * gauges; cheap to call often. */
 void ag_usage_tick(ag_usage *u, int libvirt_connected, unsigned backends_running);
 
 /* Counters for tests and logs. */

@@ -14,7 +14,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "daemon/config.h"
+#include "daemon/driver.h"
+#include "daemon/list_gpus.h"
+#include "daemon/loop.h"
+#include "daemon/worker.h"
+#include "session/image_store.h"
+#include "session/printf.h"
+#include "session/spin.h"
+#include "sluice/cli.h"
 #include "sluice/log.h"
 
 static volatile int stop_flag;
@@ -36,7 +45,7 @@ static void usage(FILE *f)
         "                      [--control-key FILE]] [--allow FILE] [--state-dir DIR]\n"
         "                      [--max-sessions N]\n"
         "                      [--usage-interval S] [--usage-resend S] [--measure events|none]\n"
-        "                      [--spin-us N] [--help]\n"
+        "                      [--spin-us N] [--version] [--help]\n"
         "\n"
         "Serves one tenant's remote CUDA sessions on the real driver (docs/backend.md).\n"
         "  --project ID      the tenant; only client certificates with OU=ID are accepted\n"
@@ -89,10 +98,15 @@ static int id_ok(const char *s)
 /* Hidden modes: `--session-worker FD --driver PATH --session-id N --instance I --project P
  * [--acct-fd FD --acct-slot N --acct-inst N] [--usage-interval S] [--measure M] [--image-dir D]
  * [--spin-us N]` (a session's
- * worker process, started by server.c) and `--probe-driver PATH --project P` (the start-up driver
- * check). Returns -1 when argv is neither. */
+ * worker process, started by daemon/workers.c), `--probe-driver PATH --project P` (the start-up
+ * driver check) and `--list-gpus --driver PATH` (the agent's GPU list). Returns -1 when argv is
+ * none. */
 static int hidden_mode(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "--list-gpus") && !strcmp(argv[2], "--driver")) {
+        sl_log_set_identifier("sluice-backend");
+        return be_list_gpus_main(argv[3]);
+    }
     if (argc < 2 || (strcmp(argv[1], "--session-worker") && strcmp(argv[1], "--probe-driver")))
         return -1;
     const char *driver = NULL, *instance = "", *project = "";
@@ -127,6 +141,11 @@ static int hidden_mode(int argc, char **argv)
     }
     if (!driver)
         return 2;
+    /* the journal names the backend, its project and the worker's session on every line */
+    char label[32];
+    sl_log_set_identifier("sluice-backend");
+    sl_log_set_process_fields(&(sl_log_fields){
+        project, instance, sid ? sl_log_session_label(project, sid, label, sizeof label) : NULL});
     if (!strcmp(argv[1], "--probe-driver"))
         return be_probe_main(driver, project);
     if (fd < 0)
@@ -180,9 +199,11 @@ int main(int argc, char **argv)
                                          {"measure", required_argument, 0, 'M'},
                                          {"spin-us", required_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
     int o;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         switch (o) {
         case 'p':
             cfg.project = optarg;
@@ -260,15 +281,14 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case 'V':
+            return sl_cli_version("sluice-backend");
         default:
-            usage(stderr);
-            return 2;
+            return sl_cli_bad_option("sluice-backend", o, argv);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "sluice-backend: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    if (optind < argc)
+        return sl_cli_usage_error("sluice-backend", "unexpected argument '%s'", argv[optind]);
     const char *missing = !cfg.project  ? "--project"
                           : !cfg.listen ? "--listen"
                           : !cfg.cert   ? "--cert"
@@ -284,6 +304,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-backend: --project must be 1..63 of [A-Za-z0-9._:-]\n");
         return 2;
     }
+    sl_log_set_identifier("sluice-backend");
+    sl_log_set_process_fields(&(sl_log_fields){.project = cfg.project});
     if (strncmp(cfg.listen, "tcp://", 6) != 0 || !strrchr(cfg.listen + 6, ':')) {
         fprintf(stderr, "sluice-backend: --listen must be tcp://ADDR:PORT\n");
         return 2;

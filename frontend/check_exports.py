@@ -17,7 +17,7 @@ def main():
         parts = line.split()
         if len(parts) >= 3:
             have.add(parts[2].split("@")[0])
-    # cudaProfiler.h's calls, answered locally (frontend/profiler.c), are not in the API table
+    # cudaProfiler.h's calls, answered locally (frontend/api/profiler.c), are not in the API table
     for extra in ("cuGetProcAddress", "cuGetProcAddress_v2", "cuGetExportTable",
                   "cuProfilerInitialize", "cuProfilerStart", "cuProfilerStop"):
         want.add(extra)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sluice/cli.h"
 #include "store.h"
 #include "table.h"
 #include "validate.h"
@@ -49,6 +50,8 @@ static void usage(FILE *f)
             "\n"
             "  --db FILE   the registry database (default %s)\n"
             "  --json      JSON instead of an aligned table (usage: --format json)\n"
+            "  --version   the release\n"
+            "  --help      this text\n"
             "\n"
             "usage options:\n%s",
             DEFAULT_STALE, DEFAULT_DB, sl_usage_options_help);
@@ -170,17 +173,13 @@ static const char *const instance_header[] = {"INSTANCE", "PROJECT", "FLAVOR", "
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"db", required_argument, NULL, 'd'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"host", required_argument, NULL, 'H'},
-                                         {"project", required_argument, NULL, 'p'},
-                                         {"older-than", required_argument, NULL, 'o'},
-                                         {"from", required_argument, NULL, 'u'},
-                                         {"to", required_argument, NULL, 'u'},
-                                         {"format", required_argument, NULL, 'u'},
-                                         {"output", required_argument, NULL, 'u'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"db", required_argument, NULL, 'd'},         {"json", no_argument, NULL, 'j'},
+        {"host", required_argument, NULL, 'H'},       {"project", required_argument, NULL, 'p'},
+        {"older-than", required_argument, NULL, 'o'}, {"from", required_argument, NULL, 'u'},
+        {"to", required_argument, NULL, 'u'},         {"format", required_argument, NULL, 'u'},
+        {"output", required_argument, NULL, 'u'},     {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},          {NULL, 0, NULL, 0}};
     const char *db = DEFAULT_DB, *host = NULL, *project = NULL;
     long long older = DEFAULT_STALE;
     int json = 0, c, idx, usage_opts = 0, have_format = 0;
@@ -188,7 +187,8 @@ int main(int argc, char **argv)
     sl_usage_options uo;
     sl_usage_options_init(&uo);
     sl_error ue;
-    while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hV", opts, &idx)) != -1) {
         switch (c) {
         case 'd':
             db = optarg;
@@ -228,22 +228,23 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case 'V':
+            return sl_cli_version("sluice-registry");
         default:
-            usage(stderr);
-            return 2;
+            return sl_cli_bad_option("sluice-registry", c, argv);
         }
     }
-    if (optind != argc - 1) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind == argc)
+        return sl_cli_usage_error("sluice-registry",
+                                  "a command is needed (hosts, instances, stale, usage)");
+    if (optind != argc - 1)
+        return sl_cli_usage_error("sluice-registry", "unexpected argument '%s'", argv[optind + 1]);
     const char *cmd = argv[optind];
     int is_hosts = !strcmp(cmd, "hosts"), is_stale = !strcmp(cmd, "stale");
     int is_inst = !strcmp(cmd, "instances"), is_usage = !strcmp(cmd, "usage");
     if (!is_hosts && !is_stale && !is_inst && !is_usage) {
-        fprintf(stderr, "sluice-registry: unknown command %s\n", cmd);
-        usage(stderr);
-        return 2;
+        return sl_cli_usage_error("sluice-registry",
+                                  "unknown command '%s' (hosts, instances, stale, usage)", cmd);
     }
     if ((host && !is_inst) || (project && !is_inst && !is_usage)) {
         fprintf(stderr, "sluice-registry: --host goes with instances, --project with "

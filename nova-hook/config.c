@@ -19,7 +19,7 @@ void nh_config_defaults(nh_config *c)
     c->token_ttl = 600;
     snprintf(c->token_issuer, sizeof c->token_issuer, "sluice-nova-hook");
     snprintf(c->database, sizeof c->database, "/var/lib/sluice/registry.db");
-    c->max_body = 65536;
+    c->max_body = NH_MAX_BODY_DEFAULT;
     c->threads = 4;
     c->registry_port = -1;
 }
@@ -136,7 +136,7 @@ static sl_code set_key(const where *w, const char *k, const char *v, nh_config *
     if (!strcmp(k, "database"))
         return path(w, v, c->database, e);
     if (!strcmp(k, "max_body")) {
-        if ((rc = sl_conf_int(w, v, 1024, 1048576, &n, e)) == SL_OK)
+        if ((rc = sl_conf_int(w, v, 1024, NH_MAX_BODY_MAX, &n, e)) == SL_OK)
             c->max_body = (size_t)n;
         return rc;
     }

@@ -11,6 +11,17 @@
 
 #define NH_PATH_MAX 512
 
+/* The largest vendordata body Nova sends, from Nova's own limits (nova/api/metadata/
+ * vendordata_dynamic.py posts user-data, metadata, hostname, image-id, boot-roles as
+ * json.dumps, which writes non-ASCII as \uXXXX): user-data 65535 base64 characters; metadata
+ * at the default quota of 128 items, keys of 255 ASCII characters, values of 255 characters
+ * each up to 12 bytes escaped (a surrogate pair): 128 x (255 + 3060 + 8) = 425344; the ids, the
+ * hostname and the image reference 255 each; boot-roles and JSON syntax a few KiB. About
+ * 490 KB in all: the default leaves room for many roles; raise max_body with metadata_items
+ * (docs/nova-hook.md, "Request size"). */
+#define NH_MAX_BODY_DEFAULT (1024 * 1024)
+#define NH_MAX_BODY_MAX     (16 * 1024 * 1024)
+
 typedef struct nh_config {
     char listen_addr[64]; /* IPv4 or IPv6 literal */
     int listen_port;      /* 0: an ephemeral port (tests) */

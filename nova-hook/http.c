@@ -4,6 +4,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <stdarg.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <microhttpd.h>
@@ -145,27 +146,42 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Every refusal is logged, with the peer: a guest left without a token must be explainable. */
+static int refuse(struct MHD_Connection *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(struct MHD_Connection *c, int status, const char *fmt, ...)
+{
+    char why[320], peer[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    peer_name(c, peer, sizeof peer);
+    sl_log(SL_LOG_WARNING, COMPONENT, "refused %s: %s (HTTP %d)", peer, why, status);
+    return status;
+}
+
 /* The first callback of a request: decide everything that does not need the body. */
 static int first_look(nh_http *h, struct MHD_Connection *c, const char *url, const char *method,
                       int *cut_off)
 {
-    char why[256], peer[64];
+    char why[256];
     int st = authenticate(h, c, why, sizeof why);
-    if (st) {
-        peer_name(c, peer, sizeof peer);
-        sl_log(SL_LOG_WARNING, COMPONENT, "refused %s: %s (HTTP %d)", peer, why, st);
-        return st;
-    }
+    if (st)
+        return refuse(c, st, "%s", why);
     if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
-        return 405;
+        return refuse(c, 405, "method %.16s (only POST)", method);
     if (strcmp(url, h->path) != 0)
-        return 404;
+        return refuse(c, 404, "path %.128s (the vendordata path is %s)", url, h->path);
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     if (cl) {
         unsigned long long n = strtoull(cl, NULL, 10);
         if (n > h->max_body) {
             *cut_off = n > (unsigned long long)h->max_body * HARD_CAP_FACTOR;
-            return 413;
+            return refuse(c, 413,
+                          "a body of %llu bytes, over max_body %zu: the instance gets no token; "
+                          "raise max_body (docs/nova-hook.md)",
+                          n, h->max_body);
         }
     }
     return 0;
@@ -192,7 +208,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (*size) {
         if (!r->status) {
             if (r->len + *size > h->max_body) {
-                r->status = 413;
+                r->status = refuse(c, 413,
+                                   "a body (no Content-Length) over max_body %zu bytes: the "
+                                   "instance gets no token; raise max_body (docs/nova-hook.md)",
+                                   h->max_body);
                 free(r->buf);
                 r->buf = NULL;
             } else {

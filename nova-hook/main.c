@@ -11,6 +11,8 @@
 #include "config.h"
 #include "http.h"
 #include "registry_channel.h"
+#include "sluice/db.h"
+#include "sluice/cli.h"
 #include "sluice/log.h"
 #include "sluice/token.h"
 #include "store.h"
@@ -30,6 +32,7 @@ static void usage(FILE *f)
                "  -c, --config FILE   configuration file (key = value; see docs/nova-hook.md)\n"
                "      --check-config  load and check the configuration and every file it names,\n"
                "                      then exit 0 (valid) or 1\n"
+               "  -V, --version       the release\n"
                "  -h, --help          this text\n"
                "\n"
                "Logs go to stderr in journald's <N> form; SLUICE_LOG_LEVEL=debug|info|...\n"
@@ -195,10 +198,12 @@ int main(int argc, char **argv)
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
                                          {"check-config", no_argument, NULL, 'k'},
                                          {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'V'},
                                          {NULL, 0, NULL, 0}};
     const char *config = NULL;
     int check = 0, c;
-    while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":c:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             config = optarg;
@@ -209,15 +214,17 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case 'V':
+            return sl_cli_version("sluice-novahook");
         default:
-            usage(stderr);
-            return 2;
+            return sl_cli_bad_option("sluice-novahook", c, argv);
         }
     }
-    if (!config || optind != argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind != argc)
+        return sl_cli_usage_error("sluice-novahook", "unexpected argument '%s'", argv[optind]);
+    if (!config)
+        return sl_cli_usage_error("sluice-novahook", "--config FILE is needed");
+    sl_log_set_identifier("sluice-novahook");
     /* block the stop signals in every thread; the main thread waits for them */
     sigset_t stop;
     sigemptyset(&stop);
@@ -232,9 +239,13 @@ int main(int argc, char **argv)
     nh_config_defaults(&d.cfg);
     sl_error e;
     int rc = 1;
-    if (nh_config_load(config, &d.cfg, &e) != SL_OK || load(&d, &e) != SL_OK)
-        sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
-    else if (check)
+    if (nh_config_load(config, &d.cfg, &e) != SL_OK || load(&d, &e) != SL_OK ||
+        sl_db_check_path(d.cfg.database, 0, "database", &e) != SL_OK) {
+        if (check)
+            fprintf(stderr, "sluice-novahook: %s\n", e.msg);
+        else
+            sl_log(SL_LOG_ERR, COMPONENT, "%s", e.msg);
+    } else if (check)
         rc = 0, printf("%s: configuration valid\n", config);
     else
         rc = serve(&d, &stop);

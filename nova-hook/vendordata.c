@@ -67,7 +67,9 @@ void nh_vendordata_answer(const nh_vendordata *v, const char *body, size_t len, 
 {
     memset(a, 0, sizeof *a);
     json_error_t je;
-    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    /* JSON_ALLOW_NUL: Nova sends metadata values as they were given, "\u0000" included; the
+     * two ids we read are checked to hold none */
+    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!j) {
         bad_request(a, "body is not JSON");
         return;
@@ -79,12 +81,14 @@ void nh_vendordata_answer(const nh_vendordata *v, const char *body, size_t len, 
     }
     json_t *ji = json_object_get(j, "instance-id");
     json_t *jp = json_object_get(j, "project-id");
-    if (!json_is_string(ji) || !nh_valid_id(json_string_value(ji))) {
+    if (!json_is_string(ji) || strlen(json_string_value(ji)) != json_string_length(ji) ||
+        !nh_valid_id(json_string_value(ji))) {
         json_decref(j);
         bad_request(a, "instance-id is missing or not an id");
         return;
     }
-    if (!json_is_string(jp) || !nh_valid_id(json_string_value(jp))) {
+    if (!json_is_string(jp) || strlen(json_string_value(jp)) != json_string_length(jp) ||
+        !nh_valid_id(json_string_value(jp))) {
         json_decref(j);
         bad_request(a, "project-id is missing or not an id");
         return;

@@ -15,8 +15,10 @@ sl_code sl_db_open(const char *path, int readonly, const char *who, sqlite3 **db
         return sl_fail(e, SL_ERR_INVALID, "%s: no database path", who);
     int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     if (sqlite3_open_v2(path, db, flags | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
-        sl_code rc = sl_fail(e, SL_ERR_IO, "%s %s: %s", who, path,
-                             *db ? sqlite3_errmsg(*db) : "cannot open");
+        sl_code rc = sl_db_check_path(path, readonly, who, e);
+        if (rc == SL_OK)
+            rc = sl_fail(e, SL_ERR_IO, "%s %s: %s", who, path,
+                         *db ? sqlite3_errmsg(*db) : "cannot open");
         sqlite3_close(*db);
         *db = NULL;
         return rc;
@@ -26,6 +28,9 @@ sl_code sl_db_open(const char *path, int readonly, const char *who, sqlite3 **db
     sl_code rc = SL_OK;
     if (!readonly && ((rc = sl_db_exec(*db, who, "PRAGMA journal_mode = WAL", e)) != SL_OK ||
                       (rc = sl_db_exec(*db, who, "PRAGMA synchronous = FULL", e)) != SL_OK)) {
+        sl_error why;
+        if (sl_db_check_path(path, readonly, who, &why) != SL_OK) /* e.g. no -wal file */
+            rc = sl_fail(e, why.code, "%s", why.msg);
         sqlite3_close(*db);
         *db = NULL;
     }

@@ -163,6 +163,7 @@ sl_code sl_usage_report_new(int64_t from_ns, int64_t to_ns, const char *project,
     r->view.n_buckets = (size_t)((to_ns - from_ns + r->view.bucket_ns - 1) / r->view.bucket_ns);
     r->view.from_ns = from_ns;
     r->view.to_ns = to_ns;
+    r->view.project = r->only;
     *out = r;
     return SL_OK;
 }
@@ -257,6 +258,26 @@ static int by_start(const void *x, const void *y)
     return a->a < b->a ? -1 : a->a > b->a;
 }
 
+/* How long the instance existed inside [lo, hi): its lifetimes (sorted, overlaps counted once),
+ * or without any the span of its records. */
+static int64_t existed(const acc *a, int64_t lo, int64_t hi)
+{
+    if (!a->n_lives)
+        return sl_usage_overlap(a->first_ns, a->last_ns, lo, hi);
+    int64_t wall = 0, cur_a = a->lives[0].a, cur_b = a->lives[0].b;
+    for (size_t i = 1; i < a->n_lives; i++) {
+        const span *p = &a->lives[i];
+        if (p->a > cur_b) {
+            wall += sl_usage_overlap(cur_a, cur_b, lo, hi);
+            cur_a = p->a;
+            cur_b = p->b;
+        } else if (p->b > cur_b) {
+            cur_b = p->b;
+        }
+    }
+    return wall + sl_usage_overlap(cur_a, cur_b, lo, hi);
+}
+
 /* Existence inside the period, start, end and state of one instance. */
 static void existence(const sl_usage_report *r, acc *a)
 {
@@ -266,28 +287,18 @@ static void existence(const sl_usage_report *r, acc *a)
         s->state = "unknown";
         s->started_ns = a->first_ns;
         s->ended_ns = a->last_ns;
-        s->wall_s = (double)sl_usage_overlap(a->first_ns, a->last_ns, r->from, r->to) / 1e9;
+        s->wall_s = (double)existed(a, r->from, r->to) / 1e9;
         return;
     }
     qsort(a->lives, a->n_lives, sizeof *a->lives, by_start);
-    int64_t wall = 0, cur_a = a->lives[0].a, cur_b = a->lives[0].b, last_end = 0;
+    int64_t last_end = 0;
     int open = 0;
-    for (size_t i = 0; i < a->n_lives; i++) {
-        const span *p = &a->lives[i];
-        if (p->b >= last_end) {
-            last_end = p->b;
-            open = p->open;
+    for (size_t i = 0; i < a->n_lives; i++)
+        if (a->lives[i].b >= last_end) {
+            last_end = a->lives[i].b;
+            open = a->lives[i].open;
         }
-        if (p->a > cur_b) {
-            wall += sl_usage_overlap(cur_a, cur_b, r->from, r->to);
-            cur_a = p->a;
-            cur_b = p->b;
-        } else if (p->b > cur_b) {
-            cur_b = p->b;
-        }
-    }
-    wall += sl_usage_overlap(cur_a, cur_b, r->from, r->to);
-    s->wall_s = (double)wall / 1e9;
+    s->wall_s = (double)existed(a, r->from, r->to) / 1e9;
     s->started_ns = a->lives[0].a;
     s->ended_ns = open ? 0 : last_end;
     s->state = open ? "active" : "terminated";
@@ -361,15 +372,21 @@ sl_code sl_usage_report_finish(sl_usage_report *r, sl_error *e)
         tn->project = dup0(r->v[i]->project);
         tn->servers = calloc(j - i, sizeof *tn->servers);
         tn->bucket_busy_s = calloc(r->view.n_buckets ? r->view.n_buckets : 1, sizeof(double));
-        if (!tn->project || !tn->servers || !tn->bucket_busy_s)
+        tn->bucket_entitled_s = calloc(r->view.n_buckets ? r->view.n_buckets : 1, sizeof(double));
+        if (!tn->project || !tn->servers || !tn->bucket_busy_s || !tn->bucket_entitled_s)
             return finish_fail(e);
         tn->total.state = "";
         for (size_t k = i; k < j; k++) {
             tn->servers[tn->n_servers++] = r->v[k]->s;
             memset(&r->v[k]->s, 0, sizeof r->v[k]->s); /* strings now owned by the tenant */
             add_total(&tn->total, &tn->servers[tn->n_servers - 1]);
-            for (size_t b = 0; b < r->view.n_buckets; b++)
+            double share = r->v[k]->share > 0 ? r->v[k]->share : 1.0;
+            for (size_t b = 0; b < r->view.n_buckets; b++) {
+                int64_t lo = r->from + (int64_t)b * r->view.bucket_ns;
+                int64_t hi = lo + r->view.bucket_ns < r->to ? lo + r->view.bucket_ns : r->to;
                 tn->bucket_busy_s[b] += r->v[k]->bk[b];
+                tn->bucket_entitled_s[b] += share * (double)existed(r->v[k], lo, hi) / 1e9;
+            }
         }
         i = j;
     }
@@ -411,6 +428,7 @@ void sl_usage_report_free(sl_usage_report *r)
         free(r->tenants[t].servers);
         free(r->tenants[t].project);
         free(r->tenants[t].bucket_busy_s);
+        free(r->tenants[t].bucket_entitled_s);
     }
     free(r->tenants);
     free(r->v);

@@ -22,7 +22,23 @@ void sl_usage_human_bytes(uint64_t v, char *out, size_t cap)
 
 void sl_usage_hours(double s, char *out, size_t cap)
 {
-    snprintf(out, cap, "%.4f", s / 3600.0);
+    snprintf(out, cap, "%.2f", s / 3600.0);
+}
+
+void sl_usage_duration(double s, char *out, size_t cap)
+{
+    if (!(s > 0))
+        snprintf(out, cap, "0");
+    else if (s >= 3600.0)
+        snprintf(out, cap, "%.2f h", s / 3600.0);
+    else if (s >= 60.0)
+        snprintf(out, cap, "%.1f min", s / 60.0);
+    else if (s >= 1.0)
+        snprintf(out, cap, "%.1f s", s);
+    else if (s >= 1e-3)
+        snprintf(out, cap, "%.1f ms", s * 1e3);
+    else
+        snprintf(out, cap, "%.0f us", s * 1e6 < 1 ? 1.0 : s * 1e6);
 }
 
 void sl_usage_percent(const sl_usage_server *s, char *out, size_t cap)

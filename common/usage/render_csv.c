@@ -1,4 +1,6 @@
-/* CSV (RFC 4180): one row per project total and per instance, raw numbers. */
+/* CSV (RFC 4180): one row per project total and per instance, raw numbers; every row names the
+ * period it covers, so rows of several reports can be put together. Hours are written with 10
+ * significant digits: a few milliseconds of GPU time do not round to 0. */
 #include <string.h>
 
 #include "internal.h"
@@ -19,11 +21,15 @@ static void field(FILE *f, const char *s, int last)
     fputs(last ? "\r\n" : ",", f);
 }
 
-static void row(FILE *f, const char *level, const char *project, const sl_usage_server *s,
-                int total)
+static void row(FILE *f, const sl_usage_view *v, const char *level, const char *project,
+                const sl_usage_server *s, int total)
 {
     char b[64], start[40] = "", end[40] = "";
     field(f, level, 0);
+    sl_usage_format_time(v->from_ns, 0, b, sizeof b);
+    field(f, b, 0);
+    sl_usage_format_time(v->to_ns, 0, b, sizeof b);
+    field(f, b, 0);
     field(f, project, 0);
     field(f, total ? "" : s->instance, 0);
     field(f, total ? "" : s->name, 0);
@@ -45,7 +51,7 @@ static void row(FILE *f, const char *level, const char *project, const sl_usage_
     field(f, s->state, 0);
     const double h[] = {s->wall_s, s->busy_s, s->kernel_s};
     for (int i = 0; i < 3; i++) {
-        snprintf(b, sizeof b, "%.6f", h[i] / 3600.0);
+        snprintf(b, sizeof b, "%.10g", h[i] / 3600.0);
         field(f, b, 0);
     }
     const uint64_t n[] = {s->kernels,           s->bytes_htod, s->bytes_dtoh,
@@ -54,7 +60,7 @@ static void row(FILE *f, const char *level, const char *project, const sl_usage_
         snprintf(b, sizeof b, "%llu", (unsigned long long)n[i]);
         field(f, b, 0);
     }
-    snprintf(b, sizeof b, "%.6f", s->entitled_s / 3600.0);
+    snprintf(b, sizeof b, "%.10g", s->entitled_s / 3600.0);
     field(f, b, 0);
     double p = sl_usage_sla_percent(s);
     if (p < 0)
@@ -62,7 +68,7 @@ static void row(FILE *f, const char *level, const char *project, const sl_usage_
     else
         snprintf(b, sizeof b, "%.2f", p);
     field(f, b, 0);
-    snprintf(b, sizeof b, "%.6f", s->throttled_s / 3600.0);
+    snprintf(b, sizeof b, "%.10g", s->throttled_s / 3600.0);
     field(f, b, 0);
     snprintf(b, sizeof b, "%llu", (unsigned long long)s->quota_refusals);
     field(f, b, 0);
@@ -74,16 +80,17 @@ static void row(FILE *f, const char *level, const char *project, const sl_usage_
 
 sl_code sl_usage_render_csv(const sl_usage_view *v, FILE *f)
 {
-    fputs("level,project_id,instance_id,name,flavor,sla_tier,domain,gpu_share,started_at,"
+    fputs("level,period_start,period_end,project_id,instance_id,name,flavor,sla_tier,domain,gpu_"
+          "share,started_at,"
           "ended_at,state,hours,gpu_hours,kernel_hours,kernels,bytes_htod,bytes_dtoh,"
           "memory_high_water_bytes,calls,errors,entitled_gpu_hours,sla_use_percent,"
           "throttled_hours,quota_refusals,records,closed_by_agent\r\n",
           f);
     for (size_t i = 0; i < v->n_tenants; i++) {
         const sl_usage_tenant *t = &v->tenants[i];
-        row(f, "project", t->project, &t->total, 1);
+        row(f, v, "project", t->project, &t->total, 1);
         for (size_t k = 0; k < t->n_servers; k++)
-            row(f, "instance", t->project, &t->servers[k], 0);
+            row(f, v, "instance", t->project, &t->servers[k], 0);
     }
     return SL_OK;
 }

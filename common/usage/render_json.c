@@ -1,150 +1,167 @@
-/* JSON in the shape of Nova's os-simple-tenant-usage (GET /os-simple-tenant-usage?detailed=1):
- * {"tenant_usages": [{"tenant_id", "start", "stop", "total_hours", "total_local_gb_usage",
- * "total_memory_mb_usage", "total_vcpus_usage", "server_usages": [{"instance_id", "name",
- * "flavor", "hours", "local_gb", "memory_mb", "vcpus", "tenant_id", "started_at", "ended_at",
- * "state", "uptime"}]}]}, each object extended with Sluice's GPU figures. Nova's own fields
- * about disk, memory and vCPUs are 0: Sluice does not account them. */
+/* JSON in the shape of Nova's os-simple-tenant-usage, written with jansson:
+ *   every project (GET /os-simple-tenant-usage?detailed=1):
+ *     {"tenant_usages": [{"tenant_id", "start", "stop", "total_hours", "total_local_gb_usage",
+ *      "total_memory_mb_usage", "total_vcpus_usage", "server_usages": [{"instance_id", "name",
+ *      "flavor", "hours", "local_gb", "memory_mb", "vcpus", "tenant_id", "started_at",
+ *      "ended_at", "state", "uptime"}]}]}
+ *   one project (--project; GET /os-simple-tenant-usage/{tenant_id}?detailed=1):
+ *     {"tenant_usage": {...one of the above...}}, {"tenant_usage": {}} when it has no usage.
+ * Each object is extended with Sluice's GPU figures. Nova's own fields about disk, memory and
+ * vCPUs are 0: Sluice does not account them. Where Sluice differs from Nova: docs/usage.md. */
+#include <jansson.h>
 #include <math.h>
 
 #include "internal.h"
+#include "sluice/log.h"
 
-static void str(FILE *f, const char *s)
+#define REAL_DIGITS 10 /* significant digits: short GPU use never rounds to 0 */
+
+/* A string as JSON; bytes that are not UTF-8 are written escaped as text (\xNN). */
+static json_t *jstr(const char *s)
 {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", f);
-        else if (*p == '\t')
-            fputs("\\t", f);
-        else if (*p == '\r')
-            fputs("\\r", f);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
+    json_t *j = json_string(s ? s : "");
+    if (j)
+        return j;
+    char esc[1024];
+    return json_string(sl_log_escape(s, esc, sizeof esc));
 }
 
-static void key(FILE *f, const char *ind, const char *k, int *first)
+static json_t *jtime(int64_t ns)
 {
-    fprintf(f, "%s\n%s", *first ? "" : ",", ind);
-    *first = 0;
-    str(f, k);
-    fputs(": ", f);
-}
-
-static void kstr(FILE *f, const char *ind, const char *k, const char *v, int *first)
-{
-    key(f, ind, k, first);
-    str(f, v);
-}
-
-static void knum(FILE *f, const char *ind, const char *k, double v, int *first)
-{
-    key(f, ind, k, first);
-    fprintf(f, "%.6f", isfinite(v) ? v : 0.0);
-}
-
-static void kint(FILE *f, const char *ind, const char *k, uint64_t v, int *first)
-{
-    key(f, ind, k, first);
-    fprintf(f, "%llu", (unsigned long long)v);
-}
-
-static void ktime(FILE *f, const char *ind, const char *k, int64_t ns, int *first)
-{
+    if (!ns)
+        return json_null();
     char b[40];
-    key(f, ind, k, first);
-    if (!ns) {
-        fputs("null", f);
-        return;
-    }
     sl_usage_format_time(ns, 1, b, sizeof b);
-    str(f, b);
+    return json_string(b);
+}
+
+static json_t *jreal(double v)
+{
+    return json_real(isfinite(v) ? v : 0.0);
+}
+
+static json_t *jint(uint64_t v)
+{
+    return json_integer((json_int_t)(v > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : v));
+}
+
+/* Sets o[k] = v, counting a failure (NULL v or no memory) in *bad. */
+static void set(json_t *o, const char *k, json_t *v, int *bad)
+{
+    if (!v || json_object_set_new(o, k, v) != 0)
+        *bad = 1;
 }
 
 /* The Sluice figures, in server and (prefixed "total_") tenant objects. */
-static void figures(FILE *f, const char *ind, const sl_usage_server *s, const char *pre, int *first)
+static void figures(json_t *o, const sl_usage_server *s, const char *pre, int *bad)
 {
     char k[64];
 #define K(name) (snprintf(k, sizeof k, "%s%s", pre, name), k)
-    knum(f, ind, K("gpu_hours"), s->busy_s / 3600.0, first);
-    knum(f, ind, K("kernel_hours"), s->kernel_s / 3600.0, first);
-    kint(f, ind, K("kernels"), s->kernels, first);
-    kint(f, ind, K("bytes_htod"), s->bytes_htod, first);
-    kint(f, ind, K("bytes_dtoh"), s->bytes_dtoh, first);
-    kint(f, ind, K("calls"), s->calls, first);
-    kint(f, ind, K("errors"), s->errors, first);
-    knum(f, ind, K("entitled_gpu_hours"), s->entitled_s / 3600.0, first);
-    knum(f, ind, K("throttled_hours"), s->throttled_s / 3600.0, first);
-    kint(f, ind, K("quota_refusals"), s->quota_refusals, first);
-    kint(f, ind, K("records"), s->records, first);
-    kint(f, ind, K("closed_by_agent"), s->closed_by_agent, first);
+    set(o, K("gpu_hours"), jreal(s->busy_s / 3600.0), bad);
+    set(o, K("kernel_hours"), jreal(s->kernel_s / 3600.0), bad);
+    set(o, K("kernels"), jint(s->kernels), bad);
+    set(o, K("bytes_htod"), jint(s->bytes_htod), bad);
+    set(o, K("bytes_dtoh"), jint(s->bytes_dtoh), bad);
+    set(o, K("calls"), jint(s->calls), bad);
+    set(o, K("errors"), jint(s->errors), bad);
+    set(o, K("entitled_gpu_hours"), jreal(s->entitled_s / 3600.0), bad);
+    set(o, K("throttled_hours"), jreal(s->throttled_s / 3600.0), bad);
+    set(o, K("quota_refusals"), jint(s->quota_refusals), bad);
+    set(o, K("records"), jint(s->records), bad);
+    set(o, K("closed_by_agent"), jint(s->closed_by_agent), bad);
 #undef K
-    kint(f, ind, "memory_high_water_bytes", s->memory_high_water, first);
+    set(o, "memory_high_water_bytes", jint(s->memory_high_water), bad);
     double p = sl_usage_sla_percent(s);
-    key(f, ind, "sla_use_percent", first);
-    if (p < 0)
-        fputs("null", f);
-    else
-        fprintf(f, "%.2f", p);
+    set(o, "sla_use_percent", p < 0 ? json_null() : jreal(round(p * 100.0) / 100.0), bad);
 }
 
-static void server(FILE *f, const char *project, const sl_usage_server *s, int64_t to_ns)
+/* Nova's vm_state words: an instance whose end is known is "terminated" (with ended_at), as
+ * in Nova; one Sluice saw no lifetime of ("observed") ends with its last record. */
+static const char *nova_state(const sl_usage_server *s)
 {
-    const char *ind = "          ";
-    int first = 1;
-    fputs("        {", f);
-    kstr(f, ind, "instance_id", s->instance, &first);
-    kstr(f, ind, "name", s->name, &first);
-    kstr(f, ind, "flavor", s->flavor, &first);
-    knum(f, ind, "hours", s->wall_s / 3600.0, &first);
-    kint(f, ind, "local_gb", 0, &first);
-    kint(f, ind, "memory_mb", 0, &first);
-    kint(f, ind, "vcpus", 0, &first);
-    kstr(f, ind, "tenant_id", project, &first);
-    ktime(f, ind, "started_at", s->started_ns, &first);
-    ktime(f, ind, "ended_at", s->ended_ns, &first);
-    kstr(f, ind, "state", s->state, &first);
+    return s->ended_ns ? "terminated" : "active";
+}
+
+static json_t *server(const char *project, const sl_usage_server *s, int64_t to_ns, int *bad)
+{
+    json_t *o = json_object();
+    if (!o) {
+        *bad = 1;
+        return NULL;
+    }
+    set(o, "instance_id", jstr(s->instance), bad);
+    set(o, "name", jstr(s->name), bad);
+    set(o, "flavor", jstr(s->flavor), bad);
+    set(o, "hours", jreal(s->wall_s / 3600.0), bad);
+    set(o, "local_gb", json_integer(0), bad);
+    set(o, "memory_mb", json_integer(0), bad);
+    set(o, "vcpus", json_integer(0), bad);
+    set(o, "tenant_id", jstr(project), bad);
+    set(o, "started_at", jtime(s->started_ns), bad);
+    set(o, "ended_at", jtime(s->ended_ns), bad);
+    set(o, "state", json_string(nova_state(s)), bad);
     int64_t end = s->ended_ns ? s->ended_ns : to_ns;
-    kint(f, ind, "uptime",
-         end > s->started_ns ? (uint64_t)((end - s->started_ns) / SL_USAGE_NS_PER_S) : 0, &first);
-    kstr(f, ind, "domain", s->domain, &first);
-    kstr(f, ind, "sla_tier", s->tier, &first);
-    knum(f, ind, "gpu_share", s->gpu_share, &first);
-    key(f, ind, "existence", &first);
-    str(f, s->observed ? "observed" : "lifetime");
-    figures(f, ind, s, "", &first);
-    fputs("\n        }", f);
+    set(o, "uptime",
+        json_integer(end > s->started_ns ? (json_int_t)((end - s->started_ns) / SL_USAGE_NS_PER_S)
+                                         : 0),
+        bad);
+    set(o, "domain", jstr(s->domain), bad);
+    set(o, "sla_tier", jstr(s->tier), bad);
+    set(o, "gpu_share", jreal(s->gpu_share), bad);
+    set(o, "existence", json_string(s->observed ? "observed" : "lifetime"), bad);
+    figures(o, s, "", bad);
+    return o;
+}
+
+static json_t *tenant(const sl_usage_view *v, const sl_usage_tenant *t, int *bad)
+{
+    json_t *o = json_object(), *servers = json_array();
+    if (!o || !servers) {
+        json_decref(o);
+        json_decref(servers);
+        *bad = 1;
+        return NULL;
+    }
+    set(o, "tenant_id", jstr(t->project), bad);
+    set(o, "start", jtime(v->from_ns), bad);
+    set(o, "stop", jtime(v->to_ns), bad);
+    set(o, "total_hours", jreal(t->total.wall_s / 3600.0), bad);
+    set(o, "total_local_gb_usage", jreal(0), bad);
+    set(o, "total_memory_mb_usage", jreal(0), bad);
+    set(o, "total_vcpus_usage", jreal(0), bad);
+    figures(o, &t->total, "total_", bad);
+    for (size_t k = 0; k < t->n_servers; k++) {
+        json_t *s = server(t->project, &t->servers[k], v->to_ns, bad);
+        if (!s || json_array_append_new(servers, s) != 0)
+            *bad = 1;
+    }
+    set(o, "server_usages", servers, bad);
+    return o;
 }
 
 sl_code sl_usage_render_json(const sl_usage_view *v, FILE *f)
 {
-    fputs("{\n  \"tenant_usages\": [", f);
-    const char *ind = "      ";
-    for (size_t i = 0; i < v->n_tenants; i++) {
-        const sl_usage_tenant *t = &v->tenants[i];
-        int first = 1;
-        fprintf(f, "%s\n    {", i ? "," : "");
-        kstr(f, ind, "tenant_id", t->project, &first);
-        ktime(f, ind, "start", v->from_ns, &first);
-        ktime(f, ind, "stop", v->to_ns, &first);
-        knum(f, ind, "total_hours", t->total.wall_s / 3600.0, &first);
-        knum(f, ind, "total_local_gb_usage", 0, &first);
-        knum(f, ind, "total_memory_mb_usage", 0, &first);
-        knum(f, ind, "total_vcpus_usage", 0, &first);
-        figures(f, ind, &t->total, "total_", &first);
-        key(f, ind, "server_usages", &first);
-        fputc('[', f);
-        for (size_t k = 0; k < t->n_servers; k++) {
-            fputs(k ? ",\n" : "\n", f);
-            server(f, t->project, &t->servers[k], v->to_ns);
+    int bad = 0;
+    json_t *root = json_object();
+    if (!root)
+        return SL_ERR_NOMEM;
+    if (v->project) {
+        json_t *t = v->n_tenants ? tenant(v, &v->tenants[0], &bad) : json_object();
+        set(root, "tenant_usage", t, &bad);
+    } else {
+        json_t *all = json_array();
+        for (size_t i = 0; all && i < v->n_tenants; i++) {
+            json_t *t = tenant(v, &v->tenants[i], &bad);
+            if (!t || json_array_append_new(all, t) != 0)
+                bad = 1;
         }
-        fputs(t->n_servers ? "\n      ]\n    }" : "]\n    }", f);
+        set(root, "tenant_usages", all, &bad);
     }
-    fputs(v->n_tenants ? "\n  ]\n}\n" : "]\n}\n", f);
+    int rc = bad ? -1 : json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(REAL_DIGITS));
+    json_decref(root);
+    if (bad)
+        return SL_ERR_NOMEM;
+    if (rc != 0 || fputc('\n', f) == EOF)
+        return SL_ERR_IO;
     return SL_OK;
 }

@@ -1,16 +1,18 @@
-/* The aligned table for people: per project a total line, then its instances, indented. */
+/* The aligned table for people: per project a total line, then its instances, indented. It
+ * keeps to the SLA story (existence, GPU time, share, use, time held back) within about 120
+ * columns; every figure is in the CSV and the JSON. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-#define NCOL 16
-#define CELL 64
+#define NCOL     9
+#define CELL     64
+#define NAME_MAX 16 /* longer instance names are cut to 15 characters and '~' */
 
 static const char *const header[NCOL] = {
-    "PROJECT / INSTANCE", "NAME",    "FLAVOR",      "STATE",   "HOURS",  "GPU H",
-    "KERNEL H",           "KERNELS", "HTOD",        "DTOH",    "MEM HW", "SHARE",
-    "ENTITLED H",         "USE %",   "THROTTLED H", "REFUSALS"};
+    "PROJECT / INSTANCE", "NAME",  "FLAVOR", "STATE",    "HOURS",
+    "GPU TIME",           "SHARE", "USE %",  "HELD BACK"};
 /* Columns 4.. are numbers: right-aligned. */
 #define FIRST_NUMERIC 4
 
@@ -31,26 +33,23 @@ static int row(tab *t, const sl_usage_server *s, const char *first, int total)
     }
     char(*c)[CELL] = t->cell[t->n++];
     snprintf(c[0], CELL, "%s", first);
-    snprintf(c[1], CELL, "%s", total || !*s->name ? "" : s->name);
+    const char *name = total ? "" : s->name;
+    if (strlen(name) > NAME_MAX)
+        snprintf(c[1], CELL, "%.*s~", NAME_MAX - 1, name);
+    else
+        snprintf(c[1], CELL, "%s", name);
     snprintf(c[2], CELL, "%s", total ? "" : s->flavor);
     snprintf(c[3], CELL, "%s", s->state);
     sl_usage_hours(s->wall_s, c[4], CELL);
-    sl_usage_hours(s->busy_s, c[5], CELL);
-    sl_usage_hours(s->kernel_s, c[6], CELL);
-    snprintf(c[7], CELL, "%llu", (unsigned long long)s->kernels);
-    sl_usage_human_bytes(s->bytes_htod, c[8], CELL);
-    sl_usage_human_bytes(s->bytes_dtoh, c[9], CELL);
-    sl_usage_human_bytes(s->memory_high_water, c[10], CELL);
+    sl_usage_duration(s->busy_s, c[5], CELL);
     if (total)
-        snprintf(c[11], CELL, "%s", "");
+        snprintf(c[6], CELL, "%s", "");
     else if (s->gpu_share > 0)
-        snprintf(c[11], CELL, "%.2f", s->gpu_share);
+        snprintf(c[6], CELL, "%.2f", s->gpu_share);
     else
-        snprintf(c[11], CELL, "1.00?");
-    sl_usage_hours(s->entitled_s, c[12], CELL);
-    sl_usage_percent(s, c[13], CELL);
-    sl_usage_hours(s->throttled_s, c[14], CELL);
-    snprintf(c[15], CELL, "%llu", (unsigned long long)s->quota_refusals);
+        snprintf(c[6], CELL, "1.00?");
+    sl_usage_percent(s, c[7], CELL);
+    sl_usage_duration(s->throttled_s, c[8], CELL);
     return 0;
 }
 
@@ -82,7 +81,7 @@ sl_code sl_usage_render_table(const sl_usage_view *v, FILE *f)
     char from[40], to[40];
     sl_usage_format_time(v->from_ns, 0, from, sizeof from);
     sl_usage_format_time(v->to_ns, 0, to, sizeof to);
-    fprintf(f, "GPU usage from %s to %s (UTC), hours; %zu project%s\n\n", from, to, v->n_tenants,
+    fprintf(f, "GPU usage from %s to %s (UTC); %zu project%s\n\n", from, to, v->n_tenants,
             v->n_tenants == 1 ? "" : "s");
     if (!v->n_tenants) {
         fprintf(f, "no usage in this period\n");
@@ -121,8 +120,10 @@ sl_code sl_usage_render_table(const sl_usage_view *v, FILE *f)
         print(&t, f);
     free(t.cell);
     if (!oom)
-        fprintf(f, "\nSHARE: the SLA's GPU share (1.00? = unknown, counted as 1). ENTITLED H = "
-                   "share x HOURS the instance existed; USE %% = GPU H / ENTITLED H.\n");
+        fprintf(f, "\nHOURS: how long the instance existed in the period. GPU TIME: how long its "
+                   "work kept the GPU busy.\nSHARE: its SLA's GPU share (1.00? = unknown, counted "
+                   "as 1). USE %% = GPU TIME / (SHARE x HOURS).\nHELD BACK: work held back by the "
+                   "share cap. Kernels, bytes, memory, quota refusals: --format csv or json.\n");
     if (!oom && grand.closed_by_agent)
         fprintf(f,
                 "CLOSED BY THE AGENT: %llu session%s ended with %s backend (killed or crashed) "

@@ -2,6 +2,7 @@
 #include "enroll_client.h"
 
 #include "enroll_internal.h"
+#include "status.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -581,11 +582,11 @@ static sl_code enroll_from(const char *src, const char *key, const char *dir, in
 }
 
 /* The certificate in dir is good: asks the agent where the backend is now (a locate
- * request) and rewrites backend.conf if it moved. 1: done (the files stay, res->note says why
- * when the endpoint could not be confirmed); 0: the agent no longer accepts the certificate,
- * enroll anew. */
+ * request) and rewrites backend.conf if it moved; with check_grant asks the backend too.
+ * 1: done (the files stay, res->note says why when the endpoint could not be confirmed);
+ * 0: the agent or the backend no longer accepts the certificate (res->regrant): enroll anew. */
 static int locate_current(const char *const *srcs, int n, const char *key, const char *dir,
-                          int timeout, se_result *res)
+                          int timeout, int check_grant, se_result *res)
 {
     char ep[256];
     se_conf_get(dir, "enroll_endpoint", ep, sizeof ep);
@@ -605,13 +606,26 @@ static int locate_current(const char *const *srcs, int n, const char *key, const
     }
     int not_granted = 0;
     sl_error le;
-    if (!ep[0] || se_locate(dir, ep, timeout, res, &not_granted, &le) == SL_OK)
-        return 1;
-    if (!not_granted) {
+    if (ep[0] && se_locate(dir, ep, timeout, res, &not_granted, &le) != SL_OK && !not_granted)
         snprintf(res->note, sizeof res->note, "%s", le.msg);
-        return 1; /* the agent may be restarting: the files stay as they are */
+    if (not_granted) { /* the agent no longer accepts the certificate: enroll anew */
+        int64_t na = res->not_after;
+        memset(res, 0, sizeof *res);
+        res->not_after = na;
+        res->regrant = 1;
+        snprintf(res->regrant_why, sizeof res->regrant_why, "%s", le.msg);
+        return 0;
     }
-    memset(res, 0, sizeof *res);
+    /* the agent's answer or not, the backend has the last word on the certificate (a grant it
+     * lost, a host CA that changed): only its refusal makes a new enrollment worth it; a
+     * backend that does not answer may be restarting (status.h) */
+    char bep[256];
+    if (!check_grant || !se_read_endpoint(dir, bep, sizeof bep))
+        return 1;
+    se_grant g = se_grant_probe(dir, bep, timeout, res->regrant_why, sizeof res->regrant_why);
+    if (g != SE_GRANT_REFUSED)
+        return 1;     /* accepted, or the backend cannot be asked now */
+    res->regrant = 1; /* a dead grant: enroll again */
     return 0;
 }
 
@@ -632,7 +646,7 @@ sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
     const char *srcs[2] = {d.source, NULL};
     int n = d.source ? 1 : se_default_sources(srcs);
     if (!d.renew && se_check_current(dir, (int64_t)time(NULL), &res->not_after, NULL) == SL_OK &&
-        locate_current(srcs, n, key, dir, timeout, res))
+        locate_current(srcs, n, key, dir, timeout, d.check_grant, res))
         return SL_OK;
     sl_code rc = SL_ERR_INVALID;
     for (int i = 0; i < n; i++) {

@@ -14,8 +14,8 @@
  *
  * While the certificate is still good, a run asks the agent where the backend is now (a
  * locate request with the certificate, docs/enrollment.md "The backend moved") and rewrites
- * backend.conf when the endpoint changed; a certificate the agent no longer accepts is
- * replaced by a new enrollment. */
+ * backend.conf when the endpoint changed; a certificate the agent no longer accepts, or (with
+ * check_grant) that its backend refuses, is replaced by a new enrollment. */
 #ifndef SLUICE_ENROLL_CLIENT_H
 #define SLUICE_ENROLL_CLIENT_H
 
@@ -38,12 +38,17 @@ typedef struct se_opts {
     const char *dir; /* NULL: SE_DEFAULT_DIR */
     int renew;       /* enroll even if the current certificate is still good */
     int timeout_ms;  /* metadata fetch and agent exchange, each; 0: 10000 */
+    int check_grant; /* a good certificate: ask its backend too (after the locate request),
+                      * and enroll again when it refuses the certificate (status.h) */
 } se_opts;
 
 typedef struct se_result {
     int enrolled; /* 1: a new certificate was written; 0: the current one is still good */
-    int located;  /* the agent confirmed the backend endpoint of the current certificate */
-    int moved;    /* ... and it had changed: backend.conf was rewritten (old_endpoint) */
+    int regrant;  /* enrolled although the certificate was young: the agent no longer grants it,
+                   * or its backend refused it (regrant_why) */
+    char regrant_why[256]; /* why; else, with check_grant, what the backend answered */
+    int located;           /* the agent confirmed the backend endpoint of the current certificate */
+    int moved;             /* ... and it had changed: backend.conf was rewritten (old_endpoint) */
     char old_endpoint[256];
     char note[320]; /* why the endpoint could not be confirmed (the files were kept) */
     int status;     /* the agent's EnrollReply status (0 when no answer was read) */

@@ -28,6 +28,7 @@ KEYS = {
     "idle": {"sync-ctx", "sync-stream", "query-stream", "completes-stream", "keep", "record",
              "wait"},
     "capture": {"begin"},
+    "blocks": {"stream", "event", "ctx"},  # a wait the backend completes off the call path
     "answers": {"FILE_NOT_FOUND"},
 }
 MODIFIERS = {"len", "span", "release", "repeated", "quota", "bytes", "stream"}
@@ -359,6 +360,13 @@ def check_facts(c, where, names):
     if c.key("idle") in ("sync-stream", "query-stream", "completes-stream", "record", "wait") \
             and not c.stream_param:
         raise TableError(f"{where}: idle={c.key('idle')} needs a stream parameter")
+    if c.key("blocks") == "stream" and not c.stream_param:
+        raise TableError(f"{where}: blocks=stream needs a stream parameter")
+    if c.key("blocks") == "event" and not any(
+            p.kind == "handle" and p.handle == "event" for p in c.params):
+        raise TableError(f"{where}: blocks=event needs an event parameter")
+    if c.key("blocks") and c.has("async"):
+        raise TableError(f"{where}: blocks= is for a synchronous call")
     if c.key("idle") in ("record", "wait") and not any(
             p.kind == "handle" and p.handle == "event" for p in c.params):
         raise TableError(f"{where}: idle={c.key('idle')} needs an event parameter")

@@ -39,7 +39,7 @@ def render():
         counts[state] = counts.get(state, 0) + 1
         mode = "async" if c.has("async") else "sync"
         if c.has("memo"):
-            mode = "sync, memo"  # answered again locally (frontend/memo.c)
+            mode = "sync, memo"  # answered again locally (frontend/call/memo.c)
         if not c.sent:
             mode = "-"
         notes = []
@@ -70,7 +70,7 @@ def render():
            "**sync, memo**: a query whose successful answer the frontend gives again for the "
            "same arguments and context until a call flagged `unmemo` (an attribute or limit "
            "set, an unload, a context destroyed or reset) may have changed it "
-           "(`frontend/memo.c`).",
+           "(`frontend/call/memo.c`).",
            "",
            "| state | calls |", "|---|---|"]
     for k in sorted(counts):
@@ -79,7 +79,7 @@ def render():
             "Outside the table (not cuda.h calls): `cuProfilerInitialize`, `cuProfilerStart`, "
             "`cuProfilerStop` (cudaProfiler.h; `cudaProfilerStart/Stop`) are **local**: they "
             "answer `CUDA_SUCCESS`, as the driver does when no profiler is attached; no profiler "
-            "can be attached to a guest's work through Sluice (`frontend/profiler.c`).",
+            "can be attached to a guest's work through Sluice (`frontend/api/profiler.c`).",
             "",
             "Mapped pinned memory (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`, "
             "`cudaHostAllocMapped`; `cuMemHostRegister` with `CU_MEMHOSTREGISTER_DEVICEMAP`, "

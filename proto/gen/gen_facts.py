@@ -14,6 +14,7 @@ ENUMS = {  # key -> (C enum prefix, values in order; index 0 = not given)
     "dir": ("SL_DIR_", ["none", "htod", "dtoh"]),
     "idle": ("SL_IDLE_", ["work", "sync-ctx", "sync-stream", "query-stream", "completes-stream",
                           "keep", "record", "wait"]),
+    "blocks": ("SL_BLOCKS_", ["none", "stream", "event", "ctx"]),
 }
 
 
@@ -40,7 +41,8 @@ def info_row(c):
     answers = f"CUDA_ERROR_{c.key('answers')}" if c.key("answers") else "0"
     return (f'    [{c.id}] = {{{c.id}, "{c.name}", {flags_of(c)}, {hand}, '
             f'{enum_name("quota", c.key("quota"))}, {enum_name("acct", c.key("acct"))}, '
-            f'{enum_name("dir", c.key("dir"))}, {enum_name("idle", c.key("idle"))}, {answers}, '
+            f'{enum_name("dir", c.key("dir"))}, {enum_name("idle", c.key("idle"))}, '
+            f'{enum_name("blocks", c.key("blocks"))}, {answers}, '
             f'{c_string(c.key("refuse"))}, {c_string(c.key("via"))}}},')
 
 

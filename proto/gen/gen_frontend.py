@@ -166,7 +166,7 @@ def frontend_exports_c(calls):
     names = sorted(n for c in calls for n in c.exported)   # str order = strcmp order (ASCII)
     rows = "\n".join(f'    {{"{n}", (const void *)(uintptr_t)&{n}}},' for n in names)
     return f"""/* {HEADER}
- * The export table of libcuda.so.1 (frontend/hooks.h): every cuda.h call and every _ptds/_ptsz
+ * The export table of libcuda.so.1 (frontend/exports/exports.h): every cuda.h call and every _ptds/_ptsz
  * twin, sorted by strcmp() of the name; internal (Sluice-only) calls are not exported. Each
  * address resolves at link time to the generated stub, the hand-written definition or the weak
  * sl_fe_unsupported one (frontend_unsupported.c). */
@@ -175,7 +175,7 @@ def frontend_exports_c(calls):
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hooks.h"
+#include "exports/exports.h"
 #include "sluice/wire_ids.h"
 
 static const struct sl_fe_export sl_fe_exports[] = {{

@@ -89,6 +89,17 @@ static char *trim(char *s)
     return s;
 }
 
+/* A '#' after a blank starts a comment that runs to the end of the line: "key = 5  # why". */
+static char *strip_comment(char *s)
+{
+    for (char *p = s + 1; *p; p++)
+        if (*p == '#' && (p[-1] == ' ' || p[-1] == '\t')) {
+            *p = '\0';
+            break;
+        }
+    return s;
+}
+
 /* "[KIND NAME]"; w->key is the line as cut so far ("[KIND" for the callback). */
 static sl_code section(const sl_conf_reader *r, sl_conf_where *w, char *s, sl_error *e)
 {
@@ -122,6 +133,7 @@ sl_code sl_conf_parse(const char *name, const char *text, const sl_conf_reader *
         char *s = trim(ln);
         if (!*s || *s == '#' || *s == ';')
             continue;
+        s = trim(strip_comment(s));
         sl_conf_where w = {name, line, s};
         if (*s == '[' && r->section) {
             rc = section(r, &w, s, e);

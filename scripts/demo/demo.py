@@ -280,7 +280,15 @@ tier = gold
         self.agent.wait_for(r"enrollment open on", 20, "its enrollment server")
         self.agent.wait_for(r"registry \S+: connected, registered as", 20,
                             "its registration with nova-hook's registry")
-        self.agent.show_new(r"libvirt:|enrollment open|registry|started")
+        self.agent.show_new(r"libvirt:|enrollment open|registry|started|GPU")
+        # the agent registered its GPUs (listed by the backend on the driver, never loaded by
+        # the agent itself): the registry counts them
+        self.cmd([self.bin["registry"], "--db", self.registry_db, "hosts"])
+        _, out = self.cmd([self.bin["registry"], "--db", self.registry_db, "--json", "hosts"],
+                          show=False)
+        hosts = json.loads(out)
+        if not hosts or not hosts[0]["gpus"]:
+            raise DemoError(f"the registry knows no GPU of this host: {out}")
         say(f"driver for the backends: {self.driver}")
         say("  = " + ("the NVIDIA driver of this machine: CUDA runs on the real GPU" if self.on_gpu
                       else "the DRIVER TEST DOUBLE (no NVIDIA driver here): plumbing only"))
@@ -452,6 +460,10 @@ tier = gold
         for line in text.splitlines():
             if line.startswith("sluice_agent_"):
                 say("    " + line)
+        for want in ['sluice_agent_enrollments_total{result="OK"} 1',
+                     'sluice_agent_enrollments_total{result="REPLAYED"} 1']:
+            if want not in text:
+                raise DemoError(f"the agent's metrics lack {want}")
 
     def step_stop(self):
         step(9, "the instance stops: the agent revokes it and stops the tenant backend")

@@ -1,12 +1,17 @@
 /* Host implementations of the kernels of tests/cuda/ *.cu, by mangled name, with their
  * parameter layouts (offset, size) as the real driver's cuFuncGetParamInfo reports them.
  * Each must compute exactly what the real kernel computes. TEST DOUBLE: never a GPU result. */
-#include "double.h"
+#include "kernels.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "double.h"
+#include "graph_cond.h"
+#include "launch.h"
+#include "texture.h"
 
 #define ARG(launch, type, i) (*(type *)(launch)->params[i])
 
@@ -192,27 +197,22 @@ static void k_count_down(struct dbl_launch *l)
 }
 
 const struct dbl_kernel dbl_kernels[] = {
-    {"_Z4vaddPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 5.0, k_vadd},
-    {"_Z5scalePffi", 3, {{0, 8}, {8, 4}, {12, 4}}, 4.0, k_scale},
-    {"_Z6lookupPii", 2, {{0, 8}, {8, 4}}, 3.0, k_lookup},
-    {"_Z4fillPiii", 3, {{0, 8}, {8, 4}, {12, 4}}, 2.0, k_fill},
-    {"_Z5helloi", 1, {{0, 4}}, 10.0, k_hello},
-    {"_Z3incPii", 2, {{0, 8}, {8, 4}}, 1.5, k_inc},
-    {"_Z12empty_kernelv", 0, {{0, 0}}, 1.0, k_nothing},
-    {"_Z6matmulPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 50.0, k_nothing},
-    {"_Z7fetch2dyPfii", 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}, 3.0, k_fetch2d},
-    {"_Z9surfwriteyii", 3, {{0, 8}, {8, 4}, {12, 4}}, 3.0, k_surfwrite},
-    {"_Z8set_condyPKi", 2, {{0, 8}, {8, 8}}, 1.0, k_set_cond},
-    {"_Z10count_downyPi", 2, {{0, 8}, {8, 8}}, 1.0, k_count_down},
-    {"_Z4spinxPy", 2, {{0, 8}, {8, 8}}, 0.0, k_spin},
-    {"_Z7mapflagPiS_", 2, {{0, 8}, {8, 8}}, 1.0, k_mapflag},
+    {"_Z4vaddPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 5.0, k_vadd, NULL},
+    {"_Z5scalePffi", 3, {{0, 8}, {8, 4}, {12, 4}}, 4.0, k_scale, NULL},
+    {"_Z6lookupPii", 2, {{0, 8}, {8, 4}}, 3.0, k_lookup, NULL},
+    {"_Z4fillPiii", 3, {{0, 8}, {8, 4}, {12, 4}}, 2.0, k_fill, NULL},
+    {"_Z5helloi", 1, {{0, 4}}, 10.0, k_hello, NULL},
+    {"_Z3incPii", 2, {{0, 8}, {8, 4}}, 1.5, k_inc, NULL},
+    {"_Z12empty_kernelv", 0, {{0, 0}}, 1.0, k_nothing, NULL},
+    {"_Z6matmulPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 50.0, k_nothing, NULL},
+    {"_Z7fetch2dyPfii", 4, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}, 3.0, k_fetch2d, NULL},
+    {"_Z9surfwriteyii", 3, {{0, 8}, {8, 4}, {12, 4}}, 3.0, k_surfwrite, NULL},
+    {"_Z8set_condyPKi", 2, {{0, 8}, {8, 8}}, 1.0, k_set_cond, NULL},
+    {"_Z10count_downyPi", 2, {{0, 8}, {8, 8}}, 1.0, k_count_down, NULL},
+    {"_Z4spinxPy", 2, {{0, 8}, {8, 8}}, 0.0, k_spin, spin_us},
+    {"_Z7mapflagPiS_", 2, {{0, 8}, {8, 8}}, 1.0, k_mapflag, NULL},
 };
 const size_t dbl_kernel_count = sizeof dbl_kernels / sizeof dbl_kernels[0];
-
-double dbl_kernel_duration_us(const struct dbl_kernel *k, const struct dbl_launch *launch)
-{
-    return k->run == k_spin ? spin_us(launch) : k->nominal_us;
-}
 
 const struct dbl_global dbl_globals[] = {
     {"d_table", 16 * sizeof(int)},

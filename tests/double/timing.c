@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "double.h"
+#include "timing.h"
 
 #define SLOTS 4096
 

@@ -323,6 +323,8 @@ int main(int argc, char **argv)
             json_str(f, ev->instance_uuid);
             fprintf(f, ",\"detail\":");
             json_str(f, ev->detail);
+            fprintf(f, ",\"reason\":");
+            json_str(f, ev->reason);
             fprintf(f, "}\n");
         } else if (r->kind_case == SLUICE__CONTROL__BACKEND_REPORT__KIND_USAGE) {
             const Sluice__Control__UsageRecord *u = r->usage;

@@ -39,7 +39,8 @@ SKIP = 77
 PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback", "printf_kernel",
             "many_launches", "large_copy", "failures", "cross_session", "driver_api",
             "mem_pool", "graph_kernel", "texture_objects", "mapped_memory",
-            "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm"]
+            "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm",
+            "concurrent_threads"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
@@ -162,8 +163,8 @@ class Backend:
         self.proc = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT, env=env,
                                      stdin=subprocess.DEVNULL, start_new_session=True,
                                      preexec_fn=die_with_parent)
-        self.conf = os.path.join(work, f"conf-{self.port}")
-        os.makedirs(self.conf)
+        # a fresh folder: a later backend may get the same free port
+        self.conf = tempfile.mkdtemp(prefix=f"conf-{self.port}-", dir=work)
         with open(os.path.join(self.conf, "backend.conf"), "w") as f:
             f.write(f"endpoint = {self.endpoint}\n")
         for src, dst in [("guest-a.pem", "client.pem"), ("guest-a.key", "client.key"),

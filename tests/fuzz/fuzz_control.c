@@ -1,12 +1,12 @@
 /* fuzz_control: libFuzzer target for the backend's side of the agent's control channel
- * (backend/control.c, be_control_handle: decode a BackendControl, check the agent key, apply a
- * Grant, GrantSet, Revoke, UsageAck, Ping or Shutdown to the grant table). The backend is
- * keyed (--control-key) as the agent starts it. The first input byte picks:
- *   odd: the rest is decoded as a BackendControl and, when it decodes, given the right key
- *        (so the handlers are reached; a fuzzer cannot guess 32 random bytes);
- *   even: the rest is the frame as it comes (keyless or wrongly keyed messages are ignored).
- * The backend's answers go to a ROUTER bound here and are dropped. Afterwards every grant the
- * table admits must be for this backend's project; the table is made again every 10000 inputs. */
+ * (backend/daemon/control.c, be_control_handle: decode a BackendControl, check the agent key, apply
+ * a Grant, GrantSet, Revoke, UsageAck, Ping or Shutdown to the grant table). The backend is keyed
+ * (--control-key) as the agent starts it. The first input byte picks: odd: the rest is decoded as a
+ * BackendControl and, when it decodes, given the right key (so the handlers are reached; a fuzzer
+ * cannot guess 32 random bytes); even: the rest is the frame as it comes (keyless or wrongly keyed
+ * messages are ignored). The backend's answers go to a ROUTER bound here and are dropped.
+ * Afterwards every grant the table admits must be for this backend's project; the table is made
+ * again every 10000 inputs. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "backend.h"
+#include "daemon/control.h"
+#include "daemon/grants.h"
 
 #define PROJECT "f241e906010e4917ae8153f4fb8aa021"
 

@@ -1,5 +1,5 @@
 /* fuzz_image: libFuzzer target for the backend's module image validator
- * (backend/module.c, be_image_validate), which sees every image a guest loads (cuModuleLoad*,
+ * (backend/api/module.c, be_image_validate), which sees every image a guest loads (cuModuleLoad*,
  * cuLibraryLoad*, cuLinkAdd*) before the driver does. The first input byte is the image format
  * (1 fatbin behind a wrapper, 2 fatbin, 3 ELF, 4 PTX, others refused); the rest is the image,
  * copied into a buffer of exactly its size so that AddressSanitizer sees any read past it.
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "api/module.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

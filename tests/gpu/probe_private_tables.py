@@ -4,7 +4,7 @@ the GPU machine, natively (the real libcuda.so.1, not Sluice's): it records what
 tables must reproduce (docs/frontend-internals.md).
 
 6e163fbe... [7], cuFFT's way to get the kernel of a module it loads without naming it
-(frontend/et_module_functions.c):
+(frontend/exports/et_module_functions.c):
 1. Loads a PTX module of three kernels and calls [7] directly: return value, what the visitor
    gets (function, third argument) against cuModuleEnumerateFunctions / cuModuleGetFunction,
    the module, the context and the library the module came from; with a NULL context too.
@@ -12,7 +12,7 @@ tables must reproduce (docs/frontend-internals.md).
    arguments cuFFT passes and what it gets back.
 
 21318c60... [51] and [39], which cuBLAS calls to key its default workspace by stream
-(frontend/et_context_id.c): for the NULL, legacy, per-thread and a created stream, what they
+(frontend/exports/et_context_id.c): for the NULL, legacy, per-thread and a created stream, what they
 return and how [39]'s value compares with cuStreamGetId.
 
 Prints one line per fact. Not run in CI (needs the GPU)."""

@@ -12,6 +12,11 @@
  * read-write database runs in WAL mode with synchronous=FULL, so a committed transaction is on
  * disk before the call that committed it returns. */
 sl_code sl_db_open(const char *path, int readonly, const char *who, sqlite3 **db, sl_error *e);
+/* What can be seen wrong with path before opening it, in words a person can act on: its
+ * directory missing, not a directory or not writable by this user (read-write: SQLite makes
+ * PATH-wal and PATH-shm there); for readonly, the file missing or unreadable. SL_OK when nothing
+ * is. sl_db_open says the same when SQLite cannot open the file; --check-config asks it. */
+sl_code sl_db_check_path(const char *path, int readonly, const char *who, sl_error *e);
 /* Runs one constant statement (no parameters; rows are read and dropped). */
 sl_code sl_db_exec(sqlite3 *db, const char *who, const char *sql, sl_error *e);
 /* PRAGMA user_version. */

@@ -62,8 +62,9 @@ typedef struct sl_usage_tenant {
     char *project;
     sl_usage_server *servers; /* sorted by instance id */
     size_t n_servers;
-    sl_usage_server total; /* sums (high-water: the largest); strings empty */
-    double *bucket_busy_s; /* GPU busy seconds per chart bucket (n_buckets) */
+    sl_usage_server total;     /* sums (high-water: the largest); strings empty */
+    double *bucket_busy_s;     /* GPU busy seconds per chart bucket (n_buckets) */
+    double *bucket_entitled_s; /* entitled GPU seconds (share x existence) per chart bucket */
 } sl_usage_tenant;
 
 typedef struct sl_usage_report sl_usage_report;
@@ -71,6 +72,8 @@ typedef struct sl_usage_report sl_usage_report;
 /* The finished report, read-only. Tenants sorted by project id. */
 typedef struct sl_usage_view {
     int64_t from_ns, to_ns;
+    const char *project; /* the report of this project only (JSON: Nova's one-tenant shape);
+                          * NULL: every project */
     const sl_usage_tenant *tenants;
     size_t n_tenants;
     int64_t bucket_ns; /* chart bucket width: 1 day, or whole days so there are at most 62 */

@@ -26,6 +26,7 @@ struct sl_be_call {
     uint8_t *out; /* the reply's bulk */
     uint64_t out_len;
     uint64_t parent; /* the module or library an object the call looked up came from */
+    int deferred;    /* the reply follows later (backend/waits.c): send nothing now */
 };
 
 typedef CUresult (*sl_be_handler)(struct sl_be_call *c);

@@ -1,7 +1,8 @@
 /* A small reader for Sluice's INI-style configuration files.
  *
- * Lines are `key = value`; blank lines and lines starting with '#' or ';' are skipped;
- * surrounding blanks are trimmed. With a section callback, `[KIND NAME]` lines open a
+ * Lines are `key = value`; blank lines and lines starting with '#' or ';' are skipped; a '#'
+ * after a blank starts a comment to the end of the line (`key = 5  # why`); surrounding blanks
+ * are trimmed. With a section callback, `[KIND NAME]` lines open a
  * section and start a fresh duplicate-key set. A key given twice in one section is an
  * error. Errors read `FILE:LINE: KEY: what is wrong`. The caller keeps its own key table
  * and semantics: the reader only yields (section, key, value, line). */

@@ -53,6 +53,7 @@ struct sl_call_info {
     uint8_t acct;       /* enum sl_call_acct: device work for accounting */
     uint8_t dir;        /* enum sl_call_dir: acct=copy direction (or from its pod) */
     uint8_t idle;       /* enum sl_call_idle: what the frontend learns of idle streams */
+    uint8_t blocks;     /* enum sl_call_blocks: a wait the backend completes off its call path */
     int32_t answers;    /* a CUresult that is an answer of this call, not an error; 0: none */
     const char *refuse; /* why Sluice does not offer it; NULL: offered */
     const char *via;    /* the calls the frontend sends it as ("a,b"); NULL: none */

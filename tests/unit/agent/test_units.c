@@ -13,6 +13,7 @@
 
 #include "backend_state.h"
 #include "config.h"
+#include "gpus.h"
 #include "novameta.h"
 #include "policy.h"
 #include "supervisor.h"
@@ -418,6 +419,40 @@ static void test_ports(void **st)
     assert_int_equal(ag_ports_pick(p, p, NULL, 0, "not-an-ip"), -1);
 }
 
+/* The GPU list for the registry: the backend's --list-gpus on the driver double, parsed; and
+ * lines that must be refused. */
+static void test_gpus(void **st)
+{
+    (void)st;
+    static ag_config c;
+    ag_config_defaults(&c);
+    snprintf(c.backend_path, sizeof c.backend_path, "%s", BACKEND);
+    snprintf(c.driver_path, sizeof c.driver_path, "%s", DRIVER_DOUBLE);
+    c.backend_user[0] = c.backend_group[0] = '\0';
+    ag_gpu g[AG_MAX_GPUS];
+    size_t n = 0;
+    sl_error e;
+    if (ag_gpus_probe(&c, g, AG_MAX_GPUS, &n, &e) != SL_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(n, 1);
+    assert_int_equal(strncmp(g[0].uuid, "GPU-", 4), 0);
+    assert_string_equal(g[0].name, "Sluice driver test double (no GPU)");
+    assert_true(g[0].memory_bytes > 0);
+    snprintf(c.driver_path, sizeof c.driver_path, "/nonexistent/libcuda.so.1");
+    assert_int_equal(ag_gpus_probe(&c, g, AG_MAX_GPUS, &n, &e), SL_ERR_IO);
+    assert_non_null(strstr(e.msg, "--list-gpus"));
+    assert_int_equal(ag_gpus_parse("GPU-1\t10\tA\nGPU-2\t20\tB b\n", g, 4, &n, &e), SL_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(g[1].name, "B b");
+    assert_int_equal(g[1].memory_bytes, 20);
+    const char *bad[] = {"GPU-1\t10\n", "GPU-1\tx\tA\n", "GPU-1\t-1\tA\n", "\t1\tA\n",
+                         "GPU-1\t1\tA\x1b[2J\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (ag_gpus_parse(bad[i], g, 4, &n, &e) == SL_OK)
+            fail_msg("accepted: %s", bad[i]);
+    assert_int_equal(ag_gpus_parse("a\t1\tx\nb\t1\tx\n", g, 1, &n, &e), SL_ERR_TOO_LARGE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,7 +460,7 @@ int main(void)
         cmocka_unit_test(test_meta_missing),   cmocka_unit_test(test_meta_hostile),
         cmocka_unit_test(test_policy),         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_example_config), cmocka_unit_test(test_ports),
-        cmocka_unit_test(test_backend_state),
+        cmocka_unit_test(test_gpus),           cmocka_unit_test(test_backend_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

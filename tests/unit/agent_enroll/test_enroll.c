@@ -4,6 +4,7 @@
  * issued certificate, and locate requests (the backend moved; a certificate no longer granted is
  * replaced). */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -497,7 +498,8 @@ static void test_enroll_refusals(void **state)
     (void)state;
     static const refusal cases[] = {
         {"forged signature", 1, 1, 1, PROJ, INST, PROJ, 1, 0, 2, "token refused"},
-        {"expired token", 1, 1, 1, PROJ, INST, PROJ, 0, 1200, 2, "cert-expired"},
+        {"expired token", 1, 1, 1, PROJ, INST, PROJ, 0, 1200, 2,
+         "token refused: expired: token claim exp: expired"},
         {"wrong project", 1, 1, 1, PROJ, INST, "0000aaaa0000bbbb0000cccc0000dddd", 0, 0, 5,
          "belongs to project"},
         {"unknown domain", 1, 1, 1, PROJ, "00000000-0000-0000-0000-000000000000", PROJ, 0, 0, 4,
@@ -700,6 +702,52 @@ static void test_enroll_http_source(void **state)
     srv_stop(&s);
 }
 
+/* Nothing a guest sends forges a log line (issue 19.5): a client version holding a newline
+ * and "<0>agent: ..." stays escaped inside the agent's line. (A token's claims never reach the
+ * log raw: the token parser refuses claims that are not plain ids.) */
+static void test_enroll_hostile_log(void **state)
+{
+    (void)state;
+    set_instance(1, 1, PROJ, 1);
+    srv s;
+    srv_start(&s, 100);
+    char path[400], detail[512];
+    snprintf(path, sizeof path, "%s/stderr.log", G.dir);
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    assert_true(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    Sluice__Control__EnrollRequest q = SLUICE__CONTROL__ENROLL_REQUEST__INIT;
+    char *tok = token(G.tkey, INST, PROJ, 0);
+    uint8_t *csr = NULL, buf[8192];
+    size_t csr_len = 0;
+    tu_make_csr("EC", "x", &csr, &csr_len);
+    q.token = tok;
+    q.csr_der.data = csr;
+    q.csr_der.len = csr_len;
+    q.client_version = "v1\n<0>agent: FORGED\r";
+    size_t n = sluice__control__enroll_request__pack(&q, buf);
+    int ok = raw_request(&s, buf, n, detail, sizeof detail);
+    srv_stop(&s);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    free(tok);
+    free(csr);
+    assert_int_equal(ok, SLUICE__CONTROL__ENROLL_REPLY__STATUS__OK);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char log[65536];
+    log[fread(log, 1, sizeof log - 1, f)] = '\0';
+    fclose(f);
+    if (!strstr(log, "(client v1\\n<0>agent: FORGED\\r)"))
+        fail_msg("the hostile strings are not in the log, escaped:\n%s", log);
+    for (const char *l = log; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
+        if (!strncmp(l, "<0>", 3) || !strncmp(l, "agent:", 6))
+            fail_msg("a line made by the guest:\n%s", log);
+}
+
 /* 1,100 connections from 127.0.0.2 that send half a TLS ClientHello and stop, and 40 that
  * finish the handshake and send nothing: a guest from 127.0.0.1 still enrolls at once (the
  * channel's limits on unauthenticated connections, docs/channel.md; the agent sets nothing). */
@@ -774,6 +822,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_enroll_success),     cmocka_unit_test(test_enroll_refusals),
         cmocka_unit_test(test_enroll_locate),      cmocka_unit_test(test_enroll_rate_limited),
         cmocka_unit_test(test_enroll_http_source), cmocka_unit_test(test_enroll_flood),
+        cmocka_unit_test(test_enroll_hostile_log),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -134,7 +134,7 @@ static void test_ingest(void **st)
     assert_int_equal(ag_supervisor_new(&so, &sup, &e), SL_OK);
     ag_usage_store *store;
     assert_int_equal(ag_usage_store_open(cfg.usage_db, 0, &store, &e), SL_OK);
-    ag_metrics *m = ag_metrics_new();
+    ag_metrics *m = ag_metrics_new("0.1.0");
     ag_usage *u;
     ag_usage_opts uo = {store, m, inst, NULL, NULL};
     assert_int_equal(ag_usage_new(&uo, &u, &e), SL_OK);
@@ -214,6 +214,9 @@ static void test_ingest(void **st)
                                  "\",domain=\"" DOMAIN "\"} 0\n"));
     assert_non_null(strstr(resp, "sluice_sessions_opened_total{project_id=\"" PROJ
                                  "\",instance_id=\"" INST "\",domain=\"" DOMAIN "\"} 1\n"));
+    assert_non_null(strstr(resp, "sluice_sessions_refused_total{project_id=\"" PROJ
+                                 "\",instance_id=\"\",domain=\"\",reason=\"certificate\"} 1\n"));
+    assert_non_null(strstr(resp, "sluice_agent_build_info{version=\""));
     assert_non_null(strstr(resp, "sluice_agent_libvirt_connected 1\n"));
     assert_non_null(strstr(resp, "sluice_agent_backends_running 1\n"));
     snprintf(want, sizeof want, "sluice_agent_usage_records_pending_forward %d\n", RECORDS);
@@ -233,7 +236,7 @@ static void test_ingest(void **st)
     ag_metrics_free(m);
 
     /* an agent restart: the totals come back from the store */
-    m = ag_metrics_new();
+    m = ag_metrics_new("0.1.0");
     uo.metrics = m;
     assert_int_equal(ag_usage_new(&uo, &u, &e), SL_OK);
     size_t len;

@@ -386,15 +386,113 @@ static void test_fixture_figures(void **st)
     sl_usage_report_free(r);
 }
 
+static char *render(const sl_usage_view *v, sl_usage_format fmt)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    sl_error e;
+    assert_int_equal(sl_usage_render(v, fmt, f, &e), SL_OK);
+    fclose(f);
+    return text;
+}
+
+/* 25 projects with a few milliseconds of GPU time each: nothing rounds to 0, the chart's axis is
+ * in milliseconds (no "2e-07"), every project has a colour of its own, the entitlement per bucket
+ * adds up to the entitlement. */
+static void test_short_use_many_projects(void **st)
+{
+    (void)st;
+    sl_usage_report *r;
+    sl_error e;
+    assert_int_equal(sl_usage_report_new(T("2026-11-01"), T("2026-11-03"), NULL, &r, &e), SL_OK);
+    char project[25][40], instance[25][40];
+    for (int i = 0; i < 25; i++) {
+        snprintf(project[i], sizeof project[i], "%032d", i + 1);
+        snprintf(instance[i], sizeof instance[i], "11111111-0000-4000-8000-%012d", i + 1);
+        sl_usage_rec u = {.record_id = "r",
+                          .instance = instance[i],
+                          .project = project[i],
+                          .gpu_share = 0.5,
+                          .start_ns = T("2026-11-01T10:00:00"),
+                          .end_ns = T("2026-11-01T10:00:10"),
+                          .gpu_busy_ns = 2000000};
+        sl_usage_life l = {.instance = instance[i],
+                           .project = project[i],
+                           .gpu_share = 0.5,
+                           .start_ns = T("2026-11-01T12:00:00"),
+                           .end_ns = T("2026-11-02T12:00:00")};
+        assert_int_equal(sl_usage_report_add(r, &u, &e), SL_OK);
+        assert_int_equal(sl_usage_report_add_life(r, &l, &e), SL_OK);
+    }
+    assert_int_equal(sl_usage_report_finish(r, &e), SL_OK);
+    const sl_usage_view *v = sl_usage_report_view(r);
+    for (size_t t = 0; t < v->n_tenants; t++) {
+        double sum = 0;
+        for (size_t b = 0; b < v->n_buckets; b++)
+            sum += v->tenants[t].bucket_entitled_s[b];
+        assert_true(fabs(sum - v->tenants[t].total.entitled_s) < 1e-6);
+        assert_true(fabs(v->tenants[t].bucket_entitled_s[0] - 6 * 3600.0) < 1e-6);
+    }
+    char *svg = render(v, SL_USAGE_SVG);
+    assert_non_null(strstr(svg, ">GPU hours<")); /* the entitlement (6 h a day) sets the scale */
+    assert_null(strstr(svg, "e-0"));
+    assert_non_null(strstr(svg, ": 2.0 ms of GPU time, 12.00 h entitled<"));
+    char seen[25][8];
+    int n = 0;
+    for (const char *p = svg; (p = strstr(p, "<rect x=\"70\" y=\"")) != NULL; p++) {
+        const char *fill = strstr(p, "fill=\"#");
+        assert_non_null(fill);
+        char c[8];
+        memcpy(c, fill + 6, 7);
+        c[7] = '\0';
+        for (int k = 0; k < n; k++)
+            if (!strcmp(seen[k], c))
+                fail_msg("colour %s used twice", c);
+        if (n < 25)
+            memcpy(seen[n++], c, 8);
+    }
+    assert_int_equal(n, 25); /* the legend: one colour per project, none repeated */
+    free(svg);
+    char *csv = render(v, SL_USAGE_CSV);
+    assert_non_null(strstr(csv, ",5.555555556e-07,")); /* 2 ms in hours, not 0.000000 */
+    free(csv);
+    char *table = render(v, SL_USAGE_TABLE);
+    assert_non_null(strstr(table, "2.0 ms"));
+    free(table);
+    sl_usage_report_free(r);
+    /* milliseconds on the axis when that is the largest figure */
+    assert_int_equal(sl_usage_report_new(T("2026-11-01"), T("2026-11-02"), NULL, &r, &e), SL_OK);
+    sl_usage_rec u = {.record_id = "r",
+                      .instance = instance[0],
+                      .project = project[0],
+                      .start_ns = T("2026-11-01T10:00:00"),
+                      .end_ns = T("2026-11-01T10:00:00"),
+                      .gpu_busy_ns = 3000000};
+    assert_int_equal(sl_usage_report_add(r, &u, &e), SL_OK);
+    assert_int_equal(sl_usage_report_finish(r, &e), SL_OK);
+    svg = render(sl_usage_report_view(r), SL_USAGE_SVG);
+    assert_non_null(strstr(svg, ">GPU milliseconds<"));
+    free(svg);
+    sl_usage_report_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_time),   cmocka_unit_test(test_this_month_and_overlap),
-        cmocka_unit_test(test_clipping),     cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_lifetimes),    cmocka_unit_test(test_project_filter_and_buckets),
-        cmocka_unit_test(test_options),      cmocka_unit_test(test_fixture_figures),
-        cmocka_unit_test(test_golden_table), cmocka_unit_test(test_golden_csv),
-        cmocka_unit_test(test_golden_json),  cmocka_unit_test(test_golden_svg),
+        cmocka_unit_test(test_parse_time),
+        cmocka_unit_test(test_this_month_and_overlap),
+        cmocka_unit_test(test_clipping),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_lifetimes),
+        cmocka_unit_test(test_project_filter_and_buckets),
+        cmocka_unit_test(test_options),
+        cmocka_unit_test(test_fixture_figures),
+        cmocka_unit_test(test_golden_table),
+        cmocka_unit_test(test_golden_csv),
+        cmocka_unit_test(test_golden_json),
+        cmocka_unit_test(test_golden_svg),
+        cmocka_unit_test(test_short_use_many_projects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

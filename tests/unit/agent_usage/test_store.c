@@ -551,7 +551,7 @@ static void test_lifetimes_and_query(void **st)
 static void test_metrics_exposition(void **st)
 {
     (void)st;
-    ag_metrics *m = ag_metrics_new();
+    ag_metrics *m = ag_metrics_new("0.1.0");
     sl_usage_rec r = {0};
     r.project = PROJ;
     r.instance = INST;
@@ -567,10 +567,22 @@ static void test_metrics_exposition(void **st)
     r.quota_refusals = 8;
     ag_metrics_record(m, &r);
     ag_metrics_record(m, &r);
-    ag_metrics_session(m, PROJ, INST, "d", AG_SESSION_OPENED);
-    ag_metrics_session(m, PROJ, INST, "d", AG_SESSION_OPENED);
-    ag_metrics_session(m, PROJ, INST, "d", AG_SESSION_CLOSED);
-    ag_metrics_session(m, PROJ, INST, "d", AG_SESSION_REFUSED);
+    ag_metrics_session(m, PROJ, INST, "d", AG_SESSION_OPENED, "grant");
+    ag_metrics_session(m, PROJ, INST, "d", AG_SESSION_OPENED, "grant");
+    ag_metrics_session(m, PROJ, INST, "d", AG_SESSION_CLOSED, "grant");
+    ag_metrics_session(m, PROJ, INST, "d", AG_SESSION_REFUSED, "grant");
+    ag_metrics_session(m, PROJ, INST, "d", AG_SESSION_REFUSED, "limit");
+    ag_metrics_session(m, PROJ, "", "", AG_SESSION_REFUSED, "certificate");
+    ag_metrics_session(m, PROJ, "", "", AG_SESSION_REFUSED, "certificate");
+    ag_metrics_session(m, PROJ, "", "", AG_SESSION_OPENED, NULL); /* no instance: ignored */
+    ag_metrics_backend_restarted(m, PROJ);
+    ag_metrics_enrollments(m, "OK", 3);
+    ag_metrics_enrollments(m, "BAD_TOKEN", 2);
+    ag_metrics_enrollments(m, "REPLAYED", 0); /* none yet: no series */
+    ag_metrics_instance iv[] = {
+        {PROJ, INST, "d", "g1.small", "silver", 1, 0.5, 8ULL << 30},
+        {PROJ, "22222222-0000-4000-8000-000000000002", "e", "g1.small", "silver", 0, 1, 0}};
+    ag_metrics_instances(m, iv, 2, 1000);
     ag_metrics_health(m, 1, 2);
     ag_metrics_pending(m, 11);
     ag_metrics_forwarded(m, 1800000000);
@@ -588,7 +600,14 @@ static void test_metrics_exposition(void **st)
         "} 4.000000000\n",
         "sluice_kernels_total{",
         "} 6\n",
+        "sluice_htod_bytes_total{",
+        "} 8\n",
+        "sluice_dtoh_bytes_total{",
+        "} 10\n",
         "# TYPE sluice_memory_high_water_bytes gauge\n",
+        "# TYPE sluice_memory_interval_high_water_bytes gauge\n",
+        "sluice_memory_interval_high_water_bytes{",
+        "} 6\n",
         "sluice_throttled_seconds_total{",
         "} 0.000000014\n",
         "sluice_quota_refusals_total{",
@@ -598,8 +617,20 @@ static void test_metrics_exposition(void **st)
         "sluice_sessions_open{project_id=\"" PROJ "\",instance_id=\"" INST "\",domain=\"d\"} 1\n",
         "sluice_sessions_opened_total{",
         "} 2\n",
-        "sluice_sessions_refused_total{",
-        "} 1\n",
+        "sluice_sessions_refused_total{project_id=\"" PROJ "\",instance_id=\"" INST
+        "\",domain=\"d\",reason=\"grant\"} 1\n",
+        "sluice_sessions_refused_total{project_id=\"" PROJ "\",instance_id=\"" INST
+        "\",domain=\"d\",reason=\"limit\"} 1\n",
+        "sluice_sessions_refused_total{project_id=\"" PROJ
+        "\",instance_id=\"\",domain=\"\",reason=\"certificate\"} 2\n",
+        "sluice_sla_gpu_share{project_id=\"" PROJ "\",instance_id=\"" INST
+        "\",domain=\"d\",flavor=\"g1.small\",sla_tier=\"silver\"} 0.5\n",
+        "sluice_sla_memory_quota_bytes{project_id=\"" PROJ "\",instance_id=\"" INST
+        "\",domain=\"d\"} 8589934592\n",
+        "sluice_agent_build_info{version=\"0.1.0\"} 1\n",
+        "sluice_agent_enrollments_total{result=\"OK\"} 3\n",
+        "sluice_agent_enrollments_total{result=\"BAD_TOKEN\"} 2\n",
+        "sluice_agent_backend_restarts_total{project_id=\"" PROJ "\"} 1\n",
         "sluice_agent_libvirt_connected 1\n",
         "sluice_agent_backends_running 2\n",
         "sluice_agent_last_forward_timestamp_seconds 1800000000\n",
@@ -625,10 +656,31 @@ static void test_metrics_exposition(void **st)
             assert_true(!strncmp(line, "sluice_", 7));
         line = nl + 1;
     }
+    assert_null(strstr(t, "result=\"REPLAYED\""));
+    assert_null(strstr(t, "sluice_sessions_open{project_id=\"" PROJ "\",instance_id=\"\""));
+    assert_null(strstr(t, "sluice_sla_gpu_share{project_id=\"" PROJ
+                          "\",instance_id=\"22222222")); /* not running: no SLA gauge */
     free(t);
     ag_metrics_sessions_reset(m, PROJ);
     t = ag_metrics_render(m, &len);
     assert_non_null(strstr(t, "domain=\"d\"} 0\n"));
+    free(t);
+    /* the instance leaves the host: its series stay for the grace period, then go; the
+     * project's refusals before any instance was known stay */
+    ag_metrics_instances(m, NULL, 0, 2000);
+    t = ag_metrics_render(m, &len);
+    assert_non_null(strstr(t, "sluice_gpu_busy_seconds_total{project_id"));
+    assert_null(strstr(t, "sluice_sla_gpu_share{"));
+    free(t);
+    ag_metrics_instances(m, NULL, 0, 2000 + AG_METRICS_DEPART_GRACE_S * 1000 + 1);
+    t = ag_metrics_render(m, &len);
+    assert_null(strstr(t, "instance_id=\"" INST "\""));
+    assert_non_null(strstr(t, "instance_id=\"\",domain=\"\",reason=\"certificate\"} 2\n"));
+    free(t);
+    /* a late record of the departed instance starts its series again */
+    ag_metrics_record(m, &r);
+    t = ag_metrics_render(m, &len);
+    assert_non_null(strstr(t, "sluice_kernels_total{project_id=\"" PROJ "\",instance_id=\"" INST));
     free(t);
     ag_metrics_free(m);
 }

@@ -103,6 +103,21 @@ static void session(Sluice__Control__SessionEvent__Kind kind)
     send_report(&r);
 }
 
+/* A handshake refused on its certificate: no instance known (sluice_sessions_refused_total). */
+static void refused_certificate(void)
+{
+    Sluice__Control__SessionEvent ev = SLUICE__CONTROL__SESSION_EVENT__INIT;
+    ev.kind = SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED;
+    ev.instance_uuid = "";
+    ev.project_id = (char *)project;
+    ev.detail = "peer certificate certificate has expired";
+    ev.reason = "certificate";
+    Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
+    r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION;
+    r.session = &ev;
+    send_report(&r);
+}
+
 /* 1 if the agent's database already holds the record. */
 static int committed(const char *db, const char *id)
 {
@@ -189,6 +204,7 @@ int main(int argc, char **argv)
     r.hello = &h;
     send_report(&r);
     session(SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED);
+    refused_certificate();
     note("session opened%s\n", "");
     send_record(-1);
 

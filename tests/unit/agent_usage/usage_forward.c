@@ -72,7 +72,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    ag_metrics *m = ag_metrics_new();
+    ag_metrics *m = ag_metrics_new("0.1.0");
     ag_report_opts o = {0};
     o.endpoint = argv[2];
     o.ca_file = argv[3];

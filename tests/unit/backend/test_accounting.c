@@ -14,8 +14,21 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "accounting/intervals.h"
+#include "accounting/quota.h"
+#include "accounting/records.h"
+#include "accounting/share.h"
+#include "accounting/state.h"
+#include "accounting/usage.h"
+#include "accounting/usage_queue.h"
+#include "session/devices.h"
+#include "session/ranges.h"
+#include "session/session.h"
+#include "session/state.h"
+#include "sluice/error.h"
 #include "sluice/pod_facts.h"
+#include "sluice/wire.h"
+#include "sluice_control.pb-c.h"
 
 /* ---------------------------------------------------------------- intervals */
 

@@ -17,7 +17,19 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "backend.h"
+#include "api/launch.h"
+#include "api/module.h"
+#include "bounds.h"
+#include "daemon/config.h"
+#include "daemon/grants.h"
+#include "daemon/loop.h"
+#include "session/deferred.h"
+#include "session/devices.h"
+#include "session/handles.h"
+#include "session/ranges.h"
+#include "session/session.h"
+#include "session/state.h"
+#include "sluice/backend_dispatch.h"
 #include "pki.h"
 #include "sluice_control.pb-c.h"
 
@@ -146,7 +158,7 @@ static CUresult dispatch(sl_be_session *s, const struct sl_driver_api *api,
     return rc;
 }
 
-/* backend/occupancy.c: a kernel id is accepted as the function (the native CUkernel reaches the
+/* backend/api/occupancy.c: a kernel id is accepted as the function (the native CUkernel reaches the
  * driver), a guest callback id is refused (the frontend computes that case), the cluster calls
  * check the attribute bulk against the config. */
 static void test_occupancy_handlers(void **state)
@@ -355,25 +367,27 @@ static void test_deferred(void **state)
     struct be_deferred d = {0};
     uint64_t fs = 0;
     int32_t r = CUDA_SUCCESS;
-    be_deferred_stamp(&d, &fs, &r);
+    be_deferred_stamp(&d, 10, &fs, &r);
     assert_int_equal(fs, 0);
     assert_int_equal(r, CUDA_SUCCESS);
     be_deferred_async(&d, 5, CUDA_SUCCESS);
     be_deferred_async(&d, 6, CUDA_ERROR_INVALID_VALUE);
     be_deferred_async(&d, 7, CUDA_ERROR_INVALID_HANDLE); /* the first failure wins */
-    be_deferred_stamp(&d, &fs, &r);
+    be_deferred_stamp(&d, 6, &fs, &r); /* a late reply of a wait made before it: not yet */
+    assert_int_equal(fs, 0);
+    be_deferred_stamp(&d, 8, &fs, &r);
     assert_int_equal(fs, 6);
     assert_int_equal(r, CUDA_ERROR_INVALID_VALUE);
     /* reported once */
     fs = 0;
     r = CUDA_SUCCESS;
-    be_deferred_stamp(&d, &fs, &r);
+    be_deferred_stamp(&d, 10, &fs, &r);
     assert_int_equal(fs, 0);
     assert_int_equal(r, CUDA_SUCCESS);
     /* a failing synchronous call keeps its own result, failed_seq still says which */
     be_deferred_async(&d, 9, CUDA_ERROR_LAUNCH_FAILED);
     r = CUDA_ERROR_OUT_OF_MEMORY;
-    be_deferred_stamp(&d, &fs, &r);
+    be_deferred_stamp(&d, 10, &fs, &r);
     assert_int_equal(fs, 9);
     assert_int_equal(r, CUDA_ERROR_OUT_OF_MEMORY);
     assert_true(be_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS));
@@ -445,6 +459,34 @@ static void test_grants(void **state)
         snprintf(id.fingerprint + 2 * i, 3, "ab");
     assert_int_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
     id.fingerprint[0] = 'c';
+    assert_int_not_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
+    /* every enrollment adds a certificate: the first one keeps working (another user of the
+     * instance); up to 8, then the one that ends first goes */
+    uint8_t sha2[32];
+    memset(sha2, 0xcd, 32);
+    be_grants_add(g, "uuid-c", sha2, 32, 100);
+    for (int i = 0; i < 32; i++)
+        snprintf(id.fingerprint + 2 * i, 3, "ab");
+    assert_int_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
+    for (int i = 0; i < 32; i++)
+        snprintf(id.fingerprint + 2 * i, 3, "cd");
+    assert_int_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
+    for (int k = 0; k < 7; k++) {
+        uint8_t other[32];
+        memset(other, 0x10 + k, 32);
+        be_grants_add(g, "uuid-c", other, 32, 1000 + k);
+    }
+    assert_int_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0); /* 0xab went */
+    for (int i = 0; i < 32; i++)
+        snprintf(id.fingerprint + 2 * i, 3, "ab");
+    assert_int_not_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
+    assert_non_null(strstr(why, "not one of the 8 granted"));
+    /* a revocation ends them all; a new grant starts afresh */
+    be_grants_revoke(g, "uuid-c");
+    for (int i = 0; i < 32; i++)
+        snprintf(id.fingerprint + 2 * i, 3, "cd");
+    assert_int_not_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
+    be_grants_add(g, "uuid-c", sha, 32, 0);
     assert_int_not_equal(be_grants_check(g, "proj", &id, why, sizeof why), 0);
     be_grants_revoke(g, "uuid-a");
     strcpy(id.instance_id, "uuid-a");

@@ -1,6 +1,6 @@
 /* The backend's side of the agent's control channel when the agent gave it a key
- * (--control-key, backend/control.c): only keyed messages are obeyed, new sessions wait for the
- * agent's grant set, a grant set revokes what it leaves out, a disconnected agent holds new
+ * (--control-key, backend/daemon/control.c): only keyed messages are obeyed, new sessions wait for
+ * the agent's grant set, a grant set revokes what it leaves out, a disconnected agent holds new
  * sessions, a reconnected one hears the hello and the live sessions, and a backend without word
  * from its agent for the orphan grace ends itself. A real DEALER (be_control) and a ROUTER
  * standing in for the agent on an ipc:// socket. */
@@ -16,7 +16,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "backend.h"
+#include "daemon/control.h"
+#include "daemon/grants.h"
 
 #define PROJ "3c9d2f7e8a1b4c6d9e0f1a2b3c4d5e6f"
 #define A    "6f1e0c2a-1b7d-4c55-9a0e-3f2b8d7c1e42"

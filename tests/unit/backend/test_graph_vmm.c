@@ -1,6 +1,6 @@
 /* Unit tests (no GPU, no driver: a fake driver table) of the backend's checks for graphs on
  * guest memory, virtual memory management, stream attributes, the JIT linker's options and
- * conditional handles (backend/graph*.c, vmm.c, stream_attr.c, link.c), and texture references'
+ * conditional handles (backend/api/graph*.c, vmm.c, stream_attr.c, link.c), and texture references'
  * border colour (texture.c): what must be refused is refused before the driver sees it, and
  * what reaches the driver is the backend's own memory. */
 #include <setjmp.h>
@@ -12,7 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "session/devices.h"
+#include "session/ranges.h"
+#include "session/session.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "sluice/backend_dispatch.h"
+#include "sluice/backend_hooks.h"
 
 static struct be_device one_dev = {.dev = 5};
 static struct be_devices devs = {13000, 1, &one_dev};

@@ -1,5 +1,5 @@
-/* The tenant's image store on disk (backend/image_store.c): an image comes back only as it was
- * stored, a damaged file is removed, the least recently used go beyond the bound, and without
+/* The tenant's image store on disk (backend/session/image_store.c): an image comes back only as it
+ * was stored, a damaged file is removed, the least recently used go beyond the bound, and without
  * a folder nothing is kept. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +15,8 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "backend.h"
+#include "bounds.h"
+#include "session/image_store.h"
 
 static char dir[64];
 

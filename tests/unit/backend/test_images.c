@@ -1,6 +1,6 @@
 /* Unit tests (no GPU, no driver: a fake driver table) of the image checks made before the
- * driver parses anything a guest sent (backend/module.c): module images too short to hold the
- * magic they claim, and every input type of the JIT linker (cuLinkAddData_v2, backend/link.c),
+ * driver parses anything a guest sent (backend/api/module.c): module images too short to hold the
+ * magic they claim, and every input type of the JIT linker (cuLinkAddData_v2, backend/api/link.c),
  * which gets the same checks as a module load (docs/security.md). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "api/module.h"
+#include "bounds.h"
+#include "session/devices.h"
+#include "session/session.h"
+#include "session/state.h"
+#include "sluice/backend_dispatch.h"
 
 static struct be_devices no_devs = {13000, 0, NULL};
 

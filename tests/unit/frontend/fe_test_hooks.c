@@ -4,8 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hooks.h"
-#include "procaddr_table.h"
+#include "api/context.h"
+#include "api/device.h"
+#include "api/module.h"
+#include "call/contexts.h"
+#include "exports/exports.h"
+#include "exports/procaddr_table.h"
 
 static int g_driver_version = 13000;
 static CUcontext g_current;

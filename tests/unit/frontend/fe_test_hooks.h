@@ -1,4 +1,6 @@
-/* Test doubles of the frontend hooks (frontend/hooks.h), configurable per test. */
+/* Test doubles of what exports/ asks the rest of the frontend (api/device.h, api/context.h,
+ * api/module.h, call/contexts.h) and of the generated export table (exports/exports.h),
+ * configurable per test. */
 #ifndef SLUICE_TEST_FE_TEST_HOOKS_H
 #define SLUICE_TEST_FE_TEST_HOOKS_H
 
@@ -6,7 +8,7 @@
 
 #include <cuda.h>
 
-#include "integrity.h"
+#include "exports/integrity.h"
 
 /* Back to defaults: driver 13000, no current context, one device, every export present. */
 void fe_test_reset(void);

@@ -1,5 +1,5 @@
 /* Run on the GPU machine (not a unit test): asks the REAL driver's INTEGRITY_CHECK[1] and
- * computes our answer (frontend/integrity.c) from the same inputs: the real driver version,
+ * computes our answer (frontend/exports/integrity.c) from the same inputs: the real driver version,
  * the real table addresses, this process and thread, the same seconds, and the real devices'
  * UUID and PCI domain/bus/device. Prints both per version; exit 0 only if all match.
  *
@@ -16,7 +16,7 @@
 
 #include <cuda.h>
 
-#include "integrity.h"
+#include "exports/integrity.h"
 
 typedef CUresult (*init_fn)(unsigned);
 typedef CUresult (*export_fn)(const void **, const CUuuid *);

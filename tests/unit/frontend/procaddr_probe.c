@@ -11,9 +11,10 @@
 
 #include <cuda.h>
 
-#include "hooks.h"
-#include "procaddr.h"
-#include "procaddr_table.h"
+#include "api/device.h"
+#include "exports/exports.h"
+#include "exports/procaddr.h"
+#include "exports/procaddr_table.h"
 
 typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t,
                             CUdriverProcAddressQueryResult *);

@@ -8,7 +8,8 @@
 
 #include <cmocka.h>
 
-#include "export_tables.h"
+#include "exports/et_cls.h"
+#include "exports/export_tables.h"
 #include "fe_test_hooks.h"
 
 typedef void (*dtor_fn)(CUcontext, void *, void *);

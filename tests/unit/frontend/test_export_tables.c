@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "export_tables.h"
+#include "exports/export_tables.h"
 #include "fe_test_hooks.h"
 
 typedef const void *const *slots_t;

@@ -11,10 +11,10 @@
 
 #include <cmocka.h>
 
-#include "export_tables.h"
+#include "exports/export_tables.h"
 #include "fe_test_hooks.h"
-#include "integrity.h"
-#include "md2.h"
+#include "exports/integrity.h"
+#include "exports/md2.h"
 
 typedef CUresult (*integrity_fn)(uint32_t, uint64_t, uint64_t[2]);
 

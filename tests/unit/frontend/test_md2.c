@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "md2.h"
+#include "exports/md2.h"
 
 static void hex(const uint8_t d[16], char out[33])
 {

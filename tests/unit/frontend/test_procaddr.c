@@ -10,8 +10,8 @@
 #include <cmocka.h>
 
 #include "fe_test_hooks.h"
-#include "procaddr.h"
-#include "procaddr_table.h"
+#include "exports/procaddr.h"
+#include "exports/procaddr_table.h"
 
 static const char *g_vectors;
 static void *const SENTINEL = (void *)(uintptr_t)0x5e5e5e5e;

@@ -1,4 +1,4 @@
-/* The call layer (frontend/rpc.c) against an in-process fake transport that plays the
+/* The call layer (frontend/call/) against an in-process fake transport that plays the
  * backend: it decodes every ClientMessage the frontend sends and answers each synchronous call
  * with canned ServerMessages. Covers coalescing, deferred errors, printf output, host callbacks
  * before the synchronous reply, and the slFence back-pressure. */
@@ -17,7 +17,12 @@
 
 #include <cmocka.h>
 
-#include "fe.h"
+#include "call/frame.h"
+#include "call/memo.h"
+#include "call/env.h"
+#include "call/rpc.h"
+#include "call/rpc_session.h"
+#include "call/rpc_stats.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 

@@ -14,17 +14,18 @@
 
 #include <cmocka.h>
 #include <elf.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <time.h>
 
 #include <cudaProfiler.h>
 
-#include "errors.h"
-#include "exports.h"
-#include "fe.h"
-#include "hooks.h"
+#include "api/context.h"
+#include "api/errors.h"
+#include "api/launch.h"
+#include "api/memory.h"
+#include "api/module.h"
+#include "call/config.h"
+#include "call/contexts.h"
+#include "call/memo.h"
+#include "exports/exports.h"
 #include "sluice/wire.h"
 
 static void config_parse(void **state)
@@ -78,62 +79,6 @@ static void config_load_names_missing_file(void **state)
         unlink(p);
     }
     rmdir(dir);
-}
-
-/* A self-signed certificate valid from nb to na (unix times), as PEM in dir/client.pem. */
-static void write_cert(const char *dir, time_t nb, time_t na)
-{
-    EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
-    X509 *x = X509_new();
-    assert_non_null(k);
-    assert_non_null(x);
-    X509_set_version(x, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-    X509_time_adj_ex(X509_getm_notBefore(x), 0, 0, &nb);
-    X509_time_adj_ex(X509_getm_notAfter(x), 0, 0, &na);
-    X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
-                               (const unsigned char *)"guest", -1, -1, 0);
-    X509_set_issuer_name(x, X509_get_subject_name(x));
-    X509_set_pubkey(x, k);
-    assert_true(X509_sign(x, k, EVP_sha256()) > 0);
-    char p[600];
-    snprintf(p, sizeof p, "%s/client.pem", dir);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    PEM_write_X509(f, x);
-    fclose(f);
-    X509_free(x);
-    EVP_PKEY_free(k);
-}
-
-/* The frontend checks its own certificate before connecting and says what to do. */
-static void config_cert_expiry_and_advice(void **state)
-{
-    (void)state;
-    char dir[] = "/tmp/sl-fe-cert-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    struct sl_fe_config c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.cert, sizeof c.cert, "%s/client.pem", dir);
-    sl_error e;
-    time_t now = 1800000000;
-    write_cert(dir, now - 86400, now + 86400);
-    assert_int_equal(sl_fe_config_check_cert(&c, now, &e), SL_OK);
-    assert_int_equal(sl_fe_config_check_cert(&c, now + 2 * 86400, &e), SL_ERR_CERT_EXPIRED);
-    assert_non_null(strstr(e.msg, "expired on Jan 16 08:00:00 2027 GMT"));
-    assert_int_equal(sl_fe_config_check_cert(&c, now - 2 * 86400, &e), SL_ERR_CERT_EXPIRED);
-    assert_non_null(strstr(e.msg, "is valid only from"));
-    write_file(dir, "client.pem", "not a certificate");
-    assert_int_equal(sl_fe_config_check_cert(&c, now, &e), SL_ERR_CONFIG);
-    unlink(c.cert);
-    rmdir(dir);
-    /* every kind of failure ends with what to do */
-    assert_non_null(strstr(sl_fe_advice(SL_ERR_CERT_EXPIRED), "sudo sluice-enroll --renew"));
-    assert_non_null(strstr(sl_fe_advice(SL_ERR_TIMEOUT), "did not answer"));
-    assert_non_null(strstr(sl_fe_advice(SL_ERR_REFUSED), "ask your operator"));
-    assert_non_null(strstr(sl_fe_advice(SL_ERR_CLOSED), "start the program again"));
-    assert_non_null(strstr(sl_fe_advice(SL_ERR_CONFIG), "sudo sluice-enroll"));
-    assert_non_null(sl_fe_advice(SL_ERR_TAMPERED));
 }
 
 /* ------------------------------------------------------------------ images */
@@ -414,7 +359,7 @@ static void pinned_host_memory(void **state)
     assert_int_equal(cuMemFreeHost(NULL), CUDA_SUCCESS);
 }
 
-/* frontend/memo.c: a clean answer is given again for the same call and context only; an
+/* frontend/call/memo.c: a clean answer is given again for the same call and context only; an
  * answer with an error, bulk or a deferred failure is never kept; clear forgets. */
 static void memo_answers(void **state)
 {
@@ -512,7 +457,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(config_parse),
         cmocka_unit_test(config_load_names_missing_file),
-        cmocka_unit_test(config_cert_expiry_and_advice),
         cmocka_unit_test(image_fatbin_and_wrapper),
         cmocka_unit_test(image_elf),
         cmocka_unit_test(image_ptx_and_garbage),

@@ -187,6 +187,11 @@ def test_novaconf(d):
     auth = c["vendordata_dynamic_auth"]
     check("certfile" in auth and "keyfile" in auth, "mTLS certfile/keyfile set")
     check("auth_type" not in auth, "Keystone alternative documented, not enabled")
+    # Nova passes verify=vendordata_dynamic_ssl_certfile on the request, which overrides the
+    # session's cafile: the CA belongs in [api], and a cafile would mislead
+    check(api.get("vendordata_dynamic_ssl_certfile", "").endswith(".pem"),
+          "the server CA is [api] vendordata_dynamic_ssl_certfile")
+    check("cafile" not in auth, "no [vendordata_dynamic_auth] cafile (it has no effect)")
 
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ static void errors_name_line_and_key(void **state)
     (void)state;
     expect(REQUIRED "token_ttl = 5\n", "t.conf:7: token_ttl: 5 outside 60..3600");
     expect(REQUIRED "token_ttl = ten\n", "t.conf:7: token_ttl: not an integer");
-    expect(REQUIRED "max_body = 1\n", "t.conf:7: max_body: 1 outside 1024..1048576");
+    expect(REQUIRED "max_body = 1\n", "t.conf:7: max_body: 1 outside 1024..16777216");
     expect(REQUIRED "threads = 0\n", "t.conf:7: threads: 0 outside 1..64");
     expect(REQUIRED "database = relative.db\n", "t.conf:7: database: must be an absolute path");
     expect(REQUIRED "path = v1\n",

@@ -103,6 +103,8 @@ def main():
               "the log holds no user-data, metadata or hostname")
         check("token" in log and "issued" in log, "issued tokens are logged (by id)")
         check("no client certificate" in log, "a missing client certificate is logged")
+        for what in ["over max_body 1048576", "(HTTP 405)", "(HTTP 404)"]:
+            check(what in log, f"refusal logged: {what}")
     if FAILS:
         print(f"{len(FAILS)} check(s) failed")
         return 1
@@ -167,14 +169,14 @@ def run_cases(d, pki, port, good):
         st, body, _ = post(port, good, payload)
         check(st == 400, f"{what}: 400 (got {st} {body[:60]!r})")
     big = json.dumps({"instance-id": nhtest.INSTANCE, "project-id": nhtest.PROJECT,
-                      "user-data": "A" * (100 * 1024)})
+                      "user-data": "A" * (1100 * 1024)})
     st, body, _ = post(port, good, big)
-    check(st == 413, f"100 KiB body: 413 (got {st})")
+    check(st == 413, f"1.1 MiB body, over the default max_body: 413 (got {st})")
     try:
-        st, body, _ = post(port, good, "A" * (4 * 1024 * 1024))
-        check(st == 413, f"4 MiB body: 413 (got {st})")
+        st, body, _ = post(port, good, "A" * (20 * 1024 * 1024))
+        check(st == 413, f"20 MiB body: 413 (got {st})")
     except (ConnectionError, ssl.SSLError, http.client.HTTPException) as e:
-        check(True, f"4 MiB body: cut off ({e.__class__.__name__})")
+        check(True, f"20 MiB body: cut off ({e.__class__.__name__})")
     st, _, _ = post(port, good, "", method="GET")
     check(st == 405, f"GET: 405 (got {st})")
     st, _, _ = post(port, good, nova_body(nhtest.INSTANCE, nhtest.PROJECT), path="/other")

@@ -179,6 +179,29 @@ static void malformed_bodies(void **state)
     free(a.body);
 }
 
+/* A metadata value holding U+0000 (Nova passes it on as "\u0000") gets the token; an id
+ * holding one is refused. */
+static void nul_characters(void **state)
+{
+    fx *f = *state;
+    char body[1024];
+    nh_vd_answer a;
+    snprintf(body, sizeof body,
+             "{\"project-id\": \"%s\", \"instance-id\": \"%s\", \"metadata\": "
+             "{\"note\": \"a\\u0000b\"}, \"hostname\": \"x\\u0000y\"}",
+             PROJ, INST);
+    answer(f, body, &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.body, "\"token\""));
+    free(a.body);
+    snprintf(body, sizeof body, "{\"project-id\": \"%s\", \"instance-id\": \"%s\\u0000x\"}", PROJ,
+             INST);
+    answer(f, body, &a);
+    assert_int_equal(a.status, 400);
+    assert_non_null(strstr(a.why, "instance-id"));
+    free(a.body);
+}
+
 static void answers_fast(void **state)
 {
     fx *f = *state;
@@ -207,6 +230,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(per_host_ca_wins, setup, teardown),
         cmocka_unit_test_setup_teardown(others_get_empty_object, setup, teardown),
         cmocka_unit_test_setup_teardown(malformed_bodies, setup, teardown),
+        cmocka_unit_test_setup_teardown(nul_characters, setup, teardown),
         cmocka_unit_test_setup_teardown(answers_fast, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,6 +58,19 @@ static void yields_keys_and_sections(void **state)
     assert_string_equal(s.log, "K a=1 @4\nK b= @5\nS tier gold @6\nK a=x y @7\n");
 }
 
+/* "key = value  # why": the comment is not part of the value; a '#' inside a word is */
+static void trailing_comments(void **state)
+{
+    (void)state;
+    seen s;
+    sl_error e;
+    assert_int_equal(
+        parse("a = 5  # five\nb = x#y\t# tab\n[tier gold] # the top tier\nc =   # empty\n", 1, &s,
+              &e),
+        SL_OK);
+    assert_string_equal(s.log, "K a=5 @1\nK b=x#y @2\nS tier gold @3\nK c= @4\n");
+}
+
 static void formats_errors(void **state)
 {
     (void)state;
@@ -165,6 +178,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(yields_keys_and_sections),
+        cmocka_unit_test(trailing_comments),
         cmocka_unit_test(formats_errors),
         cmocka_unit_test(callback_errors_stop_the_reader),
         cmocka_unit_test(sections_reset_duplicates),

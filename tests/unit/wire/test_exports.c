@@ -14,8 +14,7 @@
 
 #include <cuda.h>
 
-#include "exports.h"
-#include "hooks.h"
+#include "exports/exports.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 

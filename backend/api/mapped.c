@@ -1,0 +1,229 @@
+/* Mapped host memory (cuMemHostAlloc / cuMemHostRegister with DEVICEMAP in the guest).
+ *
+ * The guest's range cannot be seen by the GPU, so the session keeps a buffer of page-locked
+ * host memory of its own, registered with the driver as mapped memory, and the two copies are
+ * kept coherent at call boundaries: slMappedWrite brings the bytes the guest changed before its
+ * next call, and every synchronous reply carries (Reply.mapped) the bytes that device work
+ * changed since the last reply. The buffer is mapped at the guest's own address when that
+ * address is free in this process, so that (unified addressing) the device address the guest
+ * sees equals its pointer, as it does natively. Mapped memory is bounded per session. */
+#include "api/mapped.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "api/reply.h"
+#include "session/ranges.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+
+#define BE_MAPPED_MAX_BYTES ((uint64_t)16 << 20) /* per session */
+
+struct be_map {
+    struct be_map *next;
+    uint64_t dptr;   /* device address of the guest's first byte (the record's key) */
+    uint64_t len;    /* the guest's length */
+    uint8_t *host;   /* our copy of the guest's first byte */
+    uint8_t *shadow; /* what the guest was last told / last sent */
+    void *page;      /* the mapping */
+    size_t page_len;
+};
+
+static size_t page_size(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+static struct be_map *find(sl_be_session *s, uint64_t dptr)
+{
+    for (struct be_map *m = s->mapped; m; m = m->next)
+        if (m->dptr == dptr)
+            return m;
+    return NULL;
+}
+
+static void release(sl_be_session *s, struct be_map *m)
+{
+    if (s->api->cuMemHostUnregister)
+        s->api->cuMemHostUnregister(m->page);
+    be_mem_remove(&s->mem, m->dptr - (uint64_t)(m->host - (uint8_t *)m->page));
+    munmap(m->page, m->page_len);
+    s->mapped_bytes -= m->page_len;
+    free(m->shadow);
+    free(m);
+}
+
+/* An anonymous mapping at want (page-aligned) if it is free here, else anywhere. */
+static void *map_at(uintptr_t want, size_t len)
+{
+    void *p = MAP_FAILED;
+    if (want)
+        p = mmap((void *)want, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != MAP_FAILED && (uintptr_t)p != want) {
+        munmap(p, len); /* an old kernel took the hint only */
+        p = MAP_FAILED;
+    }
+    if (p == MAP_FAILED)
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+CUresult be_h_slMappedAlloc(struct sl_be_call *c)
+{
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
+    const Sluice__Cuda__SlMappedAllocRequest *rq = call->sl_mapped_alloc;
+    size_t pg = page_size();
+    uint64_t off = rq->address % pg;
+    if (rq->bytesize == 0 || rq->bytesize > BE_MAPPED_MAX_BYTES) {
+        sl_be_detail(reply, "mapped host memory of %llu bytes (at most %llu per session)",
+                     (unsigned long long)rq->bytesize, (unsigned long long)BE_MAPPED_MAX_BYTES);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    size_t len = (size_t)((off + rq->bytesize + pg - 1) / pg * pg);
+    if (s->mapped_bytes + len > BE_MAPPED_MAX_BYTES) {
+        sl_be_detail(reply, "mapped host memory: the session's %llu bytes are in use",
+                     (unsigned long long)BE_MAPPED_MAX_BYTES);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (!api->cuMemHostRegister_v2 || !api->cuMemHostGetDevicePointer_v2)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    Sluice__Cuda__SlMappedAllocReply *rp =
+        BE_REPLY(reply, sl_mapped_alloc, SLUICE__WIRE__REPLY__OUT_SL_MAPPED_ALLOC,
+                 Sluice__Cuda__SlMappedAllocReply, sluice__cuda__sl_mapped_alloc_reply__init);
+    struct be_map *m = calloc(1, sizeof *m);
+    uint8_t *shadow = calloc(1, (size_t)rq->bytesize);
+    void *page = map_at((uintptr_t)(rq->address - off), len);
+    if (!rp || !m || !shadow || !page) {
+        if (page)
+            munmap(page, len);
+        free(m);
+        free(shadow);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = api->cuMemHostRegister_v2(
+        page, len, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+    CUdeviceptr d = 0;
+    if (rc == CUDA_SUCCESS) {
+        rc = api->cuMemHostGetDevicePointer_v2(&d, page, 0);
+        if (rc == CUDA_SUCCESS)
+            rc = be_mem_add(&s->mem, d, len, BE_R_OTHER, s->cur_ctx == UINT64_MAX ? 0 : s->cur_ctx,
+                            0);
+        if (rc != CUDA_SUCCESS && api->cuMemHostUnregister)
+            api->cuMemHostUnregister(page);
+    }
+    if (rc != CUDA_SUCCESS) {
+        munmap(page, len);
+        free(m);
+        free(shadow);
+        return rc;
+    }
+    *m = (struct be_map){.next = s->mapped,
+                         .dptr = d + off,
+                         .len = rq->bytesize,
+                         .host = (uint8_t *)page + off,
+                         .shadow = shadow,
+                         .page = page,
+                         .page_len = len};
+    s->mapped = m;
+    s->mapped_bytes += len;
+    rp->dptr = m->dptr;
+    return CUDA_SUCCESS;
+}
+
+CUresult be_h_slMappedFree(struct sl_be_call *c)
+{
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
+    uint64_t dptr = call->sl_mapped_free->dptr;
+    for (struct be_map **pp = &s->mapped; *pp; pp = &(*pp)->next)
+        if ((*pp)->dptr == dptr) {
+            struct be_map *m = *pp;
+            *pp = m->next;
+            release(s, m);
+            return CUDA_SUCCESS;
+        }
+    sl_be_detail(reply, "no mapped host memory at 0x%llx", (unsigned long long)dptr);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult be_h_slMappedWrite(struct sl_be_call *c)
+{
+    sl_be_session *s = c->s;
+    const Sluice__Wire__Call *call = c->call;
+    Sluice__Wire__Reply *reply = c->reply;
+    const Sluice__Cuda__SlMappedWriteRequest *rq = call->sl_mapped_write;
+    struct be_map *m = find(s, rq->dptr);
+    uint64_t n = c->in_len;
+    if (!m || rq->offset > m->len || n > m->len - rq->offset) {
+        sl_be_detail(reply, "mapped write of %llu bytes at 0x%llx+%llu is outside mapped memory",
+                     (unsigned long long)n, (unsigned long long)rq->dptr,
+                     (unsigned long long)rq->offset);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (n) {
+        memcpy(m->host + rq->offset, c->in, (size_t)n);
+        memcpy(m->shadow + rq->offset, c->in, (size_t)n);
+    }
+    return CUDA_SUCCESS;
+}
+
+void be_mapped_collect(sl_be_session *s, Sluice__Wire__Reply *reply)
+{
+    size_t n = 0;
+    for (struct be_map *m = s->mapped; m; m = m->next)
+        n += memcmp(m->host, m->shadow, (size_t)m->len) != 0;
+    if (!n)
+        return;
+    Sluice__Wire__MappedData **v = calloc(n, sizeof *v);
+    if (!v)
+        return; /* tried again at the next reply */
+    size_t k = 0;
+    for (struct be_map *m = s->mapped; m && k < n; m = m->next) {
+        size_t lo = 0, hi = (size_t)m->len;
+        while (lo < hi && m->host[lo] == m->shadow[lo])
+            lo++;
+        while (hi > lo && m->host[hi - 1] == m->shadow[hi - 1])
+            hi--;
+        if (lo == hi)
+            continue;
+        Sluice__Wire__MappedData *d = malloc(sizeof *d + (hi - lo));
+        if (!d)
+            break;
+        sluice__wire__mapped_data__init(d);
+        d->dptr = m->dptr;
+        d->offset = lo;
+        d->data.data = (uint8_t *)(d + 1);
+        d->data.len = hi - lo;
+        memcpy(d->data.data, m->host + lo, hi - lo);
+        memcpy(m->shadow + lo, d->data.data, hi - lo);
+        v[k++] = d;
+    }
+    reply->mapped = v;
+    reply->n_mapped = k;
+}
+
+void be_mapped_collect_done(Sluice__Wire__Reply *reply)
+{
+    for (size_t i = 0; i < reply->n_mapped; i++)
+        free(reply->mapped[i]);
+    free(reply->mapped);
+    reply->mapped = NULL;
+    reply->n_mapped = 0;
+}
+
+void be_mapped_release_all(sl_be_session *s)
+{
+    while (s->mapped) {
+        struct be_map *m = s->mapped;
+        s->mapped = m->next;
+        release(s, m);
+    }
+}

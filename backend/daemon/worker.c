@@ -1,0 +1,246 @@
+/* Session worker processes. The parent (loop.c) never loads the driver: a sticky error such as
+ * CUDA_ERROR_ILLEGAL_ADDRESS poisons the whole process on the real driver, so every session runs
+ * in a process of its own: `sluice-backend --session-worker FD ...` (the same binary, exec'd by
+ * the parent after fork, workers.c; the hidden mode loads the driver (driver.c), answers
+ * SessionOpen with the device facts and runs the session code of session/session.c).
+ * `--probe-driver PATH` checks the driver once at start, in a short-lived child, with the same
+ * code (driver.c).
+ *
+ * Parent <-> worker: a SOCK_SEQPACKET socketpair carrying a byte stream of messages
+ * (be_ipc_hdr, then msg_len bytes, then bulk_len bytes), cut into records of at most 64 KiB.
+ * Parent -> worker: BE_IPC_MSG, the ClientMessage bytes the parent decoded and checked (CallFrame
+ * or CallbackDone) and the calls' bulk, each call's at a 16-byte aligned offset; the worker
+ * decodes and checks them again. Worker ->
+ * parent: BE_IPC_SEND (an encoded ServerMessage and its bulk, for the guest), BE_IPC_CLOSE
+ * (end the session: code, reason) and BE_IPC_USAGE (an encoded UsageRecord, accounting.c). EOF
+ * on the socket ends the worker (the parent shut its side down: the worker sends its final
+ * usage record, frees everything and exits) or tells the parent that the worker is gone. The
+ * worker also maps the tenant's accounting page (`--acct-fd`, quota.c). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon/worker.h"
+#include "accounting/quota.h"
+#include "accounting/records.h"
+#include "api/callback.h"
+#include "bounds.h"
+#include "daemon/accept.h"
+#include "daemon/driver.h"
+#include "daemon/ipc.h"
+#include "daemon/outbox.h"
+#include "session/image_cache.h"
+#include "session/image_store.h"
+#include "session/printf.h"
+#include "session/session.h"
+#include "session/spin.h"
+#include "sluice/log.h"
+#include "sluice/relax.h"
+
+static int w_fd = -1;
+static pthread_mutex_t w_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void w_sink(int close_it, sl_code code, const char *why, const uint8_t *msg, size_t len,
+                   const uint8_t *bulk, size_t blen)
+{
+    pthread_mutex_lock(&w_mu);
+    if (close_it)
+        be_ipc_send_blocking(w_fd, BE_IPC_CLOSE, (int32_t)code, why, strlen(why), NULL, 0);
+    else
+        be_ipc_send_blocking(w_fd, BE_IPC_SEND, 0, msg, len, bulk, blen);
+    pthread_mutex_unlock(&w_mu);
+}
+
+static void w_close(sl_code code, const char *why)
+{
+    w_sink(1, code, why, NULL, 0, NULL, 0);
+}
+
+static void w_usage(void *user, const uint8_t *rec, size_t len)
+{
+    (void)user;
+    pthread_mutex_lock(&w_mu);
+    be_ipc_send_blocking(w_fd, BE_IPC_USAGE, 0, rec, len, NULL, 0);
+    pthread_mutex_unlock(&w_mu);
+}
+
+/* be_ipc_read that polls for spin_ns before it blocks (spin.c). */
+static int read_spinning(int fd, struct be_ipc_rx *rx, uint64_t spin_ns)
+{
+    if (spin_ns) {
+        uint64_t end = be_now_ns() + spin_ns;
+        do {
+            int r = be_ipc_read(fd, rx, 1);
+            if (r != 2)
+                return r;
+            sl_cpu_relax();
+        } while (be_now_ns() < end);
+    }
+    return be_ipc_read(fd, rx, 0);
+}
+
+/* One BE_IPC_MSG: a CallFrame (queued) or a CallbackDone. Takes rx's buffers. 0 = go on. */
+static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
+{
+    Sluice__Wire__ClientMessage *m = NULL;
+    sl_error e;
+    if (sl_wire_decode_client(rx->msg, rx->hdr.msg_len, NULL, &m, &e) != SL_OK) {
+        w_close(SL_ERR_PROTOCOL, e.msg);
+        return -1;
+    }
+    if (m->kind_case == SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLBACK_DONE) {
+        if (m->callback_done)
+            be_callback_done(s, m->callback_done->id);
+        sl_wire_free_client(m);
+        return 0;
+    }
+    if (m->kind_case != SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS) {
+        sl_wire_free_client(m);
+        w_close(SL_ERR_PROTOCOL, "unexpected message for the session worker");
+        return -1;
+    }
+    const Sluice__Wire__CallFrame *f = m->calls;
+    struct be_job *job = calloc(1, sizeof *job);
+    if (job)
+        job->bulk = calloc(f->n_calls ? f->n_calls : 1, sizeof *job->bulk);
+    if (!job || !job->bulk) {
+        free(job);
+        sl_wire_free_client(m);
+        w_close(SL_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    job->msg = m;
+    job->blob = rx->bulk; /* the calls' bulk, back to back: job->bulk[i] point into it */
+    rx->bulk = NULL;
+    uint64_t off = 0, bytes = 0; /* each call's bulk at a BE_IPC_ALIGN offset (workers.c) */
+    for (size_t i = 0; i < f->n_calls; i++) {
+        uint64_t len = f->calls[i]->bulk_length;
+        if (!len)
+            continue;
+        uint64_t at = BE_IPC_ALIGN(off);
+        if (len > BE_MAX_BULK_PER_CALL || at > rx->hdr.bulk_len || len > rx->hdr.bulk_len - at) {
+            be_job_free(job);
+            w_close(SL_ERR_PROTOCOL, "the calls' bulk lengths do not add up");
+            return -1;
+        }
+        job->bulk[i] = job->blob + at;
+        off = at + len;
+        bytes += len;
+    }
+    if (off != rx->hdr.bulk_len) {
+        be_job_free(job);
+        w_close(SL_ERR_PROTOCOL, "the calls' bulk lengths do not add up");
+        return -1;
+    }
+    job->bytes = bytes;
+    if (be_session_enqueue(s, job, &e) != SL_OK) {
+        be_job_free(job);
+        w_close(e.code, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
+                   const char *project, const struct be_worker_opts *o)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the parent */
+    prctl(PR_SET_NAME, "sl-worker");  /* not "exe" (/proc/self/exe) in ps, top and logs */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, SIG_IGN); /* the parent ends us by closing the socket (then SIGKILL) */
+    signal(SIGHUP, SIG_IGN);  /* a certificate reload is the server's business */
+    signal(SIGINT, SIG_IGN);
+    w_fd = fd;
+    be_outbox_set_sink(w_sink);
+    be_image_store_set_dir(o->image_dir);
+    struct sl_driver_api api;
+    struct be_devices devs;
+    void *dl = NULL;
+    sl_error e;
+    if (be_printf_init(&e) != SL_OK) {
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu: device printf capture: %s",
+               (unsigned long long)sid, e.msg);
+        w_close(SL_ERR_IO, "session worker could not start: device printf capture");
+        return 1;
+    }
+    if (be_driver_open(driver, &api, &devs, &dl, NULL, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu: %s", (unsigned long long)sid, e.msg);
+        char why[SL_ERROR_MSG_MAX + 40];
+        snprintf(why, sizeof why, "session worker could not start: %s", e.msg);
+        w_close(SL_ERR_CONFIG, why);
+        return 1;
+    }
+    sl_be_session *s = be_session_new(sid, &api, &devs);
+    if (!s) {
+        be_devices_free(&devs);
+        w_close(SL_ERR_NOMEM, "out of memory");
+        return 1;
+    }
+    snprintf(s->instance, sizeof s->instance, "%s", instance);
+    snprintf(s->project, sizeof s->project, "%s", project);
+    s->spin_ns = (uint64_t)o->spin_us * 1000u;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = 1;
+    struct be_acct_shm *shm = NULL;
+    if (o->acct_fd >= 0) { /* the tenant's accounting page (quota.c) */
+        if (o->acct_slot < 0 || o->acct_slot >= BE_ACCT_MAX_SLOTS || o->acct_inst < 0 ||
+            o->acct_inst >= BE_ACCT_MAX_INST)
+            sl_fail(&e, SL_ERR_CONFIG, "--acct-slot/--acct-inst out of range");
+        else
+            be_acct_shm_attach(o->acct_fd, &shm, &e);
+        if (!shm) {
+            w_close(SL_ERR_CONFIG, e.msg);
+            goto out;
+        }
+    }
+    struct be_acct_cfg ac = {
+        .interval_ns = (int64_t)(o->usage_interval_s ? o->usage_interval_s : BE_USAGE_INTERVAL_S) *
+                       1000000000LL,
+        .shm = shm,
+        .slot = o->acct_slot,
+        .inst = o->acct_inst,
+        .no_timing = o->no_gpu_timing,
+        .emit = w_usage};
+    if (be_acct_attach(s, &ac, &e) != SL_OK) {
+        w_close(e.code, e.msg);
+        goto out;
+    }
+    if (be_encode_accept(&devs, s, &buf, &len, &e) != SL_OK) {
+        w_close(SL_ERR_NOMEM, e.msg);
+        goto out;
+    }
+    w_sink(0, SL_OK, NULL, buf, len, NULL, 0);
+    free(buf);
+    if (be_printf_watch(s, &e) != SL_OK || be_session_start(s, &e) != SL_OK) {
+        w_close(e.code, e.msg);
+        goto out;
+    }
+    struct be_ipc_rx rx = {0};
+    rc = 0;
+    for (;;) {
+        int r = read_spinning(fd, &rx, s->spin_ns);
+        if (r == -1) {
+            w_close(SL_ERR_PROTOCOL, "malformed message from the parent");
+            break;
+        }
+        if (r != 1)
+            break; /* EOF: the session ended */
+        int stop = rx.hdr.type != BE_IPC_MSG || w_message(s, &rx) != 0;
+        be_ipc_rx_next(&rx);
+        if (stop)
+            break;
+    }
+    be_ipc_rx_free(&rx);
+out:
+    be_printf_unwatch(); /* the watcher lets go of s before it is freed */
+    be_session_free(s);  /* joins the worker thread: final usage record, frees everything */
+    be_acct_shm_unmap(shm);
+    be_devices_free(&devs);
+    be_images_clear();
+    return rc;
+}

@@ -1,0 +1,19 @@
+/* The session worker process's main (worker.c). */
+#ifndef SLUICE_BE_DAEMON_WORKER_H
+#define SLUICE_BE_DAEMON_WORKER_H
+
+#include <stdint.h>
+
+/* What a worker gets besides its socket (workers.c, be_workers_spawn): the accounting page (fd, its
+ * slot and instance entry; fd -1: none) and the usage record period. */
+struct be_worker_opts {
+    int acct_fd, acct_slot, acct_inst;
+    unsigned usage_interval_s;
+    int no_gpu_timing;     /* --measure none */
+    const char *image_dir; /* --image-dir: the tenant's image store; NULL: none */
+    unsigned spin_us;      /* --spin-us (spin.c) */
+};
+int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
+                   const char *project, const struct be_worker_opts *o);
+
+#endif

@@ -1,0 +1,63 @@
+/* A synchronous call's reply on its way to the guest: what device work changed in mapped host
+ * memory, the printf output, the deferred error, the reply's bulk; encoded and handed to the
+ * outbox (the session thread's replies, and those of the waits completed off its call path). */
+#include <stdlib.h>
+
+#include "session/reply.h"
+#include "api/mapped.h"
+#include "bounds.h"
+#include "daemon/outbox.h"
+#include "session/deferred.h"
+#include "session/printf.h"
+#include "session/state.h"
+#include "sluice/log.h"
+#include "sluice/wire.h"
+
+void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
+{
+    Sluice__Wire__Reply *reply = c->reply;
+    be_mapped_collect(s, reply); /* mapped.c: device writes to mapped host memory */
+    uint8_t *out;
+    size_t out_len;
+    be_printf_take(s, &out, &out_len);
+    if (out_len) {
+        reply->stdout_data.data = out;
+        reply->stdout_data.len = out_len;
+    }
+    be_deferred_stamp(&s->def, reply->seq, &reply->failed_seq, &reply->result);
+    uint8_t *bulk = NULL;
+    size_t blen = 0;
+    if (c->out) {
+        if (reply->result == CUDA_SUCCESS) {
+            bulk = c->out;
+            blen = c->out_len;
+            reply->bulk_length = blen;
+        } else {
+            free(c->out);
+        }
+        c->out = NULL;
+        c->out_len = 0;
+    }
+    Sluice__Wire__Reply *one[1] = {reply};
+    Sluice__Wire__ReplyFrame rf = SLUICE__WIRE__REPLY_FRAME__INIT;
+    rf.n_replies = 1;
+    rf.replies = one;
+    Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
+    m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES;
+    m.replies = &rf;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    sl_error e;
+    if (sl_wire_encode_server(&m, NULL, &buf, &len, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu instance %s project %s: reply: %s",
+               (unsigned long long)s->id, s->instance, s->project, e.msg);
+        free(bulk);
+        be_outbox_push_close(s->srv, s->peer, SL_ERR_PROTOCOL, "backend could not encode a reply");
+    } else {
+        be_outbox_push_reply(s->srv, s->peer, buf, len, bulk, blen);
+    }
+    reply->stdout_data.data = NULL;
+    reply->stdout_data.len = 0;
+    free(out);
+    be_mapped_collect_done(reply);
+}

@@ -1,0 +1,36 @@
+/* Stream ids for hand handlers: id -> native stream (0, legacy and per-thread pass through), and
+ * whether a stream is capturing into a graph (work on the session's transient buffers is
+ * refused there). */
+#include "session/streams.h"
+
+#include "session/state.h"
+#include "sluice/backend_dispatch.h"
+#include "sluice/backend_hooks.h"
+
+CUresult be_stream(sl_be_session *s, uint64_t id, CUstream *out)
+{
+    void *n = NULL;
+    CUresult rc = sl_be_handle_get(s, SL_H_STREAM, id, &n);
+    *out = (CUstream)n;
+    return rc;
+}
+
+int be_stream_capturing(sl_be_session *s, CUstream st, int per_thread)
+{
+    CUresult (*fn)(CUstream, CUstreamCaptureStatus *) =
+        per_thread && s->api->cuStreamIsCapturing_ptsz ? s->api->cuStreamIsCapturing_ptsz
+                                                       : s->api->cuStreamIsCapturing;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!fn || fn(st, &cs) != CUDA_SUCCESS)
+        return 0; /* the call itself will say what is wrong */
+    return cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+CUresult be_refuse_if_capturing(sl_be_session *s, Sluice__Wire__Reply *reply, CUstream st,
+                                int per_thread, const char *what)
+{
+    if (!be_stream_capturing(s, st, per_thread))
+        return CUDA_SUCCESS;
+    sl_be_detail(reply, "%s cannot be captured into a graph through Sluice yet", what);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}

@@ -1,0 +1,21 @@
+/* Stream ids for hand handlers (streams.c). */
+#ifndef SLUICE_BE_SESSION_STREAMS_H
+#define SLUICE_BE_SESSION_STREAMS_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "session/state.h"
+#include "sluice/wire.h"
+
+/* Stream id -> native (0, legacy, per-thread pass through). */
+CUresult be_stream(sl_be_session *s, uint64_t id, CUstream *out);
+/* 1 when st (the _ptsz variant's when per_thread) is capturing into a graph. */
+int be_stream_capturing(sl_be_session *s, CUstream st, int per_thread);
+/* Work that reads or writes the session's transient buffers (a copy's bulk, a one-shot host
+ * callback) must not be captured into a graph: the graph would use them after they are freed.
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED with a detail naming what when st is capturing. */
+CUresult be_refuse_if_capturing(sl_be_session *s, Sluice__Wire__Reply *reply, CUstream st,
+                                int per_thread, const char *what);
+
+#endif

@@ -1,0 +1,401 @@
+/* Blocking waits off the call path (docs/backend.md "Waits off the call path"). The session
+ * thread runs one session's calls in order; a cuStreamSynchronize on a 300 ms kernel used to
+ * hold every other guest thread's calls for 300 ms (and made their cuStreamQuery answer after
+ * the kernel). Now a call with the table's blocks= fact whose work still runs is handed off:
+ *
+ *   blocks=stream  the session thread records a private event on the stream (so the wait
+ *                  covers what was queued before the call, on the session thread's own
+ *                  per-thread stream too) and a waiter thread synchronizes on that event;
+ *   blocks=event   a waiter synchronizes on the guest's event;
+ *   blocks=ctx     a waiter makes the context current and synchronizes it (inline when no
+ *                  async call ran in the context since its last synchronize).
+ *
+ * Before handing off, the session thread polls the stream or event while no other frame is
+ * queued, up to spin_ns: a short wait (a small kernel) completes inline without a thread
+ * switch. A waiter that is done queues the wait as completed and wakes the session thread,
+ * which sends the reply between frames (deferred errors, sticky errors, printf output and the
+ * accounting as for an inline call). Waiter threads start on demand, up to max per session;
+ * they only call the driver, never the session's tables. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session/waits.h"
+#include "accounting/timing.h"
+#include "bounds.h"
+#include "session/contexts.h"
+#include "session/deferred.h"
+#include "session/printf.h"
+#include "session/reply.h"
+#include "session/streams.h"
+#include "session/spin.h"
+#include "session/state.h"
+#include "sluice/call_facts.h"
+#include "sluice/log.h"
+#include "sluice/relax.h"
+
+struct be_wait {
+    struct be_wait *next;     /* todo or done list (under mu) */
+    struct be_wait *all_next; /* the session thread's list of outstanding waits */
+    uint64_t event_id;        /* blocks=event: the guest's event handle */
+    uint64_t seq, ctx_id;
+    uint32_t call_id;
+    uint8_t kind;  /* enum sl_call_blocks */
+    CUcontext ctx; /* made current on the waiter (NULL: none needed) */
+    CUevent ev;    /* blocks=stream|event */
+    int own_ev;    /* the private event of a stream wait: the waiter destroys it */
+    CUresult rc;
+};
+
+struct be_waits {
+    sl_be_session *s;
+    unsigned max;
+    uint64_t spin_ns;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;              /* idle waiter threads sleep on it */
+    struct be_wait *todo, **todo_t; /* handed off, not taken by a waiter yet (FIFO) */
+    atomic_uint n_todo;             /* their number: what a spinning waiter watches */
+    struct be_wait *done;           /* completed, for the session thread */
+    atomic_uint n_done;
+    unsigned outstanding; /* session thread: handed off and not finished */
+    struct be_wait *all;  /* session thread: those waits */
+    unsigned n_threads, idle;
+    pthread_t *threads;
+    int stop;
+};
+
+/* ---------------------------------------------------------------- waiter threads */
+static CUresult poll_then_block(const struct sl_driver_api *api, CUevent ev, uint64_t spin_ns)
+{
+    uint64_t end = be_now_ns() + spin_ns;
+    for (;;) {
+        CUresult rc = api->cuEventQuery(ev);
+        if (rc != CUDA_ERROR_NOT_READY)
+            return rc;
+        if (be_now_ns() >= end)
+            return api->cuEventSynchronize(ev);
+        sl_cpu_relax();
+    }
+}
+
+static void complete(struct be_waits *w, struct be_wait *x)
+{
+    const struct sl_driver_api *api = w->s->api;
+    if (x->ctx && api->cuCtxSetCurrent)
+        api->cuCtxSetCurrent(x->ctx);
+    if (x->kind == SL_BLOCKS_CTX)
+        x->rc = x->call_id == SL_CALL_cuCtxSynchronize_v2 && api->cuCtxSynchronize_v2
+                    ? api->cuCtxSynchronize_v2(x->ctx)
+                    : api->cuCtxSynchronize();
+    else
+        x->rc = poll_then_block(api, x->ev, w->spin_ns);
+    if (x->own_ev)
+        api->cuEventDestroy_v2(x->ev);
+}
+
+static void *waiter_main(void *arg)
+{
+    struct be_waits *w = arg;
+    pthread_setname_np(pthread_self(), "sl-wait");
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        if (!w->todo && !w->stop && w->spin_ns) { /* the next wait often follows soon */
+            pthread_mutex_unlock(&w->mu);
+            uint64_t end = be_now_ns() + w->spin_ns;
+            while (!atomic_load_explicit(&w->n_todo, memory_order_acquire) && be_now_ns() < end)
+                sl_cpu_relax();
+            pthread_mutex_lock(&w->mu);
+        }
+        while (!w->todo && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        struct be_wait *x = w->todo;
+        if (!x)
+            break; /* stopping, nothing left */
+        w->todo = x->next;
+        if (!w->todo)
+            w->todo_t = &w->todo;
+        atomic_fetch_sub_explicit(&w->n_todo, 1, memory_order_relaxed);
+        w->idle--;
+        pthread_mutex_unlock(&w->mu);
+        complete(w, x);
+        pthread_mutex_lock(&w->mu);
+        x->next = w->done;
+        w->done = x;
+        w->idle++;
+        atomic_fetch_add_explicit(&w->n_done, 1, memory_order_release);
+        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_lock(&w->s->mu); /* the session thread may sleep on its queue */
+        pthread_cond_broadcast(&w->s->cv);
+        pthread_mutex_unlock(&w->s->mu);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Queues x for a waiter thread, starting one when none is idle (w->mu held). 0 when no thread
+ * could be had: the caller runs the call inline. */
+static int hand_off(struct be_waits *w, struct be_wait *x)
+{
+    if (w->idle == 0 && w->n_threads < w->max) {
+        if (pthread_create(&w->threads[w->n_threads], NULL, waiter_main, w) == 0) {
+            w->n_threads++;
+            w->idle++;
+        }
+    }
+    if (w->n_threads == 0)
+        return 0;
+    x->next = NULL;
+    *w->todo_t = x;
+    w->todo_t = &x->next;
+    atomic_fetch_add_explicit(&w->n_todo, 1, memory_order_release);
+    pthread_cond_signal(&w->cv);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- the session thread */
+struct be_waits *be_waits_new(sl_be_session *s, unsigned max, uint64_t spin_ns)
+{
+    struct be_waits *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->threads = calloc(max ? max : 1, sizeof *w->threads);
+    if (!w->threads) {
+        free(w);
+        return NULL;
+    }
+    w->s = s;
+    w->max = max;
+    w->spin_ns = spin_ns;
+    w->todo_t = &w->todo;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    atomic_init(&w->n_done, 0);
+    atomic_init(&w->n_todo, 0);
+    return w;
+}
+
+int be_waits_ready(const struct be_waits *w)
+{
+    return w && atomic_load_explicit(&w->n_done, memory_order_acquire) != 0;
+}
+
+unsigned be_waits_outstanding(const struct be_waits *w)
+{
+    return w ? w->outstanding : 0;
+}
+
+/* Polls the stream or event while no other frame waits for the session thread, up to
+ * spin_ns: 1 when its work is done (the call then runs inline). */
+static int done_soon(struct be_waits *w, CUstream st, CUevent ev)
+{
+    const struct sl_driver_api *api = w->s->api;
+    uint64_t end = be_now_ns() + w->spin_ns;
+    for (;;) {
+        if ((ev ? api->cuEventQuery(ev) : api->cuStreamQuery(st)) != CUDA_ERROR_NOT_READY)
+            return 1;
+        if (atomic_load_explicit(&w->s->q_jobs, memory_order_acquire) || be_now_ns() >= end)
+            return 0;
+        sl_cpu_relax();
+    }
+}
+
+/* The object a blocks= call waits on; 0 when the call should run inline. */
+static int target(struct be_waits *w, const struct sl_be_call *c, const struct sl_call_info *ci,
+                  struct be_ctx *cur, struct be_wait *x)
+{
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = s->api;
+    const Sluice__Wire__Call *call = c->call;
+    x->ctx = cur ? cur->ctx : NULL;
+    switch (ci->blocks) {
+    case SL_BLOCKS_STREAM: {
+        uint64_t id = 0;
+        CUstream st;
+        if (!api->cuStreamQuery || !api->cuEventCreate || !api->cuEventRecord ||
+            !sl_call_stream(call, &id) || be_stream(s, id, &st) != CUDA_SUCCESS)
+            return 0;
+        if (call->per_thread_stream && st == NULL)
+            st = CU_STREAM_PER_THREAD;
+        if (done_soon(w, st, NULL))
+            return 0;
+        if (api->cuEventCreate(&x->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+            return 0;
+        if (api->cuEventRecord(x->ev, st) != CUDA_SUCCESS) {
+            api->cuEventDestroy_v2(x->ev);
+            return 0;
+        }
+        x->own_ev = 1;
+        return 1;
+    }
+    case SL_BLOCKS_EVENT: {
+        void *ev = NULL;
+        if (!api->cuEventQuery ||
+            sl_be_handle_get(s, SL_H_EVENT, sl_call_event(call), &ev) != CUDA_SUCCESS || !ev)
+            return 0;
+        if (done_soon(w, NULL, (CUevent)ev))
+            return 0;
+        x->ev = (CUevent)ev;
+        x->event_id = sl_call_event(call);
+        return 1;
+    }
+    case SL_BLOCKS_CTX: {
+        uint64_t id = sl_call_context_arg(call);
+        if (!id && cur && cur->async_seq <= cur->synced_seq)
+            return 0; /* nothing ran since its last synchronize: idle, answered inline */
+        if (id) {
+            void *cx = NULL;
+            if (sl_be_handle_get(s, SL_H_CONTEXT, id, &cx) != CUDA_SUCCESS || !cx)
+                return 0;
+            x->ctx = (CUcontext)cx;
+        }
+        return x->ctx != NULL; /* no query for a context: always handed off */
+    }
+    default:
+        return 0;
+    }
+}
+
+int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_call_info *ci,
+                   struct be_ctx *cur)
+{
+    if (!w || !ci || !ci->blocks || !w->max || !w->s->api->cuEventDestroy_v2 ||
+        !w->s->api->cuEventSynchronize)
+        return 0;
+    struct be_wait *x = calloc(1, sizeof *x);
+    if (!x)
+        return 0;
+    if (!target(w, c, ci, cur, x)) {
+        free(x);
+        return 0;
+    }
+    x->seq = c->call->seq;
+    x->ctx_id = c->call->context;
+    x->call_id = c->call->call_id;
+    x->kind = ci->blocks;
+    be_acct_call_begin(c->s, c->call); /* the runs before it close as for an inline call */
+    pthread_mutex_lock(&w->mu);
+    int ok = hand_off(w, x);
+    pthread_mutex_unlock(&w->mu);
+    if (!ok) {
+        if (x->own_ev)
+            w->s->api->cuEventDestroy_v2(x->ev);
+        free(x);
+        return 0; /* the handler waits inline; the accounting's begin is harmless twice */
+    }
+    w->outstanding++;
+    x->all_next = w->all;
+    w->all = x;
+    return 1;
+}
+
+void be_waits_before_release(struct be_waits *w, uint64_t handle)
+{
+    if (!w || !handle)
+        return;
+    for (struct be_wait *x = w->all; x; x = x->all_next)
+        if (x->event_id == handle) {
+            be_waits_drain(w); /* the guest destroys an event another of its threads waits on */
+            return;
+        }
+}
+
+/* The reply of a completed wait, as be_run_call and run_job would have sent it. */
+static void finish_one(struct be_waits *w, struct be_wait *x)
+{
+    sl_be_session *s = w->s;
+    const struct sl_call_info *ci = sl_call_lookup(x->call_id);
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.seq = x->seq;
+    call.call_id = x->call_id;
+    call.context = x->ctx_id;
+    if (be_printf_active() && ci && (ci->flags & SL_CALL_PRINTS)) {
+        be_printf_lock(); /* the driver flushed device printf during the wait: take it */
+        be_printf_unlock_drain(s);
+    }
+    be_acct_call_end(s, &call, x->rc);
+    struct be_ctx *bc = be_ctx_find(s, x->ctx_id);
+    if (bc && be_is_sticky(x->rc))
+        bc->sticky = x->rc;
+    if (bc && x->kind == SL_BLOCKS_CTX && x->ctx == bc->ctx && x->rc == CUDA_SUCCESS &&
+        x->seq > bc->synced_seq)
+        bc->synced_seq = x->seq; /* the calls after it count on their own */
+    Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
+    reply.seq = x->seq;
+    reply.call_id = x->call_id;
+    reply.result = (int32_t)x->rc;
+    s->calls++;
+    if (x->rc != CUDA_SUCCESS)
+        s->errors++;
+    struct sl_be_call c = {.s = s, .api = s->api, .call = &call, .reply = &reply};
+    be_session_send_reply(s, &c);
+    free(x);
+}
+
+void be_waits_finish(struct be_waits *w)
+{
+    if (!be_waits_ready(w))
+        return;
+    pthread_mutex_lock(&w->mu);
+    struct be_wait *list = w->done;
+    w->done = NULL;
+    atomic_store_explicit(&w->n_done, 0, memory_order_release);
+    pthread_mutex_unlock(&w->mu);
+    struct be_wait *rev = NULL; /* oldest first */
+    while (list) {
+        struct be_wait *n = list->next;
+        list->next = rev;
+        rev = list;
+        list = n;
+    }
+    while (rev) {
+        struct be_wait *n = rev->next;
+        for (struct be_wait **pp = &w->all; *pp; pp = &(*pp)->all_next)
+            if (*pp == rev) {
+                *pp = rev->all_next;
+                break;
+            }
+        w->outstanding--;
+        finish_one(w, rev);
+        rev = n;
+    }
+}
+
+void be_waits_drain(struct be_waits *w)
+{
+    if (!w)
+        return;
+    while (w->outstanding) {
+        pthread_mutex_lock(&w->s->mu);
+        while (!be_waits_ready(w)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 10000000L; /* a waiter's wake-up also comes by s->cv */
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&w->s->cv, &w->s->mu, &ts);
+        }
+        pthread_mutex_unlock(&w->s->mu);
+        be_waits_finish(w);
+    }
+}
+
+void be_waits_free(struct be_waits *w)
+{
+    if (!w)
+        return;
+    be_waits_drain(w);
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    for (unsigned i = 0; i < w->n_threads; i++)
+        pthread_join(w->threads[i], NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w->threads);
+    free(w);
+}

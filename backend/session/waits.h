@@ -1,0 +1,43 @@
+/* Blocking waits completed off the session's call path (waits.c): a cuStreamSynchronize,
+ * cuEventSynchronize or cuCtxSynchronize whose GPU work is still running is handed to a waiter
+ * thread, so that the calls of the guest's other threads go on meanwhile; its reply follows
+ * when the work is done (the API table's blocks= fact). */
+#ifndef SLUICE_BE_SESSION_WAITS_H
+#define SLUICE_BE_SESSION_WAITS_H
+
+#include <stdint.h>
+
+#include "sluice/backend_dispatch.h"
+#include "sluice/wire.h"
+
+struct be_ctx;
+struct be_waits;
+
+#define BE_MAX_WAITERS 16u /* waiter threads per session */
+
+/* The waits of one session (no thread yet: waiter threads start on demand, at most max);
+ * spin_ns: how long a thread polls before it blocks or sleeps. NULL when out of memory. */
+struct be_waits *be_waits_new(sl_be_session *s, unsigned max, uint64_t spin_ns);
+/* Finishes every wait (each waits for its GPU work), stops the threads, frees. */
+void be_waits_free(struct be_waits *w);
+
+/* On the session thread, for a call with a blocks= fact, after its context is current and
+ * before its handler: 1 when the wait was handed off (the reply follows from be_waits_finish;
+ * the caller sends nothing now), 0 when the call runs inline as before (its work is done
+ * already, or it could not be handed off: the handler then says what is wrong). */
+int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_call_info *ci,
+                   struct be_ctx *cur);
+/* On the session thread, before a call that releases handle: a wait on that event (another
+ * guest thread's cuEventSynchronize) completes first. */
+void be_waits_before_release(struct be_waits *w, uint64_t handle);
+/* Completed waits are waiting for be_waits_finish (any thread; lock-free). */
+int be_waits_ready(const struct be_waits *w);
+/* On the session thread: sends the replies of the completed waits. */
+void be_waits_finish(struct be_waits *w);
+/* On the session thread: waits until every handed-off wait completed and sends their
+ * replies (before a context is destroyed, and at the session's end). */
+void be_waits_drain(struct be_waits *w);
+/* Waits handed off and not finished yet. */
+unsigned be_waits_outstanding(const struct be_waits *w);
+
+#endif

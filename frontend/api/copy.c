@@ -1,0 +1,526 @@
+/* Copies with host sides (docs/remoting.md "Copies"). Host -> device: the bytes follow the call
+ * as bulk; device -> host: the reply's bulk is decrypted straight into the destination. Copies
+ * over 16 MiB are split into 16 MiB calls, sent without waiting for each other: all but the last
+ * piece of a synchronous host -> device copy travel as the async call, the device -> host pieces
+ * are requested together (sl_fe_call_batch). Copies into guest memory complete before the call
+ * returns, also the *Async ones (v1): the copy runs in the stream's order and the stream is
+ * synchronized before the call returns (in the backend, one round trip, up to 16 MiB; above,
+ * the frontend synchronizes the stream first). 2D/3D copies gather or scatter
+ * their host rectangle into or from one contiguous bulk; the pod sent has the host pointer
+ * cleared and the host pitch set to the row width. Copies between host memory and an array
+ * (HtoA, AtoH) go in pieces of the same size. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/copy.h"
+#include "api/memory.h"
+#include "call/rpc.h"
+#include "sluice/fe_calls.h"
+#include "sluice/stub_runtime.h"
+#include "sluice/wire.h"
+
+/* Takes the reply's result (and frees the reply) when there is one. Call it in a statement of
+ * its own after the call that fills rep: written as finish(sl_fe_call(.., &rep), rep), the
+ * argument rep may be read before the call stores the reply (unspecified evaluation order; GCC
+ * reads it first), which dropped every error of the synchronous HtoD and DtoD copies. */
+static CUresult finish(CUresult rc, Sluice__Wire__Reply *rep)
+{
+    if (rep) {
+        rc = (CUresult)rep->result;
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+static CUresult htod(bool pt, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async)
+{
+    if (n && !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t off = 0;
+    do {
+        size_t c = n - off > SL_FE_MAX_COPY_CHUNK ? SL_FE_MAX_COPY_CHUNK : n - off;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        call.per_thread_stream = pt;
+        struct iovec iov = {(void *)((const char *)src + off), c};
+        CUresult rc;
+        if (async || off + c < n) {
+            /* Every piece of a synchronous copy but the last goes without waiting, so that the
+             * pieces overlap on their way; the last one's reply reports a failure of any of
+             * them (a deferred error), and comes once all of them were copied. */
+            Sluice__Cuda__CuMemcpyHtoDAsyncV2Request r =
+                SLUICE__CUDA__CU_MEMCPY_HTO_DASYNC_V2_REQUEST__INIT;
+            r.dst_device = dst + off;
+            r.src_host = c;
+            r.byte_count = c;
+            r.h_stream = (uint64_t)(uintptr_t)s;
+            SL_FE_SET(cuMemcpyHtoDAsync_v2, &call, &r);
+            rc = sl_fe_enqueue_async_bulk(&call, &iov, c ? 1 : 0);
+        } else {
+            Sluice__Cuda__CuMemcpyHtoDV2Request r = SLUICE__CUDA__CU_MEMCPY_HTO_DV2_REQUEST__INIT;
+            r.dst_device = dst + off;
+            r.src_host = c;
+            r.byte_count = c;
+            SL_FE_SET(cuMemcpyHtoD_v2, &call, &r);
+            Sluice__Wire__Reply *rep = NULL;
+            rc = sl_fe_call_bulk(&call, &iov, c ? 1 : 0, NULL, 0, NULL, &rep);
+            rc = finish(rc, rep);
+        }
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        off += c;
+    } while (off < n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult stream_sync(bool pt, CUstream s)
+{
+    return pt ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
+}
+
+static CUresult dtoh(bool pt, void *dst, CUdeviceptr src, size_t n)
+{
+    if (n && !dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t off = 0;
+    do {
+        /* up to SL_FE_BATCH_MAX pieces at once: the backend copies the next while this side
+         * decrypts the one before */
+        Sluice__Cuda__CuMemcpyDtoHV2Request r[SL_FE_BATCH_MAX];
+        Sluice__Wire__Call call[SL_FE_BATCH_MAX], *calls[SL_FE_BATCH_MAX];
+        void *out[SL_FE_BATCH_MAX];
+        size_t cap[SL_FE_BATCH_MAX], got[SL_FE_BATCH_MAX];
+        Sluice__Wire__Reply *rep[SL_FE_BATCH_MAX];
+        size_t k = 0;
+        for (size_t o = off; k < SL_FE_BATCH_MAX && (o < n || k == 0); k++) {
+            size_t c = n - o > SL_FE_MAX_COPY_CHUNK ? SL_FE_MAX_COPY_CHUNK : n - o;
+            r[k] =
+                (Sluice__Cuda__CuMemcpyDtoHV2Request)SLUICE__CUDA__CU_MEMCPY_DTO_HV2_REQUEST__INIT;
+            r[k].dst_host = c;
+            r[k].src_device = src + o;
+            r[k].byte_count = c;
+            call[k] = (Sluice__Wire__Call)SLUICE__WIRE__CALL__INIT;
+            call[k].per_thread_stream = pt;
+            SL_FE_SET(cuMemcpyDtoH_v2, &call[k], &r[k]);
+            calls[k] = &call[k];
+            out[k] = (char *)dst + o;
+            cap[k] = c;
+            o += c;
+        }
+        CUresult rc = sl_fe_call_batch(calls, k, out, cap, got, rep);
+        for (size_t i = 0; i < k; i++) {
+            CUresult ri = rep[i] ? (CUresult)rep[i]->result : CUDA_ERROR_UNKNOWN;
+            if (ri == CUDA_SUCCESS && got[i] != cap[i])
+                ri = CUDA_ERROR_UNKNOWN;
+            if (rc == CUDA_SUCCESS)
+                rc = ri;
+            sl_fe_reply_free(rep[i]);
+            off += cap[i];
+        }
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    } while (off < n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult dtod(bool pt, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
+                     int unified)
+{
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.per_thread_stream = pt;
+    Sluice__Cuda__CuMemcpyDtoDV2Request r = SLUICE__CUDA__CU_MEMCPY_DTO_DV2_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpyDtoDAsyncV2Request ra =
+        SLUICE__CUDA__CU_MEMCPY_DTO_DASYNC_V2_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpyRequest u = SLUICE__CUDA__CU_MEMCPY_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpyAsyncRequest ua = SLUICE__CUDA__CU_MEMCPY_ASYNC_REQUEST__INIT;
+    if (unified && async) {
+        ua.dst = dst, ua.src = src, ua.byte_count = n, ua.h_stream = (uint64_t)(uintptr_t)s;
+        SL_FE_SET(cuMemcpyAsync, &call, &ua);
+    } else if (unified) {
+        u.dst = dst, u.src = src, u.byte_count = n;
+        SL_FE_SET(cuMemcpy, &call, &u);
+    } else if (async) {
+        ra.dst_device = dst, ra.src_device = src, ra.byte_count = n;
+        ra.h_stream = (uint64_t)(uintptr_t)s;
+        SL_FE_SET(cuMemcpyDtoDAsync_v2, &call, &ra);
+    } else {
+        r.dst_device = dst, r.src_device = src, r.byte_count = n;
+        SL_FE_SET(cuMemcpyDtoD_v2, &call, &r);
+    }
+    if (async)
+        return sl_fe_enqueue_async(&call);
+    Sluice__Wire__Reply *rep = NULL;
+    CUresult rc = sl_fe_call(&call, &rep);
+    return finish(rc, rep);
+}
+
+/* ------------------------------------------------------------------ 1D entry points */
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return htod(false, dstDevice, srcHost, ByteCount, NULL, 0);
+}
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return htod(true, dstDevice, srcHost, ByteCount, NULL, 0);
+}
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtoh(false, dstHost, srcDevice, ByteCount);
+}
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtoh(true, dstHost, srcDevice, ByteCount);
+}
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtod(false, dstDevice, srcDevice, ByteCount, NULL, 0, 0);
+}
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtod(true, dstDevice, srcDevice, ByteCount, NULL, 0, 0);
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                              CUstream hStream)
+{
+    return htod(false, dstDevice, srcHost, ByteCount, hStream, 1);
+}
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return htod(true, dstDevice, srcHost, ByteCount, hStream, 1);
+}
+
+/* A copy into guest memory completes before it returns (v1). Up to one piece it is one round
+ * trip: the backend copies in the stream's order and synchronizes the stream before it
+ * answers with the bytes (backend/copy.c), which is what a training loop's float(loss) does.
+ * Larger ones synchronize the stream first, then copy in pieces. */
+static CUresult dtoh_async(bool pt, void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    if (n > SL_FE_MAX_COPY_CHUNK) {
+        CUresult rc = stream_sync(pt, s);
+        return rc != CUDA_SUCCESS ? rc : dtoh(pt, dst, src, n);
+    }
+    if (n && !dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    Sluice__Cuda__CuMemcpyDtoHAsyncV2Request r =
+        SLUICE__CUDA__CU_MEMCPY_DTO_HASYNC_V2_REQUEST__INIT;
+    r.dst_host = n;
+    r.src_device = src;
+    r.byte_count = n;
+    r.h_stream = (uint64_t)(uintptr_t)s;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.per_thread_stream = pt;
+    SL_FE_SET(cuMemcpyDtoHAsync_v2, &call, &r);
+    Sluice__Wire__Reply *rep = NULL;
+    size_t got = 0;
+    CUresult rc = sl_fe_call_bulk(&call, NULL, 0, dst, n, &got, &rep);
+    rc = finish(rc, rep);
+    return rc == CUDA_SUCCESS && got != n ? CUDA_ERROR_UNKNOWN : rc;
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream)
+{
+    return dtoh_async(false, dstHost, srcDevice, ByteCount, hStream);
+}
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return dtoh_async(true, dstHost, srcDevice, ByteCount, hStream);
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream)
+{
+    return dtod(false, dstDevice, srcDevice, ByteCount, hStream, 1, 0);
+}
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return dtod(true, dstDevice, srcDevice, ByteCount, hStream, 1, 0);
+}
+
+/* Unified addresses: the frontend tells guest memory (its own ranges, or mapped here) from
+ * device memory. */
+static CUresult unified(bool pt, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async)
+{
+    int dh = sl_fe_is_host_pointer((void *)(uintptr_t)dst);
+    int sh = sl_fe_is_host_pointer((void *)(uintptr_t)src);
+    if (dh && sh) {
+        CUresult rc = async ? stream_sync(pt, s) : CUDA_SUCCESS;
+        if (rc == CUDA_SUCCESS && n)
+            memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+        return rc;
+    }
+    if (sh)
+        return htod(pt, dst, (const void *)(uintptr_t)src, n, s, async);
+    if (dh)
+        return async ? dtoh_async(pt, (void *)(uintptr_t)dst, src, n, s)
+                     : dtoh(pt, (void *)(uintptr_t)dst, src, n);
+    return dtod(pt, dst, src, n, s, async, 1);
+}
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return unified(false, dst, src, ByteCount, NULL, 0);
+}
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return unified(true, dst, src, ByteCount, NULL, 0);
+}
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return unified(false, dst, src, ByteCount, hStream, 1);
+}
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return unified(true, dst, src, ByteCount, hStream, 1);
+}
+
+/* ------------------------------------------------------------------ 2D / 3D */
+struct side {
+    CUmemorytype *type;
+    const void **host;
+    size_t *pitch, *height, *x, *y, *z;
+};
+
+static int is_host_side(CUmemorytype t, const void *p)
+{
+    return t == CU_MEMORYTYPE_HOST || (t == CU_MEMORYTYPE_UNIFIED && sl_fe_is_host_pointer(p));
+}
+
+/* copy3d: every 2D copy is a 3D one of depth 1 (own struct, sent as the caller's pod). */
+static CUresult copy_rect(bool pt, int three_d, void *pod, size_t podlen, struct side src,
+                          struct side dst, size_t width, size_t height, size_t depth, CUstream s,
+                          int async)
+{
+    int sh = is_host_side(*src.type, *src.host);
+    int dh = is_host_side(*dst.type, *dst.host);
+    if (sh && dh)
+        return CUDA_ERROR_NOT_SUPPORTED; /* host to host rectangles: not remoted */
+    size_t total = width * height * depth;
+    uint8_t *tmp = NULL;
+    const uint8_t *hbase = NULL;
+    size_t hpitch = 0, hheight = 0, hx = 0, hy = 0, hz = 0;
+    struct side *h = sh ? &src : dh ? &dst : NULL;
+    if (h) {
+        hbase = *h->host;
+        hpitch = *h->pitch ? *h->pitch : width;
+        hheight = h->height && *h->height ? *h->height : height;
+        hx = *h->x, hy = *h->y, hz = h->z ? *h->z : 0;
+        if (!hbase)
+            return CUDA_ERROR_INVALID_VALUE;
+        *h->type = CU_MEMORYTYPE_HOST;
+        *h->host = NULL;
+        *h->pitch = width;
+        if (h->height)
+            *h->height = height;
+        *h->x = *h->y = 0;
+        if (h->z)
+            *h->z = 0;
+        tmp = total ? malloc(total) : NULL;
+        if (total && !tmp)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (sh) {
+        for (size_t z = 0; z < depth; z++)
+            for (size_t y = 0; y < height; y++)
+                memcpy(tmp + (z * height + y) * width,
+                       hbase + ((hz + z) * hheight + hy + y) * hpitch + hx, width);
+    }
+    CUresult rc = CUDA_SUCCESS;
+    if (dh && async)
+        rc = stream_sync(pt, s);
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.per_thread_stream = pt;
+    Sluice__Cuda__CuMemcpy2DV2Request r2 = SLUICE__CUDA__CU_MEMCPY2_DV2_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpy3DV2Request r3 = SLUICE__CUDA__CU_MEMCPY3_DV2_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpy2DAsyncV2Request r2a = SLUICE__CUDA__CU_MEMCPY2_DASYNC_V2_REQUEST__INIT;
+    Sluice__Cuda__CuMemcpy3DAsyncV2Request r3a = SLUICE__CUDA__CU_MEMCPY3_DASYNC_V2_REQUEST__INIT;
+    ProtobufCBinaryData bd = {podlen, pod};
+    int send_async = async && !dh;
+    if (three_d && send_async) {
+        r3a.p_copy = bd, r3a.h_stream = (uint64_t)(uintptr_t)s;
+        SL_FE_SET(cuMemcpy3DAsync_v2, &call, &r3a);
+    } else if (three_d) {
+        r3.p_copy = bd;
+        SL_FE_SET(cuMemcpy3D_v2, &call, &r3);
+    } else if (send_async) {
+        r2a.p_copy = bd, r2a.h_stream = (uint64_t)(uintptr_t)s;
+        SL_FE_SET(cuMemcpy2DAsync_v2, &call, &r2a);
+    } else {
+        r2.p_copy = bd;
+        SL_FE_SET(cuMemcpy2D_v2, &call, &r2);
+    }
+    struct iovec iov = {tmp, total};
+    if (rc == CUDA_SUCCESS && send_async) {
+        rc = sl_fe_enqueue_async_bulk(&call, &iov, sh && total ? 1 : 0);
+    } else if (rc == CUDA_SUCCESS) {
+        Sluice__Wire__Reply *rep = NULL;
+        size_t got = 0;
+        rc = sl_fe_call_bulk(&call, &iov, sh && total ? 1 : 0, dh ? tmp : NULL, dh ? total : 0,
+                             &got, &rep);
+        rc = finish(rc, rep);
+        if (rc == CUDA_SUCCESS && dh && got != total)
+            rc = CUDA_ERROR_UNKNOWN;
+    }
+    if (rc == CUDA_SUCCESS && dh) {
+        uint8_t *hb = (uint8_t *)(uintptr_t)hbase;
+        for (size_t z = 0; z < depth; z++)
+            for (size_t y = 0; y < height; y++)
+                memcpy(hb + ((hz + z) * hheight + hy + y) * hpitch + hx,
+                       tmp + (z * height + y) * width, width);
+    }
+    free(tmp);
+    return rc;
+}
+
+static CUresult copy2d(bool pt, const CUDA_MEMCPY2D *p, CUstream s, int async)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEMCPY2D c = *p;
+    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcPitch, NULL,
+                       &c.srcXInBytes,   &c.srcY,    NULL};
+    struct side dst = {&c.dstMemoryType,
+                       (const void **)&c.dstHost,
+                       &c.dstPitch,
+                       NULL,
+                       &c.dstXInBytes,
+                       &c.dstY,
+                       NULL};
+    return copy_rect(pt, 0, &c, sizeof c, src, dst, c.WidthInBytes, c.Height, 1, s, async);
+}
+
+static CUresult copy3d(bool pt, const CUDA_MEMCPY3D *p, CUstream s, int async)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEMCPY3D c = *p;
+    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcPitch, &c.srcHeight,
+                       &c.srcXInBytes,   &c.srcY,    &c.srcZ};
+    struct side dst = {&c.dstMemoryType, (const void **)&c.dstHost,
+                       &c.dstPitch,      &c.dstHeight,
+                       &c.dstXInBytes,   &c.dstY,
+                       &c.dstZ};
+    return copy_rect(pt, 1, &c, sizeof c, src, dst, c.WidthInBytes, c.Height, c.Depth ? c.Depth : 1,
+                     s, async);
+}
+
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+{
+    return copy2d(false, pCopy, NULL, 0);
+}
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+{
+    return copy2d(true, pCopy, NULL, 0);
+}
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
+{
+    return copy2d(false, pCopy, NULL, 0);
+}
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+{
+    return copy2d(true, pCopy, NULL, 0);
+}
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    return copy2d(false, pCopy, hStream, 1);
+}
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    return copy2d(true, pCopy, hStream, 1);
+}
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
+{
+    return copy3d(false, pCopy, NULL, 0);
+}
+CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
+{
+    return copy3d(true, pCopy, NULL, 0);
+}
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    return copy3d(false, pCopy, hStream, 1);
+}
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    return copy3d(true, pCopy, hStream, 1);
+}
+
+/* ------------------------------------------------------------------ array copies */
+/* cuMemcpyHtoA / AtoH: the bytes as the call's or the reply's bulk, in chunks of at most
+ * SL_FE_MAX_COPY_CHUNK (the array offset advances). */
+static CUresult htoa(bool pt, CUarray dst, size_t off, const void *src, size_t n)
+{
+    if (n && !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t done = 0;
+    do {
+        size_t c = n - done < SL_FE_MAX_COPY_CHUNK ? n - done : SL_FE_MAX_COPY_CHUNK;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        Sluice__Cuda__CuMemcpyHtoAV2Request rq = SLUICE__CUDA__CU_MEMCPY_HTO_AV2_REQUEST__INIT;
+        rq.dst_array = (uint64_t)(uintptr_t)dst;
+        rq.dst_offset = off + done;
+        rq.src_host = c;
+        rq.byte_count = c;
+        call.per_thread_stream = pt;
+        SL_FE_SET(cuMemcpyHtoA_v2, &call, &rq);
+        struct iovec iov = {(char *)src + done, c};
+        Sluice__Wire__Reply *rep = NULL;
+        CUresult rc = sl_fe_call_bulk(&call, &iov, c ? 1 : 0, NULL, 0, NULL, &rep);
+        rc = finish(rc, rep);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        done += c;
+    } while (done < n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult atoh(bool pt, void *dst, CUarray src, size_t off, size_t n)
+{
+    if (n && !dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t done = 0;
+    do {
+        size_t c = n - done < SL_FE_MAX_COPY_CHUNK ? n - done : SL_FE_MAX_COPY_CHUNK;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        Sluice__Cuda__CuMemcpyAtoHV2Request rq = SLUICE__CUDA__CU_MEMCPY_ATO_HV2_REQUEST__INIT;
+        rq.dst_host = c;
+        rq.src_array = (uint64_t)(uintptr_t)src;
+        rq.src_offset = off + done;
+        rq.byte_count = c;
+        call.per_thread_stream = pt;
+        SL_FE_SET(cuMemcpyAtoH_v2, &call, &rq);
+        size_t got = 0;
+        Sluice__Wire__Reply *rep = NULL;
+        CUresult rc = sl_fe_call_bulk(&call, NULL, 0, (char *)dst + done, c, &got, &rep);
+        rc = finish(rc, rep);
+        if (rc == CUDA_SUCCESS && got != c)
+            rc = CUDA_ERROR_UNKNOWN;
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        done += c;
+    } while (done < n);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
+{
+    return htoa(false, dstArray, dstOffset, srcHost, ByteCount);
+}
+
+CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *srcHost,
+                              size_t ByteCount)
+{
+    return htoa(true, dstArray, dstOffset, srcHost, ByteCount);
+}
+
+CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{
+    return atoh(false, dstHost, srcArray, srcOffset, ByteCount);
+}
+
+CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{
+    return atoh(true, dstHost, srcArray, srcOffset, ByteCount);
+}

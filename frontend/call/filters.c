@@ -1,0 +1,222 @@
+/* The call filters (docs/frontend-internals.md "The call filters"): each in its own file, all
+ * of them called from here only, in the one order of the list below, hook by hook:
+ * - answer: a synchronous call is answered here (the memo, then the idle streams);
+ * - before: a call is about to go (the memo forgets what an unmemo/uncapture call changes);
+ * - sync_out: calls are about to go (the mapped ranges' changed bytes go first);
+ * - appended: a call joined the pending frame (the idle streams note its work);
+ * - reply: a reply was read (device printf output, then the mapped ranges' bytes);
+ * - failed / answered: a call's answer reached its thread, with an error that may have
+ *   changed state (the memo and the idle streams forget) or without (they keep it);
+ * - callback: the backend asks for a host function;
+ * - session: the session is new or gone; reset: the tests start again.
+ * The hooks here only adapt each filter's own functions; its state stays in its file. */
+#include <stdlib.h>
+
+#include "call/callbacks.h"
+#include "call/filters.h"
+#include "call/idle.h"
+#include "call/mapped_sync.h"
+#include "call/memo.h"
+#include "call/printf.h"
+
+struct filter {
+    const char *name;
+    int (*answer)(Sluice__Wire__Call *call, int memo, uint64_t seq_now,
+                  Sluice__Wire__Reply **reply);
+    void (*before)(const Sluice__Wire__Call *call, uint32_t flags, uint64_t seq_now);
+    CUresult (*sync_out)(sl_fe_mapped_emit emit);
+    void (*appended)(const Sluice__Wire__Call *call, const struct sl_call_info *ci);
+    void (*reply)(const Sluice__Wire__Reply *r);
+    void (*failed)(uint32_t call_id, uint64_t seq_now);
+    void (*answered)(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r, int memo);
+    int (*callback)(uint64_t fn);
+    void (*session)(void);
+    void (*reset)(void);
+};
+
+/* ------------------------------------------------------------------ memo (memo.c) */
+static int memo_answer(Sluice__Wire__Call *call, int memo, uint64_t seq_now,
+                       Sluice__Wire__Reply **reply)
+{
+    (void)seq_now;
+    /* memo + unmemo: an idempotent setter (cuFuncSetAttribute...): the same call again after
+     * nothing else changed is a no-op, answered here; any other call of it forgets first. */
+    return memo && sl_fe_memo_get(call, reply);
+}
+
+static void memo_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r, int memo)
+{
+    if (memo)
+        sl_fe_memo_answered(call, r);
+}
+
+/* ------------------------------------------------------------------ idle streams (idle.c) */
+static int idle_answer(Sluice__Wire__Call *call, int memo, uint64_t seq_now,
+                       Sluice__Wire__Reply **reply)
+{
+    (void)memo;
+    if (!sl_fe_idle_can_answer(call))
+        return 0;
+    Sluice__Wire__Reply *r = malloc(sizeof *r);
+    if (!r)
+        return 0;
+    sluice__wire__reply__init(r);
+    r->call_id = call->call_id;
+    *reply = r;
+    uint64_t unsent = call->seq;
+    call->seq = seq_now; /* as a synchronization that travelled now */
+    sl_fe_idle_answered(call);
+    call->seq = unsent;
+    return 1;
+}
+
+static void idle_failed(uint32_t call_id, uint64_t seq_now)
+{
+    (void)seq_now;
+    sl_fe_idle_after_error(call_id);
+}
+
+static void idle_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r, int memo)
+{
+    (void)r;
+    (void)memo;
+    sl_fe_idle_answered(call);
+}
+
+/* ------------------------------------------------------------------ printf output (printf.c) */
+static void printf_reply(const Sluice__Wire__Reply *r)
+{
+    sl_fe_printf_write(&r->stdout_data);
+}
+
+/* ------------------------------------------------------------------ mapped (mapped_sync.c) */
+static void mapped_reply(const Sluice__Wire__Reply *r)
+{
+    for (size_t k = 0; k < r->n_mapped; k++)
+        sl_fe_mapped_apply(r->mapped[k]->dptr, r->mapped[k]->offset, r->mapped[k]->data.data,
+                           r->mapped[k]->data.len);
+}
+
+/* ------------------------------------------------------------------ the order */
+static const struct filter g_filters[] = {
+    {.name = "memo",
+     .answer = memo_answer,
+     .before = sl_fe_memo_before,
+     .failed = sl_fe_memo_forget,
+     .answered = memo_answered,
+     .reset = sl_fe_memo_reset},
+    {.name = "idle",
+     .answer = idle_answer,
+     .appended = sl_fe_idle_note,
+     .failed = idle_failed,
+     .answered = idle_answered,
+     .session = sl_fe_idle_forget,
+     .reset = sl_fe_idle_reset},
+    {.name = "printf", .reply = printf_reply},
+    {.name = "mapped", .sync_out = sl_fe_mapped_sync_out, .reply = mapped_reply},
+    {.name = "callbacks", .callback = sl_fe_callback_run_asked},
+};
+#define N_FILTERS (sizeof g_filters / sizeof *g_filters)
+
+/* ------------------------------------------------------------------ the hooks */
+int sl_fe_filters_answer(Sluice__Wire__Call *call, int memo, uint64_t seq_now,
+                         Sluice__Wire__Reply **reply)
+{
+    for (size_t i = 0; i < N_FILTERS; i++)
+        if (g_filters[i].answer && g_filters[i].answer(call, memo, seq_now, reply))
+            return 1;
+    return 0;
+}
+
+void sl_fe_filters_before(const Sluice__Wire__Call *call, uint32_t flags, uint64_t seq_now)
+{
+    for (size_t i = 0; i < N_FILTERS; i++)
+        if (g_filters[i].before)
+            g_filters[i].before(call, flags, seq_now);
+}
+
+CUresult sl_fe_filters_sync_out(sl_fe_mapped_emit emit)
+{
+    for (size_t i = 0; i < N_FILTERS; i++) {
+        CUresult rc = g_filters[i].sync_out ? g_filters[i].sync_out(emit) : CUDA_SUCCESS;
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+void sl_fe_filters_appended(const Sluice__Wire__Call *call, const struct sl_call_info *ci)
+{
+    for (size_t i = 0; i < N_FILTERS; i++)
+        if (g_filters[i].appended)
+            g_filters[i].appended(call, ci);
+}
+
+void sl_fe_filters_reply(const Sluice__Wire__Reply *r)
+{
+    for (size_t i = 0; i < N_FILTERS; i++)
+        if (g_filters[i].reply)
+            g_filters[i].reply(r);
+}
+
+/* An answer with an error may have changed state (an invalidated capture...); "not ready"
+ * changes nothing (CUDA: "not actually an error"; programs poll with cuStreamQuery /
+ * cuEventQuery), nor does a result the table names an answer of the call (answers=, e.g.
+ * slLoadImage's "send the bytes": the backend lacks an image, module.c). */
+static int changes_state(const Sluice__Wire__Call *c, const Sluice__Wire__Reply *r)
+{
+    if (r->failed_seq)
+        return 1;
+    const struct sl_call_info *ci = sl_call_lookup(c->call_id);
+    if (ci && ci->answers && r->result == ci->answers)
+        return 0;
+    return r->result != CUDA_SUCCESS && r->result != CUDA_ERROR_NOT_READY;
+}
+
+static void failed(uint32_t call_id, uint64_t seq_now)
+{
+    for (size_t i = 0; i < N_FILTERS; i++)
+        if (g_filters[i].failed)
+            g_filters[i].failed(call_id, seq_now);
+}
+
+void sl_fe_filters_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r, int memo,
+                            uint64_t seq_now)
+{
+    if (changes_state(call, r)) {
+        failed(call->call_id, seq_now);
+        return;
+    }
+    for (size_t i = 0; i < N_FILTERS; i++)
+        if (g_filters[i].answered)
+            g_filters[i].answered(call, r, memo);
+}
+
+void sl_fe_filters_answered_batch(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r,
+                                  uint64_t seq_now)
+{
+    if (changes_state(call, r)) /* an answer without an error teaches nothing of a batch */
+        failed(call->call_id, seq_now);
+}
+
+int sl_fe_filters_callback(uint64_t fn)
+{
+    for (size_t i = 0; i < N_FILTERS; i++)
+        if (g_filters[i].callback && g_filters[i].callback(fn))
+            return 1;
+    return 0;
+}
+
+void sl_fe_filters_session(void)
+{
+    for (size_t i = 0; i < N_FILTERS; i++)
+        if (g_filters[i].session)
+            g_filters[i].session();
+}
+
+void sl_fe_filters_reset(void)
+{
+    for (size_t i = 0; i < N_FILTERS; i++)
+        if (g_filters[i].reset)
+            g_filters[i].reset();
+}

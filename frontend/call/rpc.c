@@ -1,0 +1,397 @@
+/* The call layer's calls (docs/remoting.md "Synchronous and asynchronous calls"): seq
+ * numbers, the pending CallFrame, synchronous calls and batches, async calls and their
+ * back-pressure through slFence, deferred errors, and the stub runtime of
+ * sluice/stub_runtime.h.
+ *
+ * One mutex (the state's io, rpc_state.h) covers the pending frame (kept encoded: frame.c) and
+ * the channel. A thread making a synchronous call appends it to the pending frame, sends the
+ * frame and waits until its reply arrives (rpc_replies.c); when a frame of async calls leaves
+ * is the send window's (rpc_sender.c). Around every call the filters run in their one order
+ * (filters.c): answers given here, what is forgotten before a call leaves, what a reply
+ * brings. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "call/callbacks.h"
+#include "call/connection.h"
+#include "call/contexts.h"
+#include "call/filters.h"
+#include "call/frame.h"
+#include "call/notice.h"
+#include "call/rpc.h"
+#include "call/rpc_replies.h"
+#include "call/rpc_sender.h"
+#include "call/rpc_state.h"
+#include "call/rpc_stats.h"
+#include "component.h"
+#include "sluice/fe_calls.h"
+#include "sluice/log.h"
+#include "sluice/stub_runtime.h"
+#include "sluice/wire.h"
+
+#define SMALL_BULK ((size_t)64 << 10) /* async bulk up to this is copied and coalesced */
+
+/* Appends call (already given seq/context/bulk_length) to the pending frame. */
+static CUresult pending_append(const Sluice__Wire__Call *call)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    sl_error e;
+    if (sl_wire_check_call(call, NULL, &e)) {
+        sl_log(SL_LOG_ERR, SL_FE_COMPONENT, "refusing to send call %u: %s", call->call_id, e.msg);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    uint64_t t0 = rs->pf.calls ? rs->pend_t0_ns : sl_fe_now_ns();
+    if (sl_fe_frame_append(&rs->pf, call))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rs->pend_t0_ns = t0;
+    const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+    sl_fe_filters_appended(call, ci);
+    return CUDA_SUCCESS;
+}
+
+/* Queues slMappedWrite (mapped.c found bytes the program changed) with its bytes copied. */
+static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, size_t len)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    Sluice__Cuda__SlMappedWriteRequest req = SLUICE__CUDA__SL_MAPPED_WRITE_REQUEST__INIT;
+    req.dptr = dptr;
+    req.offset = offset;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    SL_FE_SET(slMappedWrite, &call, &req);
+    call.seq = ++rs->seq;
+    call.context = sl_fe_current_ctx_id();
+    call.bulk_length = len;
+    if (sl_fe_frame_reserve_bulk(&rs->pf, len)) {
+        rs->seq--;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = pending_append(&call);
+    if (rc != CUDA_SUCCESS) {
+        rs->seq--;
+        return rc;
+    }
+    sl_fe_frame_add_bulk(&rs->pf, data, len);
+    rs->inflight_calls++;
+    rs->inflight_bulk += len;
+    rs->inflight_seq = rs->seq;
+    return CUDA_SUCCESS;
+}
+
+/* A call's encoded arguments in hex, up to 24 bytes ("-" when they are longer than 64 or
+ * absent): debug logs, to tell which question a call asked. */
+static void args_hex(const Sluice__Wire__Call *call, char *out, size_t cap)
+{
+    uint8_t buf[64];
+    size_t n = 0;
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&sluice__wire__call__descriptor, call->args_case);
+    const ProtobufCMessage *rq = f && f->type == PROTOBUF_C_TYPE_MESSAGE
+                                     ? *(ProtobufCMessage *const *)((const char *)call + f->offset)
+                                     : NULL;
+    if (rq && protobuf_c_message_get_packed_size(rq) <= sizeof buf)
+        n = protobuf_c_message_pack(rq, buf);
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 3 <= cap; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%02x", buf[i]);
+    out[k] = 0;
+    if (!k && cap > 1)
+        snprintf(out, cap, "-");
+}
+
+/* ------------------------------------------------------------------ entry points */
+static CUresult begin(void)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    if (sl_fe_in_callback())
+        return CUDA_ERROR_NOT_PERMITTED;
+    for (;;) {
+        pthread_mutex_lock(&rs->io);
+        if (rs->attached)
+            break;
+        pthread_mutex_unlock(&rs->io);
+        CUresult rc = sl_fe_ensure_session();
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        pthread_mutex_lock(&rs->io);
+        if (!rs->attached) {
+            pthread_mutex_unlock(&rs->io);
+            return CUDA_ERROR_DEVICE_UNAVAILABLE;
+        }
+        break;
+    }
+    if (rs->dead) {
+        pthread_mutex_unlock(&rs->io);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    return CUDA_SUCCESS; /* the lock held */
+}
+
+static uint64_t bulk_total(const struct iovec *in, size_t n)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < n; i++)
+        t += in[i].iov_len;
+    return t;
+}
+
+static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
+                            size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+    uint32_t flags = ci ? ci->flags : 0;
+    int memo = (flags & SL_CALL_MEMO) && !n && !out;
+    if (!call->context)
+        call->context = sl_fe_current_ctx_id();
+    if (sl_fe_filters_answer(call, memo, rs->seq, reply)) { /* the memo or the idle streams */
+        rs->stats.memo_hits++;
+        return CUDA_SUCCESS;
+    }
+    /* the frame in flight first: waiting for it lets other threads append to the pending frame,
+     * which must not then hold a call whose bulk follows the frame (sl_fe_pending_send) */
+    CUresult rc = sl_fe_outbox_drain();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sl_fe_filters_before(call, flags, rs->seq);
+    if ((rc = sl_fe_filters_sync_out(mapped_emit)) != CUDA_SUCCESS)
+        return rc;
+    call->seq = ++rs->seq;
+    call->bulk_length = bulk_total(in, n);
+    rc = pending_append(call);
+    if (rc != CUDA_SUCCESS) {
+        rs->seq--;
+        return rc;
+    }
+    rc = sl_fe_pending_send(in, n);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct sl_fe_waiter w = {.seq = call->seq, .out = out, .out_cap = out_cap};
+    pthread_cond_t cv;
+    pthread_cond_init(&cv, NULL);
+    sl_fe_waiters_add(&w, 1, &cv);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = sl_fe_wait_replies(&w, 1, &cv); /* the lock released while waiting */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pthread_cond_destroy(&cv);
+    rs->stats.sync_calls++;
+    sl_fe_rpc_count_sync(call->call_id);
+    rs->stats.wait_ns +=
+        (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (out_len)
+        *out_len = w.out_len;
+    *reply = w.reply;
+    sl_fe_notice_reply(call->call_id, w.reply->result, w.reply->detail);
+    if (sl_log_enabled(SL_LOG_DEBUG)) {
+        const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+        char args[2 * 24 + 1];
+        args_hex(call, args, sizeof args);
+        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu ctx %llx args %s -> %d%s%s",
+               ci ? ci->name : "?", (unsigned long long)call->seq,
+               (unsigned long long)call->context, args, w.reply->result,
+               w.reply->detail && *w.reply->detail ? ": " : "",
+               w.reply->detail ? w.reply->detail : "");
+    }
+    if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
+        w.reply->result = CUDA_ERROR_INVALID_VALUE;
+    sl_fe_filters_answered(call, w.reply, memo, rs->seq);
+    return CUDA_SUCCESS;
+}
+
+CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
+                         size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    *reply = NULL;
+    if (n > 7)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = begin();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = call_locked(call, in, n, out, out_cap, out_len, reply);
+    pthread_mutex_unlock(&rs->io);
+    return rc;
+}
+
+CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *const *out,
+                          const size_t *out_cap, size_t *out_len, Sluice__Wire__Reply **replies)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    for (size_t i = 0; i < n && i < SL_FE_BATCH_MAX; i++)
+        replies[i] = NULL;
+    if (n == 0 || n > SL_FE_BATCH_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = begin();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct sl_fe_waiter ws[SL_FE_BATCH_MAX];
+    size_t k = 0;
+    if ((rc = sl_fe_outbox_drain()) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&rs->io);
+        return rc;
+    }
+    if ((rc = sl_fe_filters_sync_out(mapped_emit)) == CUDA_SUCCESS) {
+        for (; k < n; k++) {
+            const struct sl_call_info *ci = sl_call_lookup(calls[k]->call_id);
+            sl_fe_filters_before(calls[k], ci ? ci->flags : 0, rs->seq);
+            if (!calls[k]->context)
+                calls[k]->context = sl_fe_current_ctx_id();
+            calls[k]->seq = ++rs->seq;
+            calls[k]->bulk_length = 0;
+            if ((rc = pending_append(calls[k])) != CUDA_SUCCESS) {
+                rs->seq--;
+                break;
+            }
+            ws[k] =
+                (struct sl_fe_waiter){.seq = calls[k]->seq, .out = out[k], .out_cap = out_cap[k]};
+        }
+    }
+    /* what was appended is sent and answered, also when a later call could not be */
+    CUresult io = sl_fe_pending_send(NULL, 0);
+    pthread_cond_t cv;
+    pthread_cond_init(&cv, NULL);
+    if (io == CUDA_SUCCESS && k) {
+        sl_fe_waiters_add(ws, k, &cv);
+        io = sl_fe_wait_replies(ws, k, &cv);
+    }
+    pthread_cond_destroy(&cv);
+    rs->stats.sync_calls += k;
+    for (size_t i = 0; i < k; i++)
+        sl_fe_rpc_count_sync(calls[i]->call_id);
+    if (io != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&rs->io);
+        return io;
+    }
+    for (size_t i = 0; i < k; i++) {
+        if (ws[i].out_overflow && ws[i].reply->result == CUDA_SUCCESS)
+            ws[i].reply->result = CUDA_ERROR_INVALID_VALUE;
+        sl_fe_filters_answered_batch(calls[i], ws[i].reply, rs->seq);
+        out_len[i] = ws[i].out_len;
+        replies[i] = ws[i].reply;
+    }
+    pthread_mutex_unlock(&rs->io);
+    return rc;
+}
+
+CUresult sl_fe_call(Sluice__Wire__Call *call, Sluice__Wire__Reply **reply)
+{
+    return sl_fe_call_bulk(call, NULL, 0, NULL, 0, NULL, reply);
+}
+
+CUresult sl_fe_pod_out(CUresult rc, const ProtobufCBinaryData *pod, void *dst, size_t size)
+{
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pod || pod->len != size)
+        return CUDA_ERROR_UNKNOWN; /* not the answer this call has */
+    memcpy(dst, pod->data, size);
+    return CUDA_SUCCESS;
+}
+
+void sl_fe_reply_free(Sluice__Wire__Reply *reply)
+{
+    if (reply)
+        sl_wire_reply_free(reply);
+}
+
+/* slFence with the lock held. */
+static CUresult fence_locked(void)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    Sluice__Cuda__SlFenceRequest req = SLUICE__CUDA__SL_FENCE_REQUEST__INIT;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    SL_FE_SET(slFence, &call, &req);
+    Sluice__Wire__Reply *rep = NULL;
+    rs->stats.fences++;
+    CUresult rc = call_locked(&call, NULL, 0, NULL, 0, NULL, &rep);
+    if (rep) {
+        rc = (CUresult)rep->result;
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
+CUresult sl_fe_fence(void)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    CUresult rc = begin();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = fence_locked();
+    pthread_mutex_unlock(&rs->io);
+    return rc;
+}
+
+CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    if (n > 7)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = begin();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t blen = bulk_total(in, n);
+    int direct = blen > SMALL_BULK; /* its bulk follows the frame: the frame in flight first */
+    if (direct && (rc = sl_fe_outbox_drain()) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&rs->io);
+        return rc;
+    }
+    const struct sl_call_info *info = sl_call_lookup(call->call_id);
+    sl_fe_filters_before(call, info ? info->flags : 0, rs->seq);
+    if ((rc = sl_fe_filters_sync_out(mapped_emit)) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&rs->io);
+        return rc;
+    }
+    call->seq = ++rs->seq;
+    if (!call->context)
+        call->context = sl_fe_current_ctx_id();
+    call->bulk_length = blen;
+    if (!direct && blen) {
+        if (sl_fe_frame_reserve_bulk(&rs->pf, blen)) {
+            rs->seq--;
+            pthread_mutex_unlock(&rs->io);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    rc = pending_append(call);
+    if (rc != CUDA_SUCCESS) {
+        rs->seq--;
+        pthread_mutex_unlock(&rs->io);
+        return rc;
+    }
+    if (!direct) {
+        for (size_t i = 0; i < n; i++)
+            sl_fe_frame_add_bulk(&rs->pf, in[i].iov_base, in[i].iov_len);
+    }
+    rs->inflight_calls++;
+    rs->inflight_bulk += blen;
+    rs->inflight_seq = rs->seq;
+    rs->stats.async_calls++;
+    if (sl_log_enabled(SL_LOG_DEBUG)) {
+        const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+        char args[2 * 24 + 1];
+        args_hex(call, args, sizeof args);
+        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu args %s%s queued (async)",
+               ci ? ci->name : "?", (unsigned long long)call->seq, args,
+               call->per_thread_stream ? " ptsz" : "");
+    }
+    if (direct)
+        rc = sl_fe_pending_send(in, n); /* the guest's buffer is encrypted before send returns */
+    else
+        rc = sl_fe_frame_queued(); /* the send window decides */
+    if (rc == CUDA_SUCCESS && (rs->inflight_calls >= rs->lim.inflight_calls ||
+                               rs->inflight_bulk >= rs->lim.inflight_bulk))
+        rc = fence_locked();
+    pthread_mutex_unlock(&rs->io);
+    return rc;
+}
+
+CUresult sl_fe_enqueue_async(Sluice__Wire__Call *call)
+{
+    return sl_fe_enqueue_async_bulk(call, NULL, 0);
+}

@@ -1,0 +1,107 @@
+// A blocking call of one thread never delays another thread's calls (the driver's semantics,
+// issue 18's head-of-line case): while thread A waits in cuStreamSynchronize on a long kernel,
+// the main thread's query of that stream answers CUDA_ERROR_NOT_READY at once, and a sync of an
+// idle stream, an allocation and a launch + sync on a third stream all return while A still
+// waits. No timing thresholds: "while A still waits" is checked with a flag A sets when its
+// synchronize returns (the kernel runs 1.5 s; on the driver double that is simulated time).
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cuda.h>
+#include <thread>
+
+#include "common.cuh"
+
+__global__ void spin(long long cycles, unsigned long long *ns)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        unsigned long long t0, t1;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        long long start = clock64();
+        while (clock64() - start < cycles) {
+        }
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+        *ns += t1 - t0;
+    }
+}
+
+__global__ void empty_kernel() {}
+
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            std::printf("FAIL %s:%d: %s -> %d\n", __FILE__, __LINE__, #call, (int)r_);            \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+int main()
+{
+    int khz = 0;
+    CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    const long long cycles = (long long)khz * 1500; /* 1.5 s */
+    cudaStream_t busy, idle, other;
+    CHECK(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&idle, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+    unsigned long long *ns;
+    CHECK(cudaMalloc(&ns, sizeof *ns));
+    CHECK(cudaMemset(ns, 0, sizeof *ns));
+    empty_kernel<<<1, 1, 0, other>>>(); /* modules loaded before the clock matters */
+    CHECK(cudaDeviceSynchronize());
+    CUcontext ctx;
+    CU(cuCtxGetCurrent(&ctx));
+
+    std::atomic<int> state{0}; /* 1: A is about to wait, 2: its synchronize returned */
+    CUresult a_rc = CUDA_ERROR_UNKNOWN;
+    std::thread a([&] {
+        cuCtxSetCurrent(ctx);
+        spin<<<1, 1, 0, busy>>>(cycles, ns);
+        state = 1;
+        a_rc = cuStreamSynchronize((CUstream)busy);
+        state = 2;
+    });
+    while (state.load() == 0)
+        std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* A is inside its wait */
+
+    CUresult q = cuStreamQuery((CUstream)busy);
+    int query_during = state.load() == 1;
+    CU(cuStreamSynchronize((CUstream)idle));
+    int idle_during = state.load() == 1;
+    CUdeviceptr p;
+    CU(cuMemAlloc(&p, 1 << 20));
+    int alloc_during = state.load() == 1;
+    empty_kernel<<<1, 1, 0, other>>>();
+    CU(cuStreamSynchronize((CUstream)other));
+    int launch_during = state.load() == 1;
+    a.join();
+    CU(cuMemFree(p));
+
+    int bad = 0;
+    if (q != CUDA_ERROR_NOT_READY) {
+        std::printf("FAIL the busy stream's query answered %d, not CUDA_ERROR_NOT_READY\n", (int)q);
+        bad = 1;
+    }
+    const char *what[] = {"the query", "the idle stream's sync", "the allocation",
+                          "the launch + sync on another stream"};
+    int during[] = {query_during, idle_during, alloc_during, launch_during};
+    for (int i = 0; i < 4; i++)
+        if (!during[i]) {
+            std::printf("FAIL %s waited for the other thread's synchronize\n", what[i]);
+            bad = 1;
+        }
+    if (a_rc != CUDA_SUCCESS) {
+        std::printf("FAIL the waiting thread's synchronize answered %d\n", (int)a_rc);
+        bad = 1;
+    }
+    CHECK(cudaFree(ns));
+    CHECK(cudaStreamDestroy(busy));
+    CHECK(cudaStreamDestroy(idle));
+    CHECK(cudaStreamDestroy(other));
+    if (bad)
+        return 1;
+    std::printf("PASS concurrent_threads: a blocking call of one thread delays no other thread\n");
+    return 0;
+}

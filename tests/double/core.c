@@ -1,0 +1,242 @@
+/* libsluice-driver-double.so: a test double of the CUDA driver (libcuda.so.1) for the end-to-end
+ * tests without a GPU. TEST DOUBLE, NEVER A GPU RESULT: "device" memory is host memory, kernels
+ * are host implementations looked up by mangled name (kernels.c), execution is synchronous.
+ * It exports the real ABI (cuda.h is included with __CUDA_API_VERSION_INTERNAL, so every
+ * definition is checked against the real declaration of its versioned symbol) for the calls
+ * sluice-backend needs to run tests/cuda/, one file per API family (README.md); everything else
+ * is simply absent. Every handle and device pointer is checked against the double's own tables
+ * first, so a bad one gives an error, never a crash. Environment: SLUICE_DOUBLE_MEM_MIB (device
+ * memory, 4096).
+ *
+ * Here: those tables (every object it handed out, every allocation), its one lock and the
+ * initialization cuInit asks for. */
+#include "core.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool initialized;
+
+static void **objs;
+
+static size_t nobjs, capobjs;
+
+static struct dbl_alloc *allocs;
+
+static size_t nallocs, capallocs;
+
+static size_t mem_total, mem_used;
+
+void obj_add(void *o)
+{
+    if (nobjs == capobjs) {
+        size_t cap = capobjs ? capobjs * 2 : 64;
+        void **n = realloc(objs, cap * sizeof *n);
+        if (!n)
+            abort();
+        objs = n;
+        capobjs = cap;
+    }
+    objs[nobjs++] = o;
+}
+
+void obj_del(void *o)
+{
+    for (size_t i = 0; i < nobjs; i++)
+        if (objs[i] == o) {
+            objs[i] = objs[--nobjs];
+            return;
+        }
+}
+
+void *obj_get(const void *p, enum dbl_kind kind)
+{
+    if (!p)
+        return NULL;
+    for (size_t i = 0; i < nobjs; i++)
+        if (objs[i] == p)
+            return ((struct dbl_obj *)objs[i])->kind == kind ? objs[i] : NULL;
+    return NULL;
+}
+
+struct dbl_alloc *alloc_find(uintptr_t p, size_t len)
+{
+    for (size_t i = 0; i < nallocs; i++) {
+        struct dbl_alloc *a = &allocs[i];
+        if (p >= a->base && p - a->base <= a->size && len <= a->size - (p - a->base))
+            return a;
+    }
+    return NULL;
+}
+
+CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx, uintptr_t *out)
+{
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t rounded = (size + 255) & ~(size_t)255;
+    if (rounded < size)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (kind != A_HOST && rounded > mem_total - mem_used)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = aligned_alloc(256, rounded);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(p, 0, rounded);
+    if (nallocs == capallocs) {
+        size_t cap = capallocs ? capallocs * 2 : 64;
+        struct dbl_alloc *n = realloc(allocs, cap * sizeof *n);
+        if (!n) {
+            free(p);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        allocs = n;
+        capallocs = cap;
+    }
+    allocs[nallocs++] = (struct dbl_alloc){(uintptr_t)p, size, kind, ctx};
+    if (kind != A_HOST)
+        mem_used += rounded;
+    *out = (uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+void alloc_release(size_t i)
+{
+    if (allocs[i].kind != A_HOST && allocs[i].kind != A_REGISTERED)
+        mem_used -= (allocs[i].size + 255) & ~(size_t)255;
+    if (allocs[i].kind != A_REGISTERED)
+        free((void *)allocs[i].base);
+    allocs[i] = allocs[--nallocs];
+}
+
+CUresult alloc_free(uintptr_t p, enum alloc_kind kind)
+{
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].base == p && allocs[i].kind == kind) {
+            alloc_release(i);
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+void image_free(struct dbl_image *img)
+{
+    for (size_t i = 0; i < dbl_global_count; i++)
+        if (img->globals[i])
+            alloc_free(img->globals[i], A_GLOBAL);
+    for (size_t i = 0; i < dbl_kernel_count; i++)
+        if (img->funcs[i]) {
+            obj_del(img->funcs[i]);
+            free(img->funcs[i]);
+        }
+    free(img->globals);
+    free(img->funcs);
+    free(img->present);
+    obj_del(img);
+    free(img);
+}
+
+void ctx_drop_resources(struct dbl_ctx *c)
+{
+    alloc_release_owner(c);
+    for (size_t i = 0; i < nobjs;) {
+        struct dbl_obj *o = objs[i];
+        if (o != (void *)c && o->ctx == c && o->kind != K_FUNC) {
+            if (o->kind == K_IMAGE)
+                image_free((struct dbl_image *)o);
+            else {
+                obj_del(o);
+                free(o);
+            }
+            i = 0;
+        } else {
+            i++;
+        }
+    }
+    c->sticky = CUDA_SUCCESS;
+}
+
+/* The non-host allocation with p inside it, or NULL (cuMemGetAddressRange). */
+const struct dbl_alloc *alloc_containing(uintptr_t p)
+{
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].kind != A_HOST && p >= allocs[i].base && p - allocs[i].base < allocs[i].size)
+            return &allocs[i];
+    return NULL;
+}
+
+/* An entry for memory that is not the double's own (registered host memory, VMM mappings). */
+CUresult alloc_add(uintptr_t base, size_t size, enum alloc_kind kind, struct dbl_ctx *ctx)
+{
+    if (nallocs == capallocs) {
+        size_t cap = capallocs ? capallocs * 2 : 64;
+        struct dbl_alloc *na = realloc(allocs, cap * sizeof *na);
+        if (!na)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        allocs = na;
+        capallocs = cap;
+    }
+    allocs[nallocs++] = (struct dbl_alloc){base, size, kind, ctx};
+    return CUDA_SUCCESS;
+}
+
+/* Releases every allocation entry of owner ctx. */
+void alloc_release_owner(struct dbl_ctx *ctx)
+{
+    for (size_t i = 0; i < nallocs;)
+        if (allocs[i].ctx == ctx)
+            alloc_release(i);
+        else
+            i++;
+}
+
+size_t obj_count(void)
+{
+    return nobjs;
+}
+
+void *obj_at(size_t i)
+{
+    return objs[i];
+}
+
+void dbl_lock(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+void dbl_unlock(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+bool dbl_initialized(void)
+{
+    return initialized;
+}
+
+/* cuInit: the device memory bound (SLUICE_DOUBLE_MEM_MIB), once. */
+void dbl_init(void)
+{
+    pthread_mutex_lock(&lock);
+    if (!initialized) {
+        const char *mib = getenv("SLUICE_DOUBLE_MEM_MIB");
+        size_t m = mib ? strtoull(mib, NULL, 10) : 4096;
+        mem_total = (m ? m : 4096) << 20;
+        initialized = true;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+size_t dbl_mem_total(void)
+{
+    return mem_total;
+}
+
+size_t dbl_mem_used(void)
+{
+    return mem_used;
+}

@@ -1,0 +1,276 @@
+/* Memory pools and stream-ordered allocation: bookkeeping over ordinary allocations.
+ * TEST DOUBLE: never a GPU result (README.md). */
+#include "core.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "context.h"
+#include "copy.h"
+
+/* A pool is bookkeeping: its allocations are ordinary allocations (execution is synchronous,
+ * so "stream order" is call order). Attributes are stored and answered back; the used-memory
+ * counters follow the pool's allocations. */
+struct dbl_pool {
+    struct dbl_obj hdr;
+    cuuint64_t threshold, used, used_high;
+    int reuse[3];
+};
+
+static struct dbl_pool default_pool, *current_pool;
+
+static bool default_pool_made;
+
+static struct dbl_pool *pool_default(void)
+{
+    if (!default_pool_made) {
+        default_pool.hdr.kind = K_POOL;
+        default_pool.reuse[0] = default_pool.reuse[1] = default_pool.reuse[2] = 1;
+        obj_add(&default_pool);
+        default_pool_made = true;
+    }
+    return &default_pool;
+}
+
+/* Which pool an allocation came from (base -> pool), so frees update the counters. */
+struct dbl_pool_alloc {
+    uintptr_t base;
+    size_t size;
+    struct dbl_pool *pool;
+};
+
+static struct dbl_pool_alloc *pallocs;
+
+static size_t npallocs, cappallocs;
+
+static CUresult dev_check(CUdevice dev)
+{
+    if (!dbl_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    dbl_lock();
+    CUresult rc = dev_check(dev);
+    if (!rc && !pool_out)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *pool_out = (CUmemoryPool)pool_default();
+    dbl_unlock();
+    return rc;
+}
+
+EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    dbl_lock();
+    CUresult rc = dev_check(dev);
+    if (!rc && !pool)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *pool = (CUmemoryPool)(current_pool ? current_pool : pool_default());
+    dbl_unlock();
+    return rc;
+}
+
+EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    dbl_lock();
+    CUresult rc = dev_check(dev);
+    if (!rc && !obj_get(pool, K_POOL))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    if (!rc)
+        current_pool = (struct dbl_pool *)pool;
+    dbl_unlock();
+    return rc;
+}
+
+static CUresult pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    if (!dbl_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->hdr.kind = K_POOL;
+    p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
+    obj_add(p);
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    LOCKED(pool_create(pool, poolProps));
+}
+
+static CUresult pool_destroy(CUmemoryPool pool)
+{
+    struct dbl_pool *p = obj_get(pool, K_POOL);
+    if (!p || p == &default_pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < npallocs;) /* the driver frees what is left in it */
+        if (pallocs[i].pool == p) {
+            alloc_free(pallocs[i].base, A_DEVICE);
+            pallocs[i] = pallocs[--npallocs];
+        } else {
+            i++;
+        }
+    if (current_pool == p)
+        current_pool = NULL;
+    obj_del(p);
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    LOCKED(pool_destroy(pool));
+}
+
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    (void)minBytesToKeep;
+    LOCKED(obj_get(pool, K_POOL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+}
+
+static CUresult pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value, int set)
+{
+    struct dbl_pool *p = obj_get(pool, K_POOL);
+    if (!p || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: {
+        int *r = &p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+        if (set)
+            *r = *(int *)value != 0;
+        else
+            *(int *)value = *r;
+        return CUDA_SUCCESS;
+    }
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        if (set)
+            p->threshold = *(cuuint64_t *)value;
+        else
+            *(cuuint64_t *)value = p->threshold;
+        return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        if (set)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(cuuint64_t *)value = p->used;
+        return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        if (set) { /* only 0 may be set: resets the high watermark */
+            if (*(cuuint64_t *)value != 0)
+                return CUDA_ERROR_INVALID_VALUE;
+            p->used_high = p->used;
+        } else {
+            *(cuuint64_t *)value = p->used_high;
+        }
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    LOCKED(pool_attr(pool, attr, value, 1));
+}
+
+EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    LOCKED(pool_attr(pool, attr, value, 0));
+}
+
+EXPORT CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
+                                   CUmemLocation *location)
+{
+    dbl_lock();
+    CUresult rc = obj_get(memPool, K_POOL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!rc &&
+        (!flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE || location->id != 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    dbl_unlock();
+    return rc;
+}
+
+static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, struct dbl_pool *p, CUstream s)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if ((rc = check_stream(s)))
+        return rc;
+    if (!dptr || !p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (npallocs == cappallocs) {
+        size_t cap = cappallocs ? cappallocs * 2 : 64;
+        struct dbl_pool_alloc *n = realloc(pallocs, cap * sizeof *n);
+        if (!n)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        pallocs = n;
+        cappallocs = cap;
+    }
+    uintptr_t out;
+    if ((rc = alloc_new(size, A_DEVICE, c, &out)))
+        return rc;
+    pallocs[npallocs++] = (struct dbl_pool_alloc){out, size, p};
+    p->used += size;
+    if (p->used > p->used_high)
+        p->used_high = p->used;
+    *dptr = (CUdeviceptr)out;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    dbl_lock();
+    struct dbl_pool *p = dbl_initialized() ? (current_pool ? current_pool : pool_default()) : NULL;
+    CUresult rc = p ? alloc_from_pool(dptr, bytesize, p, hStream) : CUDA_ERROR_NOT_INITIALIZED;
+    dbl_unlock();
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                        CUstream hStream)
+{
+    dbl_lock();
+    struct dbl_pool *p = obj_get(pool, K_POOL);
+    CUresult rc = p ? alloc_from_pool(dptr, bytesize, p, hStream) : CUDA_ERROR_INVALID_VALUE;
+    dbl_unlock();
+    return rc;
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream s)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    if ((rc = check_stream(s)))
+        return rc;
+    for (size_t i = 0; i < npallocs; i++)
+        if (pallocs[i].base == (uintptr_t)dptr) {
+            pallocs[i].pool->used -= pallocs[i].size;
+            pallocs[i] = pallocs[--npallocs];
+            break;
+        }
+    return alloc_free((uintptr_t)dptr, A_DEVICE);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    LOCKED(free_async(dptr, hStream));
+}
