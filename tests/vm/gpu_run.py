@@ -182,13 +182,14 @@ class Run:
     # ------------------------------------------------------------------ the guest
 
     def steps(self):
+        """The programs first (their pass or fail is the result that must come back), then the
+        floors, then the bench (the longest under TCG), within the guest's --timeout."""
         names = e2e.PROGRAMS if self.a.programs == "all" else self.a.programs.split(",")
-        s = [("bench", guest_job.program("sluice-bench-cuda")),
-             ("floors", f"{guest_job.program('sluice-vm-floors')} client "
-                        f"{self.host_ip if self.mode == 'tap' else '10.0.2.2'} {FLOORS_PORT}")]
-        for p in names:
-            for rt in ("static", "shared"):
-                s.append((f"{p}.{rt}", guest_job.program(f"{p}.{rt}")))
+        s = [(f"{p}.{rt}", guest_job.program(f"{p}.{rt}")) for p in names
+             for rt in ("static", "shared")]
+        s.append(("floors", f"{guest_job.program('sluice-vm-floors')} client "
+                            f"{self.host_ip if self.mode == 'tap' else '10.0.2.2'} {FLOORS_PORT}"))
+        s.append(("bench", guest_job.program("sluice-bench-cuda")))
         return s
 
     def progs_disk(self):
