@@ -50,6 +50,27 @@ static sl_code path(const where *w, const char *v, char *dst, sl_error *e)
     return sl_conf_str(w, v, dst, AG_PATH_MAX, e);
 }
 
+/* One or more tcp://HOST:PORT, comma-separated (several registries: any of them serves). */
+static sl_code endpoints(const where *w, const char *v, char *dst, size_t cap, sl_error *e)
+{
+    size_t count = 0;
+    for (const char *p = v; *p;) {
+        p += strspn(p, " ");
+        size_t n = strcspn(p, ",");
+        while (n && p[n - 1] == ' ')
+            n--;
+        const char *colon = n > 6 ? memchr(p + 6, ':', n - 6) : NULL;
+        if (n < 8 || strncmp(p, "tcp://", 6) || !colon || colon + 1 == p + n)
+            return sl_conf_bad(w, e, "expected tcp://HOST:PORT, or several comma-separated");
+        if (++count > 8)
+            return sl_conf_bad(w, e, "at most 8 endpoints");
+        p += strcspn(p, ",");
+        if (*p == ',' && !*++p)
+            return sl_conf_bad(w, e, "trailing comma");
+    }
+    return sl_conf_str(w, v, dst, cap, e);
+}
+
 static sl_code num(const where *w, const char *v, long lo, long hi, int *out, sl_error *e)
 {
     long long n;
@@ -146,11 +167,8 @@ static sl_code set_key(const where *w, const char *k, const char *v, ag_config *
         return path(w, v, c->driver_path, e);
     if (!strcmp(k, "token_public_key"))
         return path(w, v, c->token_public_key, e);
-    if (!strcmp(k, "registry_endpoint")) {
-        if (strncmp(v, "tcp://", 6) || !strchr(v + 6, ':'))
-            return sl_conf_bad(w, e, "expected tcp://HOST:PORT");
-        return sl_conf_str(w, v, c->registry_endpoint, sizeof c->registry_endpoint, e);
-    }
+    if (!strcmp(k, "registry_endpoint"))
+        return endpoints(w, v, c->registry_endpoint, sizeof c->registry_endpoint, e);
     if (!strcmp(k, "registry_ca"))
         return path(w, v, c->registry_ca, e);
     if (!strcmp(k, "registry_cert"))
@@ -183,6 +201,8 @@ static sl_code set_key(const where *w, const char *k, const char *v, ag_config *
         return num(w, v, 0, 100000, &c->backend_spin_us, e);
     if (!strcmp(k, "usage_db"))
         return path(w, v, c->usage_db, e);
+    if (!strcmp(k, "usage_retention_days"))
+        return num(w, v, 0, 36500, &c->usage_retention_days, e);
     if (!strcmp(k, "metrics_listen")) {
         if (!*v || !strcmp(v, "off")) {
             c->metrics_addr[0] = '\0';

@@ -25,7 +25,7 @@ typedef struct ag_config {
     char backend_path[AG_PATH_MAX];
     char driver_path[AG_PATH_MAX];
     char token_public_key[AG_PATH_MAX]; /* nova-hook's Ed25519 public key (PEM) */
-    char registry_endpoint[256];        /* tcp://HOST:PORT; "" = no reporting */
+    char registry_endpoint[1024];       /* tcp://HOST:PORT[, tcp://...]; "" = no reporting */
     char registry_ca[AG_PATH_MAX], registry_cert[AG_PATH_MAX], registry_key[AG_PATH_MAX];
     int registry_slots; /* AgentInfo.slots_total, 0..4096 */
     /* enrollment (agent/enroll.h) and the host CA (agent/ca.h) */
@@ -41,6 +41,7 @@ typedef struct ag_config {
     int backend_spin_us;           /* backends' --spin-us, 0..100000; -1 = the backend's default */
     /* usage accounting (docs/usage.md) */
     char usage_db[AG_PATH_MAX + 16]; /* "" in the file: STATE_DIR/usage.db (set by the parser) */
+    int usage_retention_days;        /* 0: keep usage records and lifetimes forever */
     char metrics_addr[64];           /* metrics_listen: IP literal; "" = no /metrics endpoint */
     int metrics_port;
     ag_policy policy;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <openssl/evp.h>
@@ -31,7 +32,8 @@ struct ag_enroll {
     char **names;
     ag_ca *ca;
     ag_enroll_env env;
-    sl_token_key *tkey;
+    sl_token_keyset *tkeys;
+    struct timespec tkeys_mtime; /* of token_key_file when it was loaded */
     ag_replay *replay;
     ag_ratelimit *rl;
     sl_server *srv;
@@ -158,6 +160,42 @@ static sl_code bind_server(ag_enroll *en, sl_error *e)
     return SL_OK;
 }
 
+/* "K1, K2 and K3" for the log. */
+static void describe_keys(const sl_token_keyset *ks, char *out, size_t cap)
+{
+    size_t n = sl_token_keyset_count(ks), len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? ", " : "",
+                                sl_token_key_id(sl_token_keyset_key(ks, i)));
+}
+
+/* The token keys are loaded again when their file (or directory) changed: a key rotation's
+ * public keys copied in; on failure the keys loaded before stay. */
+static void refresh_keys(ag_enroll *en)
+{
+    struct stat st;
+    if (en->o.token_key_pem || !en->o.token_key_file || stat(en->o.token_key_file, &st) != 0 ||
+        (st.st_mtim.tv_sec == en->tkeys_mtime.tv_sec &&
+         st.st_mtim.tv_nsec == en->tkeys_mtime.tv_nsec))
+        return;
+    en->tkeys_mtime = st.st_mtim;
+    sl_token_keyset *fresh;
+    sl_error e;
+    if (sl_token_keyset_load(en->o.token_key_file, &fresh, &e) != SL_OK) {
+        sl_log(SL_LOG_ERR, COMPONENT,
+               "token keys changed but are unusable, verifying with the "
+               "keys loaded before: %s",
+               e.msg);
+        return;
+    }
+    sl_token_keyset_free(en->tkeys);
+    en->tkeys = fresh;
+    char kids[256];
+    describe_keys(fresh, kids, sizeof kids);
+    sl_log(SL_LOG_NOTICE, COMPONENT, "token keys reloaded from %s: %s", en->o.token_key_file, kids);
+}
+
 sl_code ag_enroll_open(const ag_enroll_opts *o, ag_ca *ca, const ag_enroll_env *env,
                        ag_enroll **out, sl_error *e)
 {
@@ -201,10 +239,13 @@ sl_code ag_enroll_open(const ag_enroll_opts *o, ag_ca *ca, const ag_enroll_env *
             rc = sl_fail(e, SL_ERR_INVALID, "bad server name %zu", i);
     en->o.server_names = NULL; /* the copies in en->names are used */
     if (rc == SL_OK) {
+        struct stat st;
         if (o->token_key_pem)
-            rc = sl_token_key_from_pem(o->token_key_pem, strlen(o->token_key_pem), &en->tkey, e);
-        else
-            rc = sl_token_key_load(o->token_key_file, &en->tkey, e);
+            rc = sl_token_keyset_from_pem(o->token_key_pem, strlen(o->token_key_pem),
+                                          "token_key_pem", &en->tkeys, e);
+        else if ((rc = sl_token_keyset_load(o->token_key_file, &en->tkeys, e)) == SL_OK &&
+                 stat(o->token_key_file, &st) == 0)
+            en->tkeys_mtime = st.st_mtim;
     }
     if (rc == SL_OK)
         rc = ag_replay_open(o->replay_db, en->o.token_skew_s, &en->replay, e);
@@ -216,8 +257,10 @@ sl_code ag_enroll_open(const ag_enroll_opts *o, ag_ca *ca, const ag_enroll_env *
         ag_enroll_close(en);
         return rc;
     }
-    sl_log(SL_LOG_NOTICE, COMPONENT, "enrollment open on %s (token key %s, skew %d s)",
-           sl_server_endpoint(en->srv), sl_token_key_id(en->tkey), en->o.token_skew_s);
+    char kids[256];
+    describe_keys(en->tkeys, kids, sizeof kids);
+    sl_log(SL_LOG_NOTICE, COMPONENT, "enrollment open on %s (token keys %s, skew %d s)",
+           sl_server_endpoint(en->srv), kids, en->o.token_skew_s);
     *out = en;
     return SL_OK;
 }
@@ -229,7 +272,7 @@ void ag_enroll_close(ag_enroll *en)
     sl_server_close(en->srv);
     ag_ratelimit_free(en->rl);
     ag_replay_close(en->replay);
-    sl_token_key_free(en->tkey);
+    sl_token_keyset_free(en->tkeys);
     if (en->names)
         for (size_t i = 0; i < en->o.n_server_names; i++)
             free(en->names[i]);
@@ -350,9 +393,10 @@ static int decide(ag_enroll *en, const char *addr, const void *msg, size_t len, 
     sl_token_claims c;
     memset(&c, 0, sizeof c);
     sl_token_verify_opts vo = {.issuer = en->o.token_issuer, .skew = en->o.token_skew_s};
+    refresh_keys(en);
     if (!q->token || !*q->token) {
         st = refuse(v, S(BAD_TOKEN), 1, "request carries no token");
-    } else if (sl_token_verify(en->tkey, q->token, &vo, &c, &err) != SL_OK) {
+    } else if (sl_token_verify_keyset(en->tkeys, q->token, &vo, &c, &err) != SL_OK) {
         sl_token_claims u;
         if (sl_token_decode_unverified(q->token, &u, NULL) == SL_OK)
             snprintf(who, who_n, " (unverified sub %.64s)", u.sub);

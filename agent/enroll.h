@@ -45,11 +45,13 @@ typedef struct ag_enroll_opts {
      * addresses or names guests dial (the host part of nova-hook's enroll_endpoint). */
     const char *const *server_names;
     size_t n_server_names;
-    const char *token_key_file; /* nova-hook's Ed25519 public key, PEM */
-    const char *token_key_pem;  /* or the PEM itself (wins) */
-    const char *token_issuer;   /* required iss claim; NULL: any */
-    int token_skew_s;           /* allowed clock skew, 0..300; 0: 60; -1: none */
-    const char *replay_db;      /* SQLite file of used token ids, e.g. /var/lib/sluice/... */
+    /* nova-hook's Ed25519 public keys: a PEM file of one or more keys, or a directory of them
+     * (sl_token_keyset_load); loaded again when it changes (a key rotation) */
+    const char *token_key_file;
+    const char *token_key_pem; /* or the PEM itself (wins) */
+    const char *token_issuer;  /* required iss claim; NULL: any */
+    int token_skew_s;          /* allowed clock skew, 0..300; 0: 60; -1: none */
+    const char *replay_db;     /* SQLite file of used token ids, e.g. /var/lib/sluice/... */
     ag_ratelimit_opts ratelimit;
     size_t max_request;       /* 0: AG_ENROLL_MAX_REQUEST */
     int handshake_timeout_ms; /* 0: 5000 */

@@ -266,8 +266,13 @@ int main(int argc, char **argv)
         return shut(&run, 1);
     }
     ag_core *core = run.core;
-    ag_usage_opts uo = {run.store, run.metrics, ag_core_instances(core),
-                        rep ? on_usage_stored : NULL, rep};
+    ag_usage_opts uo = {run.store,
+                        run.metrics,
+                        ag_core_instances(core),
+                        rep ? on_usage_stored : NULL,
+                        rep,
+                        cfg.usage_retention_days,
+                        rep != NULL};
     if (ag_usage_new(&uo, &run.usage, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, COMPONENT, "usage_db %s: %s", cfg.usage_db, e.msg);
         return shut(&run, 1);

@@ -26,7 +26,10 @@ typedef struct entry {
 } entry;
 
 struct ag_report {
-    char endpoint[256], ca[512], cert[512], key[512];
+    char endpoints[AG_REPORT_MAX_ENDPOINTS][256];
+    size_t n_endpoints, cur; /* the one in use (or tried next) */
+    const char *endpoint;    /* endpoints[cur] */
+    char ca[512], cert[512], key[512];
     char host[64], enroll[256], version[64];
     char *ca_pem;
     ag_gpu *gpus;
@@ -339,6 +342,14 @@ static int push_usage(ag_report *r, nh_regclient *c, char *why, size_t n)
     return res;
 }
 
+/* Moves to the next endpoint of the list; returns its position (0: a round is over). */
+static size_t next_endpoint(ag_report *r)
+{
+    r->cur = (r->cur + 1) % r->n_endpoints;
+    r->endpoint = r->endpoints[r->cur];
+    return r->cur;
+}
+
 /* Waits (lock held) until stop, until ms passed, or, with any_dirty, until an entry is dirty
  * or usage records are due. */
 static void wait_for(ag_report *r, int ms, int any_dirty)
@@ -394,15 +405,21 @@ static void *run(void *arg)
             }
             pthread_mutex_lock(&r->mu);
             if (!c) {
-                if (!down_logged || strcmp(why, last_why))
+                if (r->n_endpoints > 1)
+                    sl_log(SL_LOG_WARNING, COMPONENT,
+                           "registry %s: %s; trying the next registry endpoint", r->endpoint, why);
+                else if (!down_logged || strcmp(why, last_why))
                     sl_log(SL_LOG_WARNING, COMPONENT,
                            "registry %s: %s; retrying (backoff up to %d s)", r->endpoint, why,
                            r->retry_max_ms / 1000);
                 down_logged = 1;
                 snprintf(last_why, sizeof last_why, "%s", why);
                 r->st.connected = 0;
-                wait_for(r, backoff, 0);
-                backoff = backoff * 2 > r->retry_max_ms ? r->retry_max_ms : backoff * 2;
+                /* the next endpoint at once; a pause once every one of them failed */
+                if (next_endpoint(r) == 0) {
+                    wait_for(r, backoff, 0);
+                    backoff = backoff * 2 > r->retry_max_ms ? r->retry_max_ms : backoff * 2;
+                }
                 continue;
             }
             backoff = 1000, down_logged = 0, last_why[0] = '\0';
@@ -462,8 +479,9 @@ static void *run(void *arg)
         }
         last_io = mono_ms();
         if (res < 0) {
-            sl_log(SL_LOG_WARNING, COMPONENT, "registry %s: session lost: %s; reconnecting",
-                   r->endpoint, why);
+            sl_log(SL_LOG_WARNING, COMPONENT, "registry %s: session lost: %s; reconnecting%s",
+                   r->endpoint, why, r->n_endpoints > 1 ? " to the next registry endpoint" : "");
+            next_endpoint(r);
             down_logged = 1;
             snprintf(last_why, sizeof last_why, "%s", why);
             r->st.connected = 0;
@@ -513,7 +531,23 @@ sl_code ag_report_start(const ag_report_opts *o, ag_report **out, sl_error *e)
     ag_report *r = calloc(1, sizeof *r);
     if (!r)
         return sl_fail(e, SL_ERR_NOMEM, "out of memory");
-    snprintf(r->endpoint, sizeof r->endpoint, "%s", o->endpoint);
+    for (const char *p = o->endpoint; *p;) {
+        size_t n = strcspn(p, ", ");
+        if (n && (n >= sizeof r->endpoints[0] || r->n_endpoints == AG_REPORT_MAX_ENDPOINTS)) {
+            free(r);
+            return sl_fail(e, SL_ERR_INVALID,
+                           "registry: at most %d endpoints of at most 255 bytes each",
+                           AG_REPORT_MAX_ENDPOINTS);
+        }
+        if (n)
+            snprintf(r->endpoints[r->n_endpoints++], sizeof r->endpoints[0], "%.*s", (int)n, p);
+        p += n + (p[n] != '\0');
+    }
+    if (!r->n_endpoints) {
+        free(r);
+        return sl_fail(e, SL_ERR_INVALID, "registry: no endpoint");
+    }
+    r->endpoint = r->endpoints[0];
     snprintf(r->ca, sizeof r->ca, "%s", o->ca_file);
     snprintf(r->cert, sizeof r->cert, "%s", o->cert_file);
     snprintf(r->key, sizeof r->key, "%s", o->key_file);

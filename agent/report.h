@@ -7,7 +7,10 @@
  * placements it believes current and a "dirty" mark per instance; it connects (backoff 1 s
  * doubling to retry_max), sends register, then places every current instance again (requests are
  * idempotent on the registry side) and any removal not yet acknowledged, then whatever becomes
- * dirty later; a timeout or a channel error drops the session and starts over. Refusals are logged
+ * dirty later; a timeout or a channel error drops the session and starts over, with the next
+ * endpoint when several are given (several nova-hooks on a shared database, docs/nova-hook.md:
+ * any of them takes any request); a pause (backoff) only once all of them failed in a row.
+ * Refusals are logged
  * and not retried (except "not registered", which re-registers). Log lines: one per change of
  * the connection state (connected / unreachable with the reason), not per attempt.
  *
@@ -28,8 +31,11 @@
 
 typedef struct ag_report ag_report;
 
+#define AG_REPORT_MAX_ENDPOINTS 8
+
 typedef struct ag_report_opts {
-    const char *endpoint; /* tcp://HOST:PORT of sluice-novahook's registry_listen */
+    /* tcp://HOST:PORT of sluice-novahook's registry_listen, or several, comma-separated */
+    const char *endpoint;
     const char *ca_file, *cert_file, *key_file; /* cert: CN = host name, OU = sluice-agent */
     const char *host;            /* NULL: the CN of cert_file (the registry insists on it) */
     const char *enroll_endpoint; /* AgentInfo.enrollment_endpoint, tcp://HOST:PORT */

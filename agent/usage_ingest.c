@@ -32,7 +32,8 @@ struct ag_usage {
     size_t nq;
     char rejected[REJECT_RING][40]; /* ids already logged as malformed */
     size_t next_reject;
-    int64_t last_tick_ms, last_beat_ms;
+    int64_t last_tick_ms, last_beat_ms, last_prune_ms;
+    int retention_days, keep_unforwarded;
     uint64_t alive_sig;
     pthread_mutex_t mu; /* stats only */
     ag_usage_stats st;
@@ -66,6 +67,8 @@ sl_code ag_usage_new(const ag_usage_opts *o, ag_usage **out, sl_error *e)
     u->inst = o->instances;
     u->stored = o->stored;
     u->stored_user = o->stored_user;
+    u->retention_days = o->retention_days;
+    u->keep_unforwarded = o->keep_unforwarded;
     uint64_t n = 0, pending = 0;
     sl_code rc = SL_OK;
     if (u->metrics)
@@ -524,4 +527,18 @@ void ag_usage_tick(ag_usage *u, int libvirt_connected, unsigned backends_running
         return; /* the instance table at most once a second */
     u->last_tick_ms = now;
     beat(u, now);
+    if (u->retention_days > 0 &&
+        (!u->last_prune_ms || now - u->last_prune_ms >= AG_USAGE_PRUNE_S * 1000)) {
+        u->last_prune_ms = now;
+        int64_t before = now_ns() - (int64_t)u->retention_days * 86400 * 1000000000LL;
+        ag_usage_pruned p;
+        sl_error e;
+        if (ag_usage_store_prune(u->store, before, u->keep_unforwarded, &p, &e) != SL_OK)
+            sl_log(SL_LOG_WARNING, COMPONENT, "usage store: retention: %s", e.msg);
+        else if (p.records || p.lifetimes)
+            sl_log(SL_LOG_INFO, COMPONENT,
+                   "usage store: retention (%d days) removed %llu records, %llu lifetimes",
+                   u->retention_days, (unsigned long long)p.records,
+                   (unsigned long long)p.lifetimes);
+    }
 }

@@ -7,8 +7,9 @@
  * transaction, then acknowledged to their backends (UsageAck, duplicates included). Nothing is
  * acknowledged when the commit fails: the backend sends the records again.
  *
- * ag_usage_tick keeps the instances' lifetimes (the SLA entitlement's wall time) and the health
- * gauges. Used from the agent's loop thread only. Reference: docs/usage.md. */
+ * ag_usage_tick keeps the instances' lifetimes (the SLA entitlement's wall time), the health
+ * gauges and the retention (usage_retention_days, hourly). Used from the agent's loop thread only.
+ * Reference: docs/usage.md. */
 #ifndef AG_USAGE_INGEST_H
 #define AG_USAGE_INGEST_H
 
@@ -22,6 +23,7 @@
 
 #define AG_USAGE_QUEUE_MAX 1024 /* records queued between two commits (a drain reads <= 1000) */
 #define AG_USAGE_BEAT_S    30   /* lifetime heartbeat when nothing changes */
+#define AG_USAGE_PRUNE_S   3600 /* retention, when usage_retention_days is set */
 
 typedef struct ag_usage ag_usage;
 
@@ -31,6 +33,8 @@ typedef struct ag_usage_opts {
     ag_instances *instances;    /* required */
     void (*stored)(void *user); /* after new records were committed (wakes the forwarder) */
     void *stored_user;
+    int retention_days;   /* > 0: records and closed lifetimes older than that are deleted */
+    int keep_unforwarded; /* records the registry has not acknowledged stay whatever their age */
 } ag_usage_opts;
 
 /* Seeds the metrics from the store's totals (they survive a restart). */

@@ -10,7 +10,10 @@
  *              transaction as the records: the metrics' starting point;
  *   open_sessions: the sessions a backend reported opened (or sent records of) and whose final
  *              record has not come: what the agent closes when that backend ends.
- * Schema version in PRAGMA user_version. Thread-safe: every call takes the store's mutex.
+ * Schema version in PRAGMA user_version (sluice/db_schema.h). Every change is one transaction
+ * (sluice/db.h); thread-safe: every call takes the store's mutex. The functions are in
+ * usage_store.c (records, totals, forwarding), usage_store_lifetimes.c (lifetimes, retention)
+ * and usage_store_sessions.c (open sessions).
  * Reference: docs/usage.md. */
 #ifndef AG_USAGE_STORE_H
 #define AG_USAGE_STORE_H
@@ -108,5 +111,16 @@ typedef struct ag_usage_info {
 } ag_usage_info;
 sl_code ag_usage_store_info(ag_usage_store *s, const char *instance, ag_usage_info *out, int *found,
                             sl_error *e);
+
+/* ---- retention (usage_retention_days, docs/usage.md) */
+typedef struct ag_usage_pruned {
+    uint64_t records, lifetimes;
+} ag_usage_pruned;
+/* One transaction: deletes the records whose interval ended before before_ns and the closed
+ * lifetimes that ended before it. keep_unforwarded: records the registry has not acknowledged
+ * yet stay whatever their age (they are still owed to it). The running totals and the open
+ * sessions stay: the metrics' counters never go down. */
+sl_code ag_usage_store_prune(ag_usage_store *s, int64_t before_ns, int keep_unforwarded,
+                             ag_usage_pruned *out, sl_error *e);
 
 #endif

@@ -1,68 +1,39 @@
-/* Private to usage_store*.c: the store's handle and the helpers its files share.
- *   usage_store.c           opening and migrations, records, totals, forwarding marks
- *   usage_store_lifetimes.c instance lifetimes (the SLA entitlement's wall time)
+/* Inside the usage store: what its files share. Not for other files: they use usage_store.h.
+ *   usage_store.c           opening and the schema, records, totals, forwarding marks
+ *   usage_store_lifetimes.c instance lifetimes (the SLA entitlement's wall time), retention
  *   usage_store_sessions.c  the sessions a backend reported open and has not ended yet */
 #ifndef AG_USAGE_STORE_INTERNAL_H
 #define AG_USAGE_STORE_INTERNAL_H
 
 #include <pthread.h>
-#include <sqlite3.h>
-#include <string.h>
 
 #include "sluice/db.h"
 #include "usage_store.h"
 
+#define WHO "usage store"
+
 struct ag_usage_store {
-    sqlite3 *db;
+    sl_db *db;
     pthread_mutex_t mu;
-    int readonly;
 };
 
-static inline sl_code db_fail(ag_usage_store *s, sl_error *e, const char *what)
-{
-    return sl_fail(e, SL_ERR_IO, "usage store: %s: %s", what, sqlite3_errmsg(s->db));
-}
+/* Runs fn in a transaction (sl_db_transaction) under the store's mutex. */
+sl_code ag_usage_store_txn(ag_usage_store *s, int flags, sl_db_txn_fn fn, void *ud, sl_error *e);
+/* Binds v, "" for NULL (the store's columns are NOT NULL). */
+void ag_usage_store_bind_text(sl_db_stmt *st, int i, const char *v);
 
-static inline sl_code exec1(ag_usage_store *s, const char *sql, sl_error *e)
-{
-    return sl_db_exec(s->db, "usage store", sql, e);
-}
-
-/* ------------------------------------------------------------------------------ helpers */
-
-static inline sl_code prep(ag_usage_store *s, const char *sql, sqlite3_stmt **st, sl_error *e)
-{
-    if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
-        return db_fail(s, e, "preparing a statement");
-    return SL_OK;
-}
-
-static inline void text(sqlite3_stmt *st, int i, const char *v)
-{
-    sqlite3_bind_text(st, i, v ? v : "", -1, SQLITE_STATIC);
-}
-
-static inline const char *col(sqlite3_stmt *st, int i)
-{
-    return sl_db_text(st, i);
-}
-
-static inline uint64_t u64(sqlite3_stmt *st, int i)
-{
-    return (uint64_t)sqlite3_column_int64(st, i);
-}
-
-static inline void copy(char *dst, size_t cap, const char *src)
-{
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
+/* The period a walk binds: ?1 from_ns, ?2 to_ns, ?3 project (NULL: every one). */
+typedef struct ag_usage_period {
+    int64_t from_ns, to_ns;
+    const char *project;
+} ag_usage_period;
+/* Runs one SELECT, calling row for each row (a read transaction, never run twice). */
+sl_code ag_usage_store_walk(ag_usage_store *s, const char *sql, const char *what,
+                            const ag_usage_period *p, sl_db_row_fn row, void *ud, sl_error *e);
 
 /* In a records transaction: a new record updates its session's open row (a final one ends
  * it). usage_store_sessions.c. */
-sl_code ag_us_session_record(ag_usage_store *s, const Sluice__Control__UsageRecord *r, sl_error *e);
+sl_code ag_usage_store_session_record(sl_db *db, const Sluice__Control__UsageRecord *r,
+                                      sl_error *e);
 
 #endif

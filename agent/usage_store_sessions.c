@@ -8,11 +8,11 @@
 
 #include "usage_store_internal.h"
 
-sl_code ag_us_session_record(ag_usage_store *s, const Sluice__Control__UsageRecord *r, sl_error *e)
+sl_code ag_usage_store_session_record(sl_db *db, const Sluice__Control__UsageRecord *r, sl_error *e)
 {
-    sqlite3_stmt *st;
-    sl_code rc = prep(
-        s,
+    sl_db_stmt *st;
+    sl_code rc = sl_db_prepare(
+        db,
         r->final ? "DELETE FROM open_sessions WHERE project = ?1 AND session_id = ?2"
                  : "INSERT INTO open_sessions(project, session_id, instance, flavor, gpu_uuid, "
                    "opened_ns, last_end_ns) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE NOT EXISTS "
@@ -22,74 +22,92 @@ sl_code ag_us_session_record(ag_usage_store *s, const Sluice__Control__UsageReco
         &st, e);
     if (rc != SL_OK)
         return rc;
-    text(st, 1, r->project_id);
-    sqlite3_bind_int64(st, 2, (int64_t)r->session_id);
+    ag_usage_store_bind_text(st, 1, r->project_id);
+    sl_db_bind_i64(st, 2, (int64_t)r->session_id);
     if (!r->final) {
-        text(st, 3, r->instance_uuid);
-        text(st, 4, r->flavor);
-        text(st, 5, r->gpu_uuid);
-        sqlite3_bind_int64(st, 6, r->interval_start_ns);
-        sqlite3_bind_int64(st, 7, r->interval_end_ns);
+        ag_usage_store_bind_text(st, 3, r->instance_uuid);
+        ag_usage_store_bind_text(st, 4, r->flavor);
+        ag_usage_store_bind_text(st, 5, r->gpu_uuid);
+        sl_db_bind_i64(st, 6, r->interval_start_ns);
+        sl_db_bind_i64(st, 7, r->interval_end_ns);
     }
-    int step = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return step == SQLITE_DONE ? SL_OK : db_fail(s, e, "keeping a session open");
+    rc = sl_db_run(st, "keeping a session open", e);
+    sl_db_finalize(st);
+    return rc;
+}
+
+typedef struct opened_args {
+    const char *project, *instance;
+    uint64_t session_id;
+    int64_t now_ns;
+} opened_args;
+
+static sl_code opened_txn(sl_db *db, void *ud, sl_error *e)
+{
+    opened_args *a = ud;
+    sl_db_stmt *st;
+    sl_code rc = sl_db_prepare(db,
+                               "INSERT INTO open_sessions(project, session_id, instance, flavor, "
+                               "gpu_uuid, opened_ns, last_end_ns) VALUES (?1, ?2, ?3, '', '', ?4, "
+                               "0) ON CONFLICT(project, session_id) DO NOTHING",
+                               &st, e);
+    if (rc != SL_OK)
+        return rc;
+    ag_usage_store_bind_text(st, 1, a->project);
+    sl_db_bind_i64(st, 2, (int64_t)a->session_id);
+    ag_usage_store_bind_text(st, 3, a->instance);
+    sl_db_bind_i64(st, 4, a->now_ns);
+    rc = sl_db_run(st, "recording an open session", e);
+    sl_db_finalize(st);
+    return rc;
 }
 
 sl_code ag_usage_store_session_opened(ag_usage_store *s, const char *project, uint64_t session_id,
                                       const char *instance, int64_t now_ns, sl_error *e)
 {
-    pthread_mutex_lock(&s->mu);
-    sqlite3_stmt *st;
-    sl_code rc = prep(s,
-                      "INSERT INTO open_sessions(project, session_id, instance, flavor, gpu_uuid, "
-                      "opened_ns, last_end_ns) VALUES (?1, ?2, ?3, '', '', ?4, 0) "
-                      "ON CONFLICT(project, session_id) DO NOTHING",
-                      &st, e);
-    if (rc == SL_OK) {
-        text(st, 1, project);
-        sqlite3_bind_int64(st, 2, (int64_t)session_id);
-        text(st, 3, instance);
-        sqlite3_bind_int64(st, 4, now_ns);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            rc = db_fail(s, e, "recording an open session");
-        sqlite3_finalize(st);
-    }
-    pthread_mutex_unlock(&s->mu);
+    opened_args a = {project, instance, session_id, now_ns};
+    return ag_usage_store_txn(s, SL_DB_TXN_WRITE, opened_txn, &a, e);
+}
+
+typedef struct open_cb {
+    ag_usage_open_cb cb;
+    void *ud;
+} open_cb;
+
+static int on_open(sl_db_stmt *st, void *ud)
+{
+    open_cb *c = ud;
+    ag_usage_open o = {sl_db_col_text(st, 0), sl_db_col_text(st, 2), sl_db_col_text(st, 3),
+                       sl_db_col_text(st, 4), sl_db_col_u64(st, 1),  sl_db_col_i64(st, 5),
+                       sl_db_col_i64(st, 6)};
+    return c->cb(&o, c->ud);
+}
+
+typedef struct open_args {
+    const char *project;
+    open_cb c;
+} open_args;
+
+static sl_code open_sessions_txn(sl_db *db, void *ud, sl_error *e)
+{
+    open_args *a = ud;
+    sl_db_stmt *st;
+    sl_code rc = sl_db_prepare(db,
+                               "SELECT project, session_id, instance, flavor, gpu_uuid, opened_ns, "
+                               "last_end_ns FROM open_sessions WHERE ?1 IS NULL OR project = ?1 "
+                               "ORDER BY project, session_id",
+                               &st, e);
+    if (rc != SL_OK)
+        return rc;
+    sl_db_bind_text(st, 1, a->project);
+    rc = sl_db_each(st, "reading the open sessions", on_open, &a->c, e);
+    sl_db_finalize(st);
     return rc;
 }
 
 sl_code ag_usage_store_open_sessions(ag_usage_store *s, const char *project, ag_usage_open_cb cb,
                                      void *ud, sl_error *e)
 {
-    pthread_mutex_lock(&s->mu);
-    sqlite3_stmt *st;
-    sl_code rc = prep(s,
-                      "SELECT project, session_id, instance, flavor, gpu_uuid, opened_ns, "
-                      "last_end_ns FROM open_sessions WHERE ?1 IS NULL OR project = ?1 "
-                      "ORDER BY project, session_id",
-                      &st, e);
-    if (rc == SL_OK) {
-        if (project)
-            text(st, 1, project);
-        int r;
-        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-            ag_usage_open o = {col(st, 0),
-                               col(st, 2),
-                               col(st, 3),
-                               col(st, 4),
-                               u64(st, 1),
-                               sqlite3_column_int64(st, 5),
-                               sqlite3_column_int64(st, 6)};
-            if (cb(&o, ud) != 0) {
-                r = SQLITE_DONE;
-                break;
-            }
-        }
-        if (r != SQLITE_DONE)
-            rc = db_fail(s, e, "reading the open sessions");
-        sqlite3_finalize(st);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
+    open_args a = {project, {cb, ud}};
+    return ag_usage_store_txn(s, SL_DB_TXN_ONCE, open_sessions_txn, &a, e);
 }

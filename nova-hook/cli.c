@@ -1,4 +1,6 @@
-/* sluice-registry: the operator's read-only view of the nova-hook registry. */
+/* sluice-registry: the operator's view of the nova-hook registry (hosts, instances, stale,
+ * usage: read-only) and its management (db-sync, db-version, prune, token-keys:
+ * cli_manage.c). */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -6,6 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_manage.h"
+#include "config.h"
+#include "keyrepo.h"
 #include "sluice/cli.h"
 #include "store.h"
 #include "table.h"
@@ -35,11 +40,11 @@ static int on_life(const sl_usage_life *l, void *ud)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: sluice-registry [--db FILE] [--json] COMMAND [OPTIONS]\n"
+            "usage: sluice-registry [--config FILE | --db DATABASE] [--json] COMMAND [OPTIONS]\n"
             "\n"
-            "Reads the nova-hook registry (read-only).\n"
+            "Reads and manages the nova-hook registry.\n"
             "\n"
-            "commands:\n"
+            "commands (read-only):\n"
             "  hosts                              agents: endpoint, slots, used, GPUs, last seen\n"
             "  instances [--host H] [--project P] instances placed on Sluice hosts\n"
             "  stale [--older-than SECONDS]       agents not heard from for that long (default "
@@ -47,14 +52,27 @@ static void usage(FILE *f)
             "  usage [--from TIME] [--to TIME] [--project ID] [--format F] [--output FILE]\n"
             "                                     GPU usage of the cluster over a period, per\n"
             "                                     project then per instance (docs/usage.md)\n"
+            "  db-version                         the schema version of the database\n"
+            "commands that write:\n"
+            "  db-sync                            create or upgrade the registry schema (once,\n"
+            "                                     on one controller, before nova-hooks start)\n"
+            "  prune [--days N]                   retention now: usage and placement history\n"
+            "                                     older than N days (default: the config's\n"
+            "                                     usage_retention_days), tokens expired a day\n"
+            "  token-keys setup|rotate|public [--repository DIR] [--max-active N]\n"
+            "                                     the token signing key repository: create it,\n"
+            "                                     rotate it (keep N keys, default %d), print\n"
+            "                                     the public keys agents verify with\n"
             "\n"
-            "  --db FILE   the registry database (default %s)\n"
-            "  --json      JSON instead of an aligned table (usage: --format json)\n"
-            "  --version   the release\n"
-            "  --help      this text\n"
+            "  --config FILE  read database, token_key_repository and usage_retention_days\n"
+            "                 from sluice-novahook's configuration (so no password is typed)\n"
+            "  --db DATABASE  a SQLite path or a database URL (default %s)\n"
+            "  --json         JSON instead of an aligned table (usage: --format json)\n"
+            "  --version      the release\n"
+            "  --help         this text\n"
             "\n"
             "usage options:\n%s",
-            DEFAULT_STALE, DEFAULT_DB, sl_usage_options_help);
+            DEFAULT_STALE, NH_KEYREPO_KEEP_ACTIVE, DEFAULT_DB, sl_usage_options_help);
 }
 
 /* sluice-registry usage: records and placement history -> report -> output. */
@@ -171,59 +189,88 @@ static const char *const host_header[] = {"HOST", "ENDPOINT", "SLOTS",     "USED
                                           "FREE", "GPUS",     "LAST SEEN", "AGE"};
 static const char *const instance_header[] = {"INSTANCE", "PROJECT", "FLAVOR", "HOST", "SINCE"};
 
-int main(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        {"db", required_argument, NULL, 'd'},         {"json", no_argument, NULL, 'j'},
-        {"host", required_argument, NULL, 'H'},       {"project", required_argument, NULL, 'p'},
-        {"older-than", required_argument, NULL, 'o'}, {"from", required_argument, NULL, 'u'},
-        {"to", required_argument, NULL, 'u'},         {"format", required_argument, NULL, 'u'},
-        {"output", required_argument, NULL, 'u'},     {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},          {NULL, 0, NULL, 0}};
-    const char *db = DEFAULT_DB, *host = NULL, *project = NULL;
-    long long older = DEFAULT_STALE;
-    int json = 0, c, idx, usage_opts = 0, have_format = 0;
-    char *end;
+typedef struct cli {
+    const char *config, *db, *host, *project, *repo;
+    long long older;
+    int json, usage_opts, have_format, days, max_active;
     sl_usage_options uo;
-    sl_usage_options_init(&uo);
+    nh_config cfg;
+} cli;
+
+static int bad(const char *msg)
+{
+    return sl_cli_usage_error("sluice-registry", "%s", msg);
+}
+
+/* A whole number lo..hi of an option, or -1. */
+static long long number(const char *v, long long lo, long long hi)
+{
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    return *v && !*end && n >= lo && n <= hi ? n : -1;
+}
+
+static int parse(cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {{"db", required_argument, NULL, 'd'},
+                                         {"config", required_argument, NULL, 'c'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"host", required_argument, NULL, 'H'},
+                                         {"project", required_argument, NULL, 'p'},
+                                         {"older-than", required_argument, NULL, 'o'},
+                                         {"days", required_argument, NULL, 'D'},
+                                         {"repository", required_argument, NULL, 'r'},
+                                         {"max-active", required_argument, NULL, 'm'},
+                                         {"from", required_argument, NULL, 'u'},
+                                         {"to", required_argument, NULL, 'u'},
+                                         {"format", required_argument, NULL, 'u'},
+                                         {"output", required_argument, NULL, 'u'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'V'},
+                                         {NULL, 0, NULL, 0}};
+    int ch, idx;
     sl_error ue;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":hV", opts, &idx)) != -1) {
-        switch (c) {
+    while ((ch = getopt_long(argc, argv, ":hV", opts, &idx)) != -1) {
+        switch (ch) {
         case 'd':
-            db = optarg;
+            c->db = optarg;
+            break;
+        case 'c':
+            c->config = optarg;
             break;
         case 'j':
-            json = 1;
+            c->json = 1;
             break;
         case 'H':
-            host = optarg;
-            if (!nh_valid_host(host)) {
-                fprintf(stderr, "sluice-registry: --host: not a host name\n");
-                return 2;
-            }
+            if (!nh_valid_host(c->host = optarg))
+                return bad("--host: not a host name");
             break;
         case 'p':
-            project = optarg;
-            if (!nh_valid_id(project)) {
-                fprintf(stderr, "sluice-registry: --project: not a project id\n");
-                return 2;
-            }
+            if (!nh_valid_id(c->project = optarg))
+                return bad("--project: not a project id");
             break;
         case 'u':
-            if (sl_usage_option(&uo, opts[idx].name, optarg, &ue) != SL_OK) {
-                fprintf(stderr, "sluice-registry: %s\n", ue.msg);
-                return 2;
-            }
-            usage_opts = 1;
-            have_format |= !strcmp(opts[idx].name, "format");
+            if (sl_usage_option(&c->uo, opts[idx].name, optarg, &ue) != SL_OK)
+                return bad(ue.msg);
+            c->usage_opts = 1;
+            c->have_format |= !strcmp(opts[idx].name, "format");
             break;
         case 'o':
-            older = strtoll(optarg, &end, 10);
-            if (!*optarg || *end || older < 1 || older > 100000000) {
-                fprintf(stderr, "sluice-registry: --older-than: seconds, 1..100000000\n");
-                return 2;
-            }
+            if ((c->older = number(optarg, 1, 100000000)) < 0)
+                return bad("--older-than: seconds, 1..100000000");
+            break;
+        case 'D':
+            if ((c->days = (int)number(optarg, 1, 36500)) < 0)
+                return bad("--days: 1..36500");
+            break;
+        case 'r':
+            c->repo = optarg;
+            break;
+        case 'm':
+            if ((c->max_active = (int)number(optarg, NH_KEYREPO_MIN_ACTIVE, NH_KEYREPO_MAX - 1)) <
+                0)
+                return bad("--max-active: 2..31 keys");
             break;
         case 'h':
             usage(stdout);
@@ -231,57 +278,119 @@ int main(int argc, char **argv)
         case 'V':
             return sl_cli_version("sluice-registry");
         default:
-            return sl_cli_bad_option("sluice-registry", c, argv);
+            return sl_cli_bad_option("sluice-registry", ch, argv);
         }
     }
-    if (optind == argc)
-        return sl_cli_usage_error("sluice-registry",
-                                  "a command is needed (hosts, instances, stale, usage)");
-    if (optind != argc - 1)
-        return sl_cli_usage_error("sluice-registry", "unexpected argument '%s'", argv[optind + 1]);
-    const char *cmd = argv[optind];
-    int is_hosts = !strcmp(cmd, "hosts"), is_stale = !strcmp(cmd, "stale");
+    return -1;
+}
+
+/* --config: the database, the key repository and the retention of sluice-novahook's file;
+ * --db and --repository win. */
+static int from_config(cli *c)
+{
+    if (!c->config)
+        return -1;
+    sl_error e;
+    nh_config_defaults(&c->cfg);
+    if (nh_config_load(c->config, &c->cfg, &e) != SL_OK) {
+        fprintf(stderr, "sluice-registry: %s\n", e.msg);
+        return 1;
+    }
+    if (!c->db)
+        c->db = c->cfg.database;
+    if (!c->repo && c->cfg.token_key_repository[0])
+        c->repo = c->cfg.token_key_repository;
+    if (!c->days)
+        c->days = c->cfg.usage_retention_days;
+    return -1;
+}
+
+static int manage(cli *c, const char *cmd, const char *arg)
+{
+    if (!strcmp(cmd, "token-keys")) {
+        if (!arg || (strcmp(arg, "setup") && strcmp(arg, "rotate") && strcmp(arg, "public")))
+            return bad("token-keys: setup, rotate or public");
+        if (!c->repo)
+            return bad("token-keys: --repository DIR (or --config with token_key_repository)");
+        return nh_cli_token_keys(arg, c->repo,
+                                 c->max_active ? c->max_active : NH_KEYREPO_KEEP_ACTIVE);
+    }
+    if (arg)
+        return bad("one command, no argument after it");
+    if (!strcmp(cmd, "db-sync"))
+        return nh_cli_db_sync(c->db);
+    if (!strcmp(cmd, "db-version"))
+        return nh_cli_db_version(c->db);
+    return nh_cli_prune(c->db, c->days);
+}
+
+static int report(cli *c, const char *cmd)
+{
+    int is_stale = !strcmp(cmd, "stale");
     int is_inst = !strcmp(cmd, "instances"), is_usage = !strcmp(cmd, "usage");
-    if (!is_hosts && !is_stale && !is_inst && !is_usage) {
-        return sl_cli_usage_error("sluice-registry",
-                                  "unknown command '%s' (hosts, instances, stale, usage)", cmd);
-    }
-    if ((host && !is_inst) || (project && !is_inst && !is_usage)) {
-        fprintf(stderr, "sluice-registry: --host goes with instances, --project with "
-                        "instances and usage\n");
-        return 2;
-    }
-    if (usage_opts && !is_usage) {
-        fprintf(stderr, "sluice-registry: --from, --to, --format and --output go with usage\n");
-        return 2;
-    }
-    if (is_usage && project && sl_usage_option(&uo, "project", project, &ue) != SL_OK) {
-        fprintf(stderr, "sluice-registry: %s\n", ue.msg);
-        return 2;
-    }
-    if (is_usage && json && !have_format)
-        uo.format = SL_USAGE_JSON;
+    sl_error ue;
+    if ((c->host && !is_inst) || (c->project && !is_inst && !is_usage))
+        return bad("--host goes with instances, --project with instances and usage");
+    if (c->usage_opts && !is_usage)
+        return bad("--from, --to, --format and --output go with usage");
+    if (is_usage && c->project && sl_usage_option(&c->uo, "project", c->project, &ue) != SL_OK)
+        return bad(ue.msg);
+    if (is_usage && c->json && !c->have_format)
+        c->uo.format = SL_USAGE_JSON;
     nh_store *s;
     sl_error e;
-    if (nh_store_open(db, 1, &s, &e) != SL_OK) {
+    if (nh_store_open(c->db, NH_STORE_READ, &s, &e) != SL_OK) {
         fprintf(stderr, "sluice-registry: %s\n", e.msg);
         return 1;
     }
     if (is_usage) {
-        int status = usage_report(s, &uo);
+        int status = usage_report(s, &c->uo);
         nh_store_close(s);
         return status;
     }
-    out o = {.json = json, .now = (int64_t)time(NULL)};
+    out o = {.json = c->json, .now = (int64_t)time(NULL)};
     o.arr = json_array();
     sl_code rc;
     if (is_inst) {
         nh_table_init(&o.t, 5, instance_header);
-        rc = nh_store_instances(s, host, project, instance_row, &o, &e);
+        rc = nh_store_instances(s, c->host, c->project, instance_row, &o, &e);
     } else {
         nh_table_init(&o.t, 8, host_header);
-        rc = nh_store_hosts(s, is_stale ? o.now - older : 0, host_row, &o, &e);
+        rc = nh_store_hosts(s, is_stale ? o.now - c->older : 0, host_row, &o, &e);
     }
     nh_store_close(s);
     return finish(&o, rc, &e);
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const reports[] = {"hosts", "instances", "stale", "usage", NULL};
+    static const char *const writes[] = {"db-sync", "db-version", "prune", "token-keys", NULL};
+    cli c;
+    memset(&c, 0, sizeof c);
+    c.older = DEFAULT_STALE;
+    sl_usage_options_init(&c.uo);
+    int status = parse(&c, argc, argv);
+    if (status >= 0)
+        return status;
+    if (optind == argc)
+        return bad("a command is needed (hosts, instances, stale, usage, db-version, db-sync, "
+                   "prune, token-keys)");
+    if (optind != argc - 1 && !(optind == argc - 2 && !strcmp(argv[optind], "token-keys")))
+        return sl_cli_usage_error("sluice-registry", "unexpected argument '%s'", argv[argc - 1]);
+    if ((status = from_config(&c)) >= 0)
+        return status;
+    if (!c.db)
+        c.db = DEFAULT_DB;
+    const char *cmd = argv[optind], *arg = optind + 1 < argc ? argv[optind + 1] : NULL;
+    for (size_t i = 0; writes[i]; i++)
+        if (!strcmp(cmd, writes[i]))
+            return manage(&c, cmd, arg);
+    for (size_t i = 0; reports[i]; i++)
+        if (!strcmp(cmd, reports[i]))
+            return report(&c, cmd);
+    return sl_cli_usage_error("sluice-registry",
+                              "unknown command '%s' (hosts, instances, stale, usage, db-version, "
+                              "db-sync, prune, token-keys)",
+                              cmd);
 }

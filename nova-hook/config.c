@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sluice/conf.h"
+#include "sluice/db_url.h"
 #include "validate.h"
 
 #define FILE_MAX (64 * 1024)
@@ -31,6 +32,21 @@ static sl_code path(const where *w, const char *v, char *dst, sl_error *e)
     if (v[0] != '/')
         return sl_conf_bad(w, e, "must be an absolute path");
     return sl_conf_str(w, v, dst, NH_PATH_MAX, e);
+}
+
+/* A SQLite path or a database URL; the message never shows the value (it may hold a
+ * password). */
+static sl_code database(const where *w, const char *v, char *dst, size_t cap, sl_error *e)
+{
+    sl_db_url u;
+    sl_error ue;
+    if (sl_db_url_parse(v, &u, &ue) != SL_OK) {
+        const char *msg = strncmp(ue.msg, "database: ", 10) == 0 ? ue.msg + 10 : ue.msg;
+        msg = strncmp(msg, "database URL: ", 14) == 0 ? msg + 14 : msg;
+        return sl_conf_bad(w, e, msg);
+    }
+    memset(u.password, 0, sizeof u.password);
+    return sl_conf_str(w, v, dst, cap, e);
 }
 
 /* "ADDR:PORT" or "[V6]:PORT" (v6 == 0: IPv4 only) into addr_out[64] and *port_out. */
@@ -124,6 +140,8 @@ static sl_code set_key(const where *w, const char *k, const char *v, nh_config *
         return sl_conf_str(w, v, c->client_cn, sizeof c->client_cn, e);
     if (!strcmp(k, "token_key"))
         return path(w, v, c->token_key, e);
+    if (!strcmp(k, "token_key_repository"))
+        return path(w, v, c->token_key_repository, e);
     if (!strcmp(k, "token_ttl")) {
         if ((rc = sl_conf_int(w, v, 60, 3600, &n, e)) == SL_OK)
             c->token_ttl = n;
@@ -134,7 +152,17 @@ static sl_code set_key(const where *w, const char *k, const char *v, nh_config *
     if (!strcmp(k, "agent_ca"))
         return path(w, v, c->agent_ca, e);
     if (!strcmp(k, "database"))
-        return path(w, v, c->database, e);
+        return database(w, v, c->database, sizeof c->database, e);
+    if (!strcmp(k, "node_name")) {
+        if (!nh_valid_host(v) || strlen(v) >= sizeof c->node_name)
+            return sl_conf_bad(w, e, "expected a host-name-like name of at most 63 bytes");
+        return sl_conf_str(w, v, c->node_name, sizeof c->node_name, e);
+    }
+    if (!strcmp(k, "usage_retention_days")) {
+        if ((rc = sl_conf_int(w, v, 0, 36500, &n, e)) == SL_OK)
+            c->usage_retention_days = (int)n;
+        return rc;
+    }
     if (!strcmp(k, "max_body")) {
         if ((rc = sl_conf_int(w, v, 1024, NH_MAX_BODY_MAX, &n, e)) == SL_OK)
             c->max_body = (size_t)n;
@@ -179,7 +207,6 @@ static sl_code required(const char *name, const nh_config *c, sl_error *e)
         {"tls_cert", offsetof(nh_config, tls_cert)},
         {"tls_key", offsetof(nh_config, tls_key)},
         {"client_ca", offsetof(nh_config, client_ca)},
-        {"token_key", offsetof(nh_config, token_key)},
         {"agent_ca", offsetof(nh_config, agent_ca)},
     };
     if (c->listen_port < 0)
@@ -187,6 +214,12 @@ static sl_code required(const char *name, const nh_config *c, sl_error *e)
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
         if (!((const char *)c + req[i].off)[0])
             return sl_fail(e, SL_ERR_CONFIG, "%s: %s: required key missing", name, req[i].key);
+    if (!c->token_key[0] && !c->token_key_repository[0])
+        return sl_fail(e, SL_ERR_CONFIG,
+                       "%s: token_key or token_key_repository: required key missing", name);
+    if (c->token_key[0] && c->token_key_repository[0])
+        return sl_fail(e, SL_ERR_CONFIG,
+                       "%s: token_key and token_key_repository: set one of them, not both", name);
     return registry_required(name, c, e);
 }
 

@@ -29,12 +29,15 @@ typedef struct nh_config {
     char tls_cert[NH_PATH_MAX];
     char tls_key[NH_PATH_MAX];
     char client_ca[NH_PATH_MAX];
-    char client_cn[256]; /* comma-separated allowed client certificate CNs; empty: any */
-    char token_key[NH_PATH_MAX];
+    char client_cn[256];         /* comma-separated allowed client certificate CNs; empty: any */
+    char token_key[NH_PATH_MAX]; /* one signing key, or: */
+    char token_key_repository[NH_PATH_MAX]; /* a key repository (keyrepo.h) */
     int64_t token_ttl;
     char token_issuer[128];
     char agent_ca[NH_PATH_MAX];
-    char database[NH_PATH_MAX];
+    char database[1024];      /* a SQLite path or a database URL (sluice/db_url.h) */
+    int usage_retention_days; /* 0: keep usage and placement history forever */
+    char node_name[64];       /* recorded with each token issued; "": the host name */
     size_t max_body;
     int threads;
     /* the registry channel (agents); registry_port < 0: not bound */

@@ -1,7 +1,12 @@
-/* The registry's persistent store: SQLite in WAL mode, schema versioned, prepared statements
- * only. Tables: agents, placements, placement_history (when each instance ran where: the wall
- * time of usage reports), usage (see store.c). One nh_store may be shared by threads: every call
- * takes the store's mutex. */
+/* The registry's persistent store on sluice_db (sluice/db.h): SQLite (a file, the default: one
+ * controller) or MariaDB (a server several nova-hooks share: docs/nova-hook.md, "Several
+ * controllers"), one schema definition for both (store_schema.c), prepared statements only,
+ * every change one transaction (run again after a deadlock or a lost connection). Tables:
+ * agents, placements, placement_history (when each instance ran where: the wall time of usage
+ * reports), usage_records, tokens (every token issued: its id is unique in the database, so no
+ * two nova-hooks hand out the same one). One nh_store may be shared by threads: every call
+ * takes the store's mutex. The functions are in store.c (opening, agents, placements) and
+ * store_usage.c (usage, tokens, retention). */
 #ifndef NH_STORE_H
 #define NH_STORE_H
 
@@ -12,13 +17,24 @@
 #include "sluice/usage_report.h"
 #include "sluice_control.pb-c.h"
 
-#define NH_STORE_SCHEMA_VERSION 3
+#define NH_STORE_SCHEMA_VERSION 4
 
 typedef struct nh_store nh_store;
 
-/* Opens (and creates, migrates) the database. readonly: for the CLI; the schema must exist. */
-sl_code nh_store_open(const char *path, int readonly, nh_store **out, sl_error *e);
+typedef enum nh_store_mode {
+    NH_STORE_SERVE = 0, /* the daemon: a SQLite file is created or upgraded on the spot; a
+                         * MariaDB schema must be current (sluice-registry db-sync) */
+    NH_STORE_READ = 1,  /* the CLI's reports: never writes; the schema must be current */
+    NH_STORE_SYNC = 2,  /* sluice-registry db-sync: creates or upgrades the schema */
+} nh_store_mode;
+
+/* Opens the database a URL names (a path, sqlite:////PATH, mysql+pymysql://...). */
+sl_code nh_store_open(const char *url, nh_store_mode mode, nh_store **out, sl_error *e);
 void nh_store_close(nh_store *s);
+/* The schema version (NH_STORE_SYNC: the one found before the sync; else the current one). */
+int nh_store_found_version(const nh_store *s);
+/* The database for messages (no password). */
+const char *nh_store_where(const nh_store *s);
 
 /* ---- agents */
 typedef struct nh_agent_in {
@@ -59,8 +75,9 @@ typedef struct nh_target {
 sl_code nh_store_lookup(nh_store *s, const char *instance, nh_target *t, int *found, sl_error *e);
 
 /* ---- usage */
-/* Stores the records in one transaction (INSERT OR IGNORE by record_id; synchronous=FULL), so
- * SL_OK means every record is durably stored, now or before. *inserted counts the new ones. */
+/* Stores the records in one transaction (a record_id the database holds already is skipped:
+ * its primary key, whichever nova-hook stored it), so SL_OK means every record is durably
+ * stored, now or before. *inserted counts the new ones. */
 sl_code nh_store_usage_insert(nh_store *s, const char *host,
                               Sluice__Control__UsageRecord *const *records, size_t n, int64_t now,
                               size_t *inserted, sl_error *e);
@@ -75,6 +92,26 @@ sl_code nh_store_usage_records(nh_store *s, int64_t from_ns, int64_t to_ns, cons
 typedef int (*nh_life_cb)(const sl_usage_life *l, void *ud);
 sl_code nh_store_lifetimes(nh_store *s, int64_t from_ns, int64_t to_ns, const char *project,
                            int64_t now_ns, nh_life_cb cb, void *ud, sl_error *e);
+
+/* ---- tokens */
+/* Records an issued token; *unique = 0 when the database holds that id already (then nothing
+ * is written: stamp a new id). */
+typedef struct nh_token_rec {
+    const char *jti, *instance, *project, *issuer_node, *kid;
+    int64_t issued, expires;
+} nh_token_rec;
+sl_code nh_store_token_issued(nh_store *s, const nh_token_rec *t, int *unique, sl_error *e);
+sl_code nh_store_token_count(nh_store *s, int64_t *count, sl_error *e);
+
+/* ---- retention */
+typedef struct nh_pruned {
+    int64_t usage, history, tokens;
+} nh_pruned;
+/* One transaction: usage records whose interval ended before usage_before_ns and placement
+ * history closed before it (usage_before_ns 0: neither), and tokens that expired before
+ * tokens_before (unix seconds). Idempotent: several nova-hooks may prune at once. */
+sl_code nh_store_prune(nh_store *s, int64_t usage_before_ns, int64_t tokens_before, nh_pruned *out,
+                       sl_error *e);
 
 /* ---- queries (the CLI); rows are valid during the callback only; a non-zero return stops */
 typedef struct nh_host_row {

@@ -30,6 +30,32 @@ static void bad_request(nh_vd_answer *a, const char *what)
     set(a, 400, body, "bad request: %s", what);
 }
 
+#define STAMP_TRIES 3
+
+/* Stamps a fresh token id, signs, and records the token in the store: its id is unique
+ * across every nova-hook (an id the database holds already is stamped anew). */
+static sl_code sign_unique(const nh_vendordata *v, sl_token_claims *c, int64_t now, char **token,
+                           sl_error *e)
+{
+    for (int i = 0; i < STAMP_TRIES; i++) {
+        char kid[32] = "";
+        sl_code rc = sl_token_claims_stamp(c, now, v->ttl, e);
+        if (rc == SL_OK)
+            rc = nh_signer_sign(v->signer, c, token, kid, sizeof kid, e);
+        if (rc != SL_OK)
+            return rc;
+        nh_token_rec t = {c->jti, c->sub, c->project_id, v->node, kid, c->iat, c->exp};
+        int unique = 0;
+        if ((rc = nh_store_token_issued(v->store, &t, &unique, e)) == SL_OK && unique)
+            return SL_OK;
+        free(*token);
+        *token = NULL;
+        if (rc != SL_OK)
+            return rc;
+    }
+    return sl_fail(e, SL_ERR_IO, "no unique token id in %d tries", STAMP_TRIES);
+}
+
 static void issue(const nh_vendordata *v, const char *instance, const char *project,
                   const nh_target *t, int64_t now, nh_vd_answer *a)
 {
@@ -41,9 +67,8 @@ static void issue(const nh_vendordata *v, const char *instance, const char *proj
     snprintf(c.project_id, sizeof c.project_id, "%s", project);
     sl_error e;
     char *token = NULL;
-    if (sl_token_claims_stamp(&c, now, v->ttl, &e) != SL_OK ||
-        sl_token_sign(v->key, &c, &token, &e) != SL_OK) {
-        set(a, 500, "{}", "instance %s: signing failed: %s", instance, e.msg);
+    if (sign_unique(v, &c, now, &token, &e) != SL_OK) {
+        set(a, 500, "{}", "instance %s: issuing a token failed: %s", instance, e.msg);
         return;
     }
     const char *ca = t->ca_pem ? t->ca_pem : v->agent_ca_pem;

@@ -84,10 +84,8 @@ static void complete(struct be_waits *w, struct be_wait *x)
     const struct sl_driver_api *api = w->s->api;
     if (x->ctx && api->cuCtxSetCurrent)
         api->cuCtxSetCurrent(x->ctx);
-    if (x->kind == SL_BLOCKS_CTX)
-        x->rc = x->call_id == SL_CALL_cuCtxSynchronize_v2 && api->cuCtxSynchronize_v2
-                    ? api->cuCtxSynchronize_v2(x->ctx)
-                    : api->cuCtxSynchronize();
+    if (x->kind == SL_BLOCKS_CTX) /* its context (or cuCtxSynchronize_v2's) is current here */
+        x->rc = api->cuCtxSynchronize();
     else
         x->rc = poll_then_block(api, x->ev, w->spin_ns);
     if (x->own_ev)

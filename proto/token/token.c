@@ -342,3 +342,24 @@ sl_code sl_token_verify(const sl_token_key *pub, const char *token,
     *out = c;
     return SL_OK;
 }
+
+sl_code sl_token_header_kid(const char *token, char *kid, size_t cap, sl_error *e)
+{
+    parts t = {0};
+    sl_code rc = split(token, &t, e);
+    if (rc != SL_OK)
+        return rc;
+    json_t *h = decode_json(t.h, t.hn, "header", e);
+    if (!h)
+        return SL_ERR_INVALID;
+    if ((rc = check_header(h, e)) == SL_OK) {
+        json_t *k = json_object_get(h, "kid");
+        const char *v = k ? json_string_value(k) : "";
+        if (strlen(v) >= cap)
+            rc = sl_fail(e, SL_ERR_INVALID, "token header: kid longer than %zu bytes", cap - 1);
+        else
+            memcpy(kid, v, strlen(v) + 1);
+    }
+    json_decref(h);
+    return rc;
+}

@@ -91,12 +91,18 @@ sl_code sl_token_key_generate(sl_token_key **out, sl_error *e)
     return finish(pkey, 1, out, e);
 }
 
-sl_code sl_token_key_public_pem(const sl_token_key *k, char **pem, sl_error *e)
+static sl_code write_pem(const sl_token_key *k, int private_half, char **pem, sl_error *e)
 {
+    if (private_half && !k->is_private)
+        return sl_fail(e, SL_ERR_INVALID, "token key: a public key has no private half");
     BIO *bio = BIO_new(BIO_s_mem());
-    if (!bio || PEM_write_bio_PUBKEY(bio, k->pkey) != 1) {
+    int ok = bio &&
+             (private_half ? PEM_write_bio_PKCS8PrivateKey(bio, k->pkey, NULL, NULL, 0, NULL, NULL)
+                           : PEM_write_bio_PUBKEY(bio, k->pkey)) == 1;
+    if (!ok) {
         BIO_free(bio);
-        return sl_fail(e, SL_ERR_IO, "token key: cannot write the public key");
+        return sl_fail(e, SL_ERR_IO, "token key: cannot write the %s key",
+                       private_half ? "private" : "public");
     }
     char *data;
     long n = BIO_get_mem_data(bio, &data);
@@ -107,9 +113,20 @@ sl_code sl_token_key_public_pem(const sl_token_key *k, char **pem, sl_error *e)
     }
     memcpy(s, data, (size_t)n);
     s[n] = '\0';
+    OPENSSL_cleanse(data, (size_t)n);
     BIO_free(bio);
     *pem = s;
     return SL_OK;
+}
+
+sl_code sl_token_key_public_pem(const sl_token_key *k, char **pem, sl_error *e)
+{
+    return write_pem(k, 0, pem, e);
+}
+
+sl_code sl_token_key_private_pem(const sl_token_key *k, char **pem, sl_error *e)
+{
+    return write_pem(k, 1, pem, e);
 }
 
 int sl_token_key_is_private(const sl_token_key *k)

@@ -39,7 +39,7 @@ static void make_store(void)
 {
     sl_error e;
     nh_agent_in a = {HOST, "tcp://192.0.2.1:7400", 8, "[]", "0.1", NULL};
-    if (nh_store_open(path, 0, &store, &e) != SL_OK ||
+    if (nh_store_open(path, NH_STORE_SERVE, &store, &e) != SL_OK ||
         nh_store_register(store, &a, NOW, &e) != SL_OK ||
         nh_store_place(store, "3d6b0f5e-9a1c-4e27-8f34-1b2c3d4e5f60",
                        "f241e906010e4917ae8153f4fb8aa021", "g1.small", HOST, NOW, &e) != SL_OK)

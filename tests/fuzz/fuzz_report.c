@@ -73,7 +73,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (!mkdtemp(dir))
         abort();
     snprintf(path, sizeof path, "%s/usage.db", dir);
-    metrics = ag_metrics_new();
+    metrics = ag_metrics_new("0.1.0");
     inst = ag_instances_new();
     if (!metrics || !inst)
         abort();

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "signer.h"
 #include "vendordata.h"
 
 #define NOW  1800000000LL
@@ -29,6 +30,7 @@ static void cleanup(void)
     char p[128];
     const char *suffix[] = {"", "-wal", "-shm"};
     nh_store_close(vd.store);
+    nh_signer_free(vd.signer);
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/r.db%s", dir, suffix[i]);
         unlink(p);
@@ -50,13 +52,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     sl_error e;
     nh_store *s = NULL;
     sl_token_key *key = NULL;
+    nh_signer *signer = NULL;
     nh_agent_in a = {"gpu1", "tcp://192.0.2.1:7400", 8, "[]", "0.1", NULL};
-    if (nh_store_open(path, 0, &s, &e) != SL_OK || sl_token_key_generate(&key, &e) != SL_OK ||
+    if (nh_store_open(path, NH_STORE_SERVE, &s, &e) != SL_OK ||
+        sl_token_key_generate(&key, &e) != SL_OK ||
+        nh_signer_from_key(key, &signer, &e) != SL_OK || /* takes key */
         nh_store_register(s, &a, NOW, &e) != SL_OK ||
         nh_store_place(s, INST, PROJ, "g1.small", "gpu1", NOW, &e) != SL_OK)
         abort();
-    vd = (nh_vendordata){s, key, "sluice-nova-hook", 600,
-                         "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"};
+    vd = (nh_vendordata){s,      signer,
+                         "fuzz", "sluice-nova-hook",
+                         600,    "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"};
     atexit(cleanup);
     return 0;
 }

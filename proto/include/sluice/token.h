@@ -41,6 +41,8 @@ sl_code sl_token_key_load(const char *path, sl_token_key **out, sl_error *e);
 sl_code sl_token_key_from_pem(const char *pem, size_t len, sl_token_key **out, sl_error *e);
 /* Makes a fresh private key (tests, tools). */
 sl_code sl_token_key_generate(sl_token_key **out, sl_error *e);
+/* The private key as PKCS#8 PEM (malloc'd, NUL-terminated; clear and free() it). */
+sl_code sl_token_key_private_pem(const sl_token_key *k, char **pem, sl_error *e);
 /* The public half as PEM (malloc'd, NUL-terminated; free()). */
 sl_code sl_token_key_public_pem(const sl_token_key *k, char **pem, sl_error *e);
 int sl_token_key_is_private(const sl_token_key *k);
@@ -69,6 +71,34 @@ typedef struct sl_token_verify_opts {
  * or SL_ERR_CERT_EXPIRED (expired or not yet valid), with a message naming what was wrong. */
 sl_code sl_token_verify(const sl_token_key *pub, const char *token,
                         const sl_token_verify_opts *opts, sl_token_claims *out, sl_error *e);
+
+/* ---- several verification keys at once (key rotation; several nova-hooks) */
+#define SL_TOKEN_KEYSET_MAX 64
+
+typedef struct sl_token_keyset sl_token_keyset;
+
+/* Every PEM key (public, or private: its public half is used) of a file holding one or more
+ * PEM blocks, or of every regular file of a directory whose name does not start with '.'
+ * (a key repository: nova-hook/keyrepo.h). At least one, at most SL_TOKEN_KEYSET_MAX; a key id
+ * twice is one key. Anything but Ed25519 is refused, naming the file. */
+sl_code sl_token_keyset_load(const char *path, sl_token_keyset **out, sl_error *e);
+/* The same from PEM text (what: named in messages). */
+sl_code sl_token_keyset_from_pem(const char *pem, size_t len, const char *what,
+                                 sl_token_keyset **out, sl_error *e);
+size_t sl_token_keyset_count(const sl_token_keyset *ks);
+const sl_token_key *sl_token_keyset_key(const sl_token_keyset *ks, size_t i);
+/* The key with this id, or NULL. */
+const sl_token_key *sl_token_keyset_find(const sl_token_keyset *ks, const char *kid);
+void sl_token_keyset_free(sl_token_keyset *ks);
+
+/* sl_token_verify with the key of the set whose id is the token header's kid; a token without
+ * a kid is tried with each key. An unknown kid is SL_ERR_TAMPERED with a message naming it (a
+ * key this host was not given: the public keys of a rotation not distributed yet). */
+sl_code sl_token_verify_keyset(const sl_token_keyset *ks, const char *token,
+                               const sl_token_verify_opts *opts, sl_token_claims *out, sl_error *e);
+
+/* The header's kid ("" when it has none) WITHOUT checking anything else: to pick a key. */
+sl_code sl_token_header_kid(const char *token, char *kid, size_t cap, sl_error *e);
 
 /* Decodes the claims WITHOUT checking the signature or the clock: for logs and diagnostics
  * only, never for a decision. */

@@ -35,7 +35,7 @@ def main():
         agent = nhtest.make_leaf(d, "agent", ca, "agent-host-1", "extendedKeyUsage=clientAuth",
                                  ou="sluice-agent")
         port = free_port()
-        db = f"{d}/registry.db"
+        db = nhtest.fresh_db(d)  # SQLite, or MariaDB in the .mariadb twin
         config = nhtest.write_config(d, pki, db, f"""registry_listen = 127.0.0.1:{port}
 registry_ca = {ca[1]}
 registry_cert = {server[1]}

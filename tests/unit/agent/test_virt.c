@@ -452,7 +452,7 @@ static void novahook_stop(void)
 static int registry_lists(const char *uuid)
 {
     char cmd[1024], line[512];
-    snprintf(cmd, sizeof cmd, "%s --db %s instances --host %s 2>/dev/null", reg_args[2],
+    snprintf(cmd, sizeof cmd, "%s --db '%s' instances --host %s 2>/dev/null", reg_args[2],
              reg_args[3], ag_report_host(rep));
     FILE *f = popen(cmd, "r");
     int found = 0;

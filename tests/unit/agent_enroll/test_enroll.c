@@ -135,7 +135,7 @@ static void *srv_loop(void *arg)
     return NULL;
 }
 
-static void srv_start(srv *s, int burst)
+static void srv_start_keys(srv *s, int burst, const char *key_file)
 {
     memset(s, 0, sizeof *s);
     static const char *const names[] = {"127.0.0.1", "localhost"};
@@ -144,7 +144,8 @@ static void srv_start(srv *s, int burst)
     ag_enroll_opts o = {.endpoint = "tcp://127.0.0.1:*",
                         .server_names = names,
                         .n_server_names = 2,
-                        .token_key_pem = G.tkey_pub,
+                        .token_key_file = key_file,
+                        .token_key_pem = key_file ? NULL : G.tkey_pub,
                         .token_issuer = "sluice-nova-hook",
                         .replay_db = db,
                         .ratelimit = {.burst = burst, .per_minute = 1}};
@@ -152,6 +153,11 @@ static void srv_start(srv *s, int burst)
     sl_error e;
     assert_int_equal(ag_enroll_open(&o, G.ca, &env, &s->en, &e), SL_OK);
     assert_int_equal(pthread_create(&s->th, NULL, srv_loop, s), 0);
+}
+
+static void srv_start(srv *s, int burst)
+{
+    srv_start_keys(s, burst, NULL);
 }
 
 static void srv_stop(srv *s)
@@ -702,6 +708,56 @@ static void test_enroll_http_source(void **state)
     srv_stop(&s);
 }
 
+/* Writes text to path through a temporary file and a rename, as a copy of new keys would. */
+static void replace_file(const char *path, const char *text)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+/* A key rotation reaching the agent: token_public_key holds one key, a token of another key is
+ * refused naming that key's id; the file is replaced with both keys (what `sluice-registry
+ * token-keys public` prints), and the next enrollment, without a restart, accepts it. */
+static void test_enroll_keys_reloaded(void **state)
+{
+    (void)state;
+    set_instance(1, 1, PROJ, 1);
+    char keys[400];
+    snprintf(keys, sizeof keys, "%s/token-keys.pub", G.dir);
+    replace_file(keys, G.tkey_pub);
+    srv s;
+    srv_start_keys(&s, 100, keys);
+    char gdir[400];
+    guest_dir(gdir, sizeof gdir, "guest-rotated");
+    char *tok = token(G.other_key, INST, PROJ, 0);
+    se_result r;
+    sl_error e;
+    assert_int_equal(enroll(&s, tok, gdir, 0, &r, &e), SL_ERR_REFUSED);
+    assert_int_equal(r.status, SLUICE__CONTROL__ENROLL_REPLY__STATUS__BAD_TOKEN);
+    assert_non_null(strstr(e.msg, sl_token_key_id(G.other_key)));
+    char *other_pub;
+    assert_int_equal(sl_token_key_public_pem(G.other_key, &other_pub, &e), SL_OK);
+    size_t n = strlen(G.tkey_pub) + strlen(other_pub) + 1;
+    char *both = malloc(n);
+    snprintf(both, n, "%s%s", G.tkey_pub, other_pub);
+    replace_file(keys, both);
+    assert_int_equal(enroll(&s, tok, gdir, 0, &r, &e), SL_OK);
+    assert_int_equal(r.enrolled, 1);
+    /* the first key still verifies (a secondary after a rotation) */
+    char *tok2 = token(G.tkey, INST, PROJ, 0);
+    assert_int_equal(enroll(&s, tok2, gdir, 1, &r, &e), SL_OK);
+    srv_stop(&s);
+    free(tok);
+    free(tok2);
+    free(other_pub);
+    free(both);
+}
+
 /* Nothing a guest sends forges a log line (issue 19.5): a client version holding a newline
  * and "<0>agent: ..." stays escaped inside the agent's line. (A token's claims never reach the
  * log raw: the token parser refuses claims that are not plain ids.) */
@@ -822,7 +878,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_enroll_success),     cmocka_unit_test(test_enroll_refusals),
         cmocka_unit_test(test_enroll_locate),      cmocka_unit_test(test_enroll_rate_limited),
         cmocka_unit_test(test_enroll_http_source), cmocka_unit_test(test_enroll_flood),
-        cmocka_unit_test(test_enroll_hostile_log),
+        cmocka_unit_test(test_enroll_hostile_log), cmocka_unit_test(test_enroll_keys_reloaded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

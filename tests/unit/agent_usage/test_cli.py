@@ -175,10 +175,11 @@ def main():
         assert "gpu-a" in run(registry, "--db", rdb, "hosts").stdout
 
         # a registry database of schema version 1 (before usage reports): the CLI says to
-        # migrate it; the daemon's read-write open migrates it, keeping placements and usage
+        # run db-sync; the daemon's read-write open of a SQLite file upgrades it (to 4: the
+        # usage table renamed usage_records), keeping placements and usage
         old = f"{d}/registry-v1.db"
         make_v1(old)
-        assert "migrate" in run(registry, "--db", old, "usage", rc=1).stderr
+        assert "db-sync" in run(registry, "--db", old, "usage", rc=1).stderr
         run(seed, "registry", old)
         doc = check_json(run(registry, "--db", old, "usage", "--from", "2026-10-01", "--to",
                              "2026-11-04", "--format", "json").stdout, [PA, PB, "c" * 32])
@@ -186,7 +187,7 @@ def main():
         assert old_server["instance_id"] == "cccccccc-0000-4000-8000-000000000001"
         assert old_server["existence"] == "lifetime" and old_server["kernels"] == 5
         db = sqlite3.connect(old)
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
         db.close()
         # the session closed by the agent, in both stores' reports (docs/usage.md)
         for argv in ([usage, "--db", f"{d}/usage.db"], [registry, "--db", rdb, "usage"]):

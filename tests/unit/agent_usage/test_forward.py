@@ -7,7 +7,6 @@ what the agent adds (name, domain, tier, share).
 usage: test_forward.py USAGE_FORWARD SLUICE_NOVAHOOK"""
 import os
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ def main():
         agent = nhtest.make_leaf(d, "agent", ca, "agent-host-1", "extendedKeyUsage=clientAuth",
                                  ou="sluice-agent")
         port = free_port()
-        rdb = f"{d}/registry.db"
+        rdb = nhtest.fresh_db(d)
         config = nhtest.write_config(d, pki, rdb, f"""registry_listen = 127.0.0.1:{port}
 registry_ca = {ca[1]}
 registry_cert = {server[1]}
@@ -57,13 +56,11 @@ registry_key = {server[0]}
         if fwd.returncode != 0:
             print("usage_forward failed; registry log:\n" + nh.text())
             return 1
-        db = sqlite3.connect(rdb)
-        rows, distinct, named = db.execute(
-            "SELECT count(*), count(DISTINCT record_id), sum(instance_name = 'web-1' AND "
+        rows, distinct, named = nhtest.query(
+            rdb, "SELECT count(*), count(DISTINCT record_id), sum(instance_name = 'web-1' AND "
             "domain_name = 'instance-00000001' AND sla_tier = 'silver' AND gpu_share = 0.5) "
-            "FROM usage").fetchone()
-        hosts = {h for (h,) in db.execute("SELECT DISTINCT host FROM usage")}
-        db.close()
+            "FROM usage_records")[0]
+        hosts = {h for (h,) in nhtest.query(rdb, "SELECT DISTINCT host FROM usage_records")}
         assert (rows, distinct, named) == (N, N, N), (rows, distinct, named)
         assert hosts == {"agent-host-1"}, hosts
         forwarded = [int(line.split()[1]) for line in out.splitlines()

@@ -136,7 +136,7 @@ static void test_ingest(void **st)
     assert_int_equal(ag_usage_store_open(cfg.usage_db, 0, &store, &e), SL_OK);
     ag_metrics *m = ag_metrics_new("0.1.0");
     ag_usage *u;
-    ag_usage_opts uo = {store, m, inst, NULL, NULL};
+    ag_usage_opts uo = {store, m, inst, NULL, NULL, 0, 0};
     assert_int_equal(ag_usage_new(&uo, &u, &e), SL_OK);
     ag_supervisor_set_usage(sup, u);
     ag_metrics_http *http;

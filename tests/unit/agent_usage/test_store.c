@@ -699,6 +699,13 @@ static sl_code parse(const char *extra, ag_config *c, sl_error *e)
     return ag_config_parse("t.conf", text, c, e);
 }
 
+static int count_totals(const sl_usage_rec *sum, uint64_t records, void *ud)
+{
+    (void)sum;
+    *(uint64_t *)ud += records;
+    return 0;
+}
+
 static void test_config_keys(void **st)
 {
     (void)st;
@@ -724,6 +731,67 @@ static void test_config_keys(void **st)
     assert_non_null(strstr(e.msg, "usage_db: must be an absolute path"));
     assert_int_equal(parse("usage_db =\n", &c, &e), SL_ERR_CONFIG);
     assert_non_null(strstr(e.msg, "usage_db: empty value"));
+    /* retention */
+    assert_int_equal(c.usage_retention_days, 0);
+    assert_int_equal(parse("usage_retention_days = 400\n", &c, &e), SL_OK);
+    assert_int_equal(c.usage_retention_days, 400);
+    assert_int_equal(parse("usage_retention_days = -1\n", &c, &e), SL_ERR_CONFIG);
+    assert_non_null(strstr(e.msg, "usage_retention_days"));
+    /* several registry endpoints (several nova-hooks) */
+    const char reg[] = "registry_ca = /c\nregistry_cert = /c\nregistry_key = /k\n";
+    char text[512];
+    snprintf(text, sizeof text, "%sregistry_endpoint = tcp://10.0.0.1:7410, tcp://10.0.0.2:7410\n",
+             reg);
+    assert_int_equal(parse(text, &c, &e), SL_OK);
+    assert_string_equal(c.registry_endpoint, "tcp://10.0.0.1:7410, tcp://10.0.0.2:7410");
+    const char *bad[] = {"tcp://10.0.0.1:7410,", "tcp://10.0.0.1:7410,,tcp://b:1", "tcp://10.0.0.1",
+                         "http://x:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(text, sizeof text, "%sregistry_endpoint = %s\n", reg, bad[i]);
+        assert_int_equal(parse(text, &c, &e), SL_ERR_CONFIG);
+        assert_non_null(strstr(e.msg, "registry_endpoint"));
+    }
+}
+
+/* Retention: records older than the cut go, unless the registry has not acknowledged them yet
+ * (with a registry); closed lifetimes older than the cut go, open ones stay; the running totals
+ * (the metrics' counters) never go down. */
+static void test_retention(void **st)
+{
+    fx *f = *st;
+    sl_error e;
+    Sluice__Control__UsageRecord r[3];
+    for (int i = 0; i < 3; i++)
+        r[i] = rec(i);
+    int64_t now = now_ns();
+    r[0].interval_start_ns = now - 50 * 86400 * NS; /* old, forwarded below */
+    r[0].interval_end_ns = r[0].interval_start_ns + 10 * NS;
+    r[1].interval_start_ns = now - 40 * 86400 * NS; /* old, never acknowledged */
+    r[1].interval_end_ns = r[1].interval_start_ns + 10 * NS;
+    const Sluice__Control__UsageRecord *b[] = {&r[0], &r[1], &r[2]};
+    assert_int_equal(ag_usage_store_put(f->s, b, 3, 1800000000, NULL, &e), SL_OK);
+    char *fwd[] = {ids[0]};
+    assert_int_equal(ag_usage_store_mark_forwarded(f->s, fwd, 1, 1800000001, NULL, &e), SL_OK);
+    ag_usage_alive a = {INST, PROJ, "web-1", "instance-00000001", "g1.small", "gold", 0.5};
+    assert_int_equal(ag_usage_store_heartbeat(f->s, &a, 1, now - 45 * 86400 * NS, &e), SL_OK);
+    assert_int_equal(ag_usage_store_heartbeat(f->s, NULL, 0, now - 44 * 86400 * NS, &e), SL_OK);
+    assert_int_equal(ag_usage_store_heartbeat(f->s, &a, 1, now, &e), SL_OK);
+
+    ag_usage_pruned p;
+    int64_t cut = now - 30 * 86400 * NS;
+    assert_int_equal(ag_usage_store_prune(f->s, cut, 1, &p, &e), SL_OK);
+    assert_int_equal(p.records, 1);   /* r[0]; r[1] is still owed to the registry */
+    assert_int_equal(p.lifetimes, 1); /* the closed one; the open one stays */
+    uint64_t n;
+    assert_int_equal(ag_usage_store_count(f->s, &n, &e), SL_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ag_usage_store_prune(f->s, cut, 0, &p, &e), SL_OK); /* no registry */
+    assert_int_equal(p.records, 1);
+    assert_int_equal(ag_usage_store_count(f->s, &n, &e), SL_OK);
+    assert_int_equal(n, 1);
+    uint64_t total_records = 0;
+    assert_int_equal(ag_usage_store_totals(f->s, count_totals, &total_records, &e), SL_OK);
+    assert_int_equal(total_records, 3);
 }
 
 int main(void)
@@ -736,6 +804,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lifetimes_and_query, setup, teardown),
         cmocka_unit_test(test_metrics_exposition),
         cmocka_unit_test(test_config_keys),
+        cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

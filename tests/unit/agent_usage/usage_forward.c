@@ -95,12 +95,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage_forward: records still pending after 40 s\n");
         rc = 1;
     }
+    /* the thread marks the store first, then its stats and gauges: give it a moment */
     ag_report_stats st;
+    char *t = NULL;
+    for (int i = 0; !rc && i < 100; i++) {
+        size_t len;
+        free(t);
+        t = ag_metrics_render(m, &len);
+        ag_report_get_stats(r, &st);
+        if (st.usage_forwarded == (uint64_t)n &&
+            !strstr(t, "sluice_agent_last_forward_timestamp_seconds 0\n") &&
+            strstr(t, "sluice_agent_usage_records_pending_forward 0\n"))
+            break;
+        usleep(50000);
+    }
     ag_report_get_stats(r, &st);
     printf("forwarded %llu last_forward %lld\n", (unsigned long long)st.usage_forwarded,
            (long long)st.last_forward);
-    size_t len;
-    char *t = ag_metrics_render(m, &len);
     if (!rc && (strstr(t, "sluice_agent_last_forward_timestamp_seconds 0\n") ||
                 !strstr(t, "sluice_agent_usage_records_pending_forward 0\n"))) {
         fprintf(stderr, "usage_forward: metrics not updated:\n%s", t);
@@ -120,7 +131,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage_forward: re-sent records still pending after 40 s\n");
             rc = 1;
         }
-        ag_report_get_stats(r, &st);
+        for (int i = 0; i < 100; i++) {
+            ag_report_get_stats(r, &st);
+            if (st.usage_forwarded == 2 * (uint64_t)n)
+                break;
+            usleep(50000);
+        }
         printf("forwarded %llu\n", (unsigned long long)st.usage_forwarded);
     }
     ag_report_stop(r);

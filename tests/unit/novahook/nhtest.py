@@ -1,10 +1,17 @@
 """Shared helpers for the nova-hook Python tests: throwaway PKI made with the openssl CLI at test
-time (nothing committed), and running sluice-novahook on an ephemeral port of 127.0.0.1."""
+time (nothing committed), running sluice-novahook on an ephemeral port of 127.0.0.1, and the
+registry database of a test: SQLite, or MariaDB in the .mariadb twins of ctest
+(SLUICE_TEST_MARIADB names the URL file of the `mariadb` fixture's server, tests/ha)."""
 import os
 import re
+import sqlite3
 import subprocess
+import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ha"))
+import mariadb  # noqa: E402
 
 INSTANCE = "3d6b0f5e-9a1c-4e27-8f34-1b2c3d4e5f60"
 PROJECT = "f241e906010e4917ae8153f4fb8aa021"
@@ -57,6 +64,40 @@ def make_pki(d):
     sh("openssl", "pkey", "-in", p["token_key"], "-pubout", "-out", p["token_pub"])
     p["agent_ca"] = make_ca(d, "agent-ca")[1]
     return p
+
+
+def engine():
+    """'mariadb' when this run is a .mariadb twin, else 'sqlite'."""
+    return "mariadb" if os.environ.get("SLUICE_TEST_MARIADB") else "sqlite"
+
+
+def fresh_db(d):
+    """The registry database of this test: d/registry.db, or a new database on the fixture's
+    MariaDB server with its schema made by `sluice-registry db-sync` (SLUICE_TEST_REGISTRY), as
+    an operator makes it before starting nova-hooks."""
+    if engine() == "sqlite":
+        return f"{d}/registry.db"
+    with open(os.environ["SLUICE_TEST_MARIADB"]) as f:
+        url = mariadb.fresh_database(f.read().strip())
+    sh(os.environ["SLUICE_TEST_REGISTRY"], "--db", url, "db-sync")
+    return url
+
+
+def _typed(v):
+    if v == "NULL":
+        return None
+    return int(v) if re.fullmatch(r"-?[0-9]+", v) else v
+
+
+def query(db, sql):
+    """Rows of sql on the registry database db (a SQLite path or a MariaDB URL), as tuples."""
+    if "://" not in db:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            return [tuple(r) for r in con.execute(sql)]
+        finally:
+            con.close()
+    return [tuple(_typed(v) for v in row) for row in mariadb.run(db, sql)]
 
 
 def write_config(d, pki, db, extra=""):

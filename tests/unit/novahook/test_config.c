@@ -108,7 +108,8 @@ static void errors_name_line_and_key(void **state)
     expect(REQUIRED "token_ttl = ten\n", "t.conf:7: token_ttl: not an integer");
     expect(REQUIRED "max_body = 1\n", "t.conf:7: max_body: 1 outside 1024..16777216");
     expect(REQUIRED "threads = 0\n", "t.conf:7: threads: 0 outside 1..64");
-    expect(REQUIRED "database = relative.db\n", "t.conf:7: database: must be an absolute path");
+    expect(REQUIRED "database = relative.db\n",
+           "t.conf:7: database: a SQLite path must be absolute: relative.db");
     expect(REQUIRED "path = v1\n",
            "t.conf:7: path: must start with / and hold no '?', '#' or space");
     expect(REQUIRED "listen = 1.2.3.4:9443\n", "t.conf:7: listen: key given twice");

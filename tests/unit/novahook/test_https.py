@@ -82,7 +82,7 @@ def main():
     novahook, seed = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory(prefix="nh-https-") as d:
         pki = nhtest.make_pki(d)
-        db = f"{d}/registry.db"
+        db = nhtest.fresh_db(d)
         nhtest.sh(seed, db, "register", "gpu1", "tcp://192.0.2.1:7400", "8")
         nhtest.sh(seed, db, "place", "gpu1", nhtest.INSTANCE, nhtest.PROJECT, "g1.small")
         conf = nhtest.write_config(d, pki, db)
@@ -202,7 +202,8 @@ def measure(port, good):
     fresh = (time.perf_counter() - t) * 1000
     print(f"latency: keep-alive median {med:.2f} ms, p99 {p99:.2f} ms; "
           f"new connection with TLS handshake {fresh:.2f} ms")
-    check(p99 < 100 and fresh < 500, "answers within milliseconds (Nova waits at most 5 s)")
+    # each answer stores its token's id durably (one commit: the disk's fsync); Nova waits 5 s
+    check(p99 < 500 and fresh < 1000, "answers well within Nova's 5 s")
 
 
 if __name__ == "__main__":

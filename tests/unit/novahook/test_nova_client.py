@@ -118,7 +118,7 @@ def main():
         return 1
     with tempfile.TemporaryDirectory(prefix="nh-nova-") as d:
         pki = nhtest.make_pki(d)
-        db = f"{d}/registry.db"
+        db = nhtest.fresh_db(d)
         nhtest.sh(seed, db, "register", "gpu1", "tcp://192.0.2.1:7400", "8")
         nhtest.sh(seed, db, "place", "gpu1", nhtest.INSTANCE, nhtest.PROJECT, "g1.small")
         daemon = nhtest.Daemon(novahook, nhtest.write_config(d, pki, db))  # default max_body

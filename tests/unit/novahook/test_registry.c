@@ -1,5 +1,6 @@
-/* Registry handler + SQLite store: several agents register, place, remove; refusals; usage
- * records stored once however often pushed; a close and reopen of the store loses nothing. */
+/* Registry handler + store (SQLite, or MariaDB in the .mariadb twin): several agents register,
+ * place, remove; refusals; usage records stored once however often pushed; a close and reopen of
+ * the store loses nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,25 +11,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nh_testdb.h"
 #include "registry.h"
 #include "store.h"
 
 #define NOW 1800000000LL
 
 typedef struct fx {
-    char dir[64];
-    char path[128];
+    nh_testdb db;
     nh_store *s;
 } fx;
 
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/nh-reg-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    snprintf(f->path, sizeof f->path, "%s/registry.db", f->dir);
+    nh_testdb_make(&f->db);
     sl_error e;
-    assert_int_equal(nh_store_open(f->path, 0, &f->s, &e), SL_OK);
+    assert_int_equal(nh_store_open(f->db.url, 0, &f->s, &e), SL_OK);
     *state = f;
     return 0;
 }
@@ -37,13 +36,7 @@ static int teardown(void **state)
 {
     fx *f = *state;
     nh_store_close(f->s);
-    char p[160];
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s%s", f->path, suffix[i]);
-        unlink(p);
-    }
-    rmdir(f->dir);
+    nh_testdb_drop(&f->db);
     free(f);
     return 0;
 }
@@ -342,7 +335,7 @@ static void restart_loses_nothing(void **state)
     assert_int_equal(push(f, "gpu1", recs, 1, &ok), 1);
     nh_store_close(f->s);
     sl_error e;
-    assert_int_equal(nh_store_open(f->path, 0, &f->s, &e), SL_OK);
+    assert_int_equal(nh_store_open(f->db.url, 0, &f->s, &e), SL_OK);
     char h[256];
     assert_true(lookup(f, I1, h));
     assert_string_equal(h, "gpu1");
@@ -354,7 +347,7 @@ static void restart_loses_nothing(void **state)
     assert_int_equal(n, 1);
     /* and a read-only open (the CLI) sees it all */
     nh_store *ro;
-    assert_int_equal(nh_store_open(f->path, 1, &ro, &e), SL_OK);
+    assert_int_equal(nh_store_open(f->db.url, 1, &ro, &e), SL_OK);
     assert_int_equal(nh_store_hosts(ro, 0, host_row_check, NULL, &e), SL_OK);
     nh_store_close(ro);
     /* a read-only open of a file without the schema fails clearly */

@@ -11,21 +11,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nh_testdb.h"
 #include "registry_channel.h"
 
 #define NOW 1800000000LL
 
 static nh_store *store;
-static char dir[64], path[128];
+static nh_testdb db;
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/nh-regch-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/registry.db", dir);
+    nh_testdb_make(&db);
     sl_error e;
-    assert_int_equal(nh_store_open(path, 0, &store, &e), SL_OK);
+    assert_int_equal(nh_store_open(db.url, 0, &store, &e), SL_OK);
     return 0;
 }
 
@@ -33,13 +32,7 @@ static int teardown(void **state)
 {
     (void)state;
     nh_store_close(store);
-    char p[160];
-    const char *sfx[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
-        unlink(p);
-    }
-    rmdir(dir);
+    nh_testdb_drop(&db);
     return 0;
 }
 

@@ -8,7 +8,6 @@ daemon keeps serving); SIGTERM, restart, nothing lost.
 usage: test_registry_channel.py SLUICE_NOVAHOOK SLUICE_REGISTRY NH_AGENT"""
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -76,7 +75,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="nh-regch-") as d:
         pki = nhtest.make_pki(d)
         apki = make_agent_pki(d)
-        db = f"{d}/registry.db"
+        db = nhtest.fresh_db(d)
         config = nhtest.write_config(d, pki, db, f"""registry_listen = 127.0.0.1:0
 registry_ca = {apki['ca']}
 registry_cert = {apki['server'][1]}
@@ -159,10 +158,8 @@ registry_hosts = host-a,host-b
             check(rc == 0 and got == [(inst(1), "host-a", P1), (inst(2), "host-a", P2),
                                       (inst(4), "host-b", P2)],
                   f"{when}: sluice-registry instances ({got})")
-            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-            rows = con.execute("SELECT record_id, host, instance FROM usage "
-                               "ORDER BY record_id").fetchall()
-            con.close()
+            rows = nhtest.query(db, "SELECT record_id, host, instance FROM usage_records "
+                                    "ORDER BY record_id")
             check(rows == [(f"rec-{i}", "host-a", inst(1)) for i in (1, 2, 3)],
                   f"{when}: usage stored once each ({rows})")
 

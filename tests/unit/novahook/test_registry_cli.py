@@ -6,11 +6,12 @@ usage: test_registry_cli.py SLUICE_REGISTRY NH_SEED"""
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+
+import nhtest
 
 FAILS = []
 P1, P2 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
@@ -29,7 +30,7 @@ def inst(n):
 def main():
     cli, seed = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory(prefix="nh-cli-") as d:
-        db = f"{d}/registry.db"
+        db = nhtest.fresh_db(d)
 
         def s(*a):
             subprocess.run([seed, db, *a], check=True, stdout=subprocess.DEVNULL,
@@ -88,6 +89,12 @@ def main():
         r = subprocess.run([cli, "--db", f"{d}/missing.db", "hosts"], capture_output=True,
                            text=True)
         check(r.returncode == 1 and "registry store" in r.stderr, "missing database: exit 1")
+        if nhtest.engine() == "mariadb":
+            bad = db.replace("sluice:", "sluice:wrong", 1)
+            r = subprocess.run([cli, "--db", bad, "hosts"], capture_output=True, text=True)
+            check(r.returncode == 1 and "Access denied" in r.stderr and "wrong" not in r.stderr,
+                  f"a wrong password: exit 1, the server's reason, no password shown "
+                  f"({r.stderr.strip()})")
 
         # --- SIGKILL while storing usage: every acknowledged record survives
         p = subprocess.Popen([seed, db, "usage-loop", "gpu-a", "rec", "100000"],
@@ -101,22 +108,36 @@ def main():
         for line in p.stdout:  # acks already written before the kill
             acked.append(line.split()[1])
         p.wait()
-        con = sqlite3.connect(db)
-        stored = {r[0] for r in con.execute("SELECT record_id FROM usage")}
-        jm = con.execute("PRAGMA journal_mode").fetchone()[0]
-        con.close()
-        check(jm == "wal", "database in WAL mode")
+        stored = {r[0] for r in nhtest.query(db, "SELECT record_id FROM usage_records")}
+        if nhtest.engine() == "sqlite":
+            jm = nhtest.query(db, "PRAGMA journal_mode")[0][0]
+            check(jm == "wal", "database in WAL mode")
         check(set(acked) <= stored, f"killed writer: all {len(acked)} acked records stored "
                                     f"({len(stored)} in the table)")
         # redelivery after the restart stores nothing twice
         s("usage-loop", "gpu-a", "rec", "50")
-        con = sqlite3.connect(db)
-        n = con.execute("SELECT count(*) FROM usage").fetchone()[0]
-        con.close()
+        n = nhtest.query(db, "SELECT count(*) FROM usage_records")[0][0]
         check(n == len(stored | {f"rec-{i:06d}" for i in range(50)}),
               "redelivered records stored once")
         rc, out, _ = run("--json", "instances")
         check(len(json.loads(out)) == 3, "placements intact after the kill")
+
+        # --- management: the schema version, retention now
+        rc, out, _ = run("db-version")
+        check(rc == 0 and "schema version 4" in out, f"db-version: {out.strip()}")
+        before = nhtest.query(db, "SELECT count(*) FROM usage_records")[0][0]
+        rc, out, _ = run("prune", "--days", "30")  # nh_seed's records ended in 1970
+        after = nhtest.query(db, "SELECT count(*) FROM usage_records")[0][0]
+        check(rc == 0 and out.startswith(f"removed {before} usage records") and after == 0,
+              f"prune --days 30 removes the old records: {out.strip()}")
+        rc, out, _ = run("prune", "--days", "30")
+        check(rc == 0 and out.startswith("removed 0 usage records"), "prune again: nothing")
+        rc, _, err = run("prune", "--days", "0")
+        check(rc == 2 and "--days" in err, "prune --days 0: exit 2 with a message")
+        rc, _, err = run("db-sync", "extra")
+        check(rc == 2, "db-sync takes no argument")
+        rc, _, err = run("token-keys", "spin", "--repository", f"{d}/keys")
+        check(rc == 2 and "setup, rotate or public" in err, "token-keys: unknown action refused")
     if FAILS:
         print(f"{len(FAILS)} check(s) failed")
         return 1
