@@ -142,7 +142,27 @@ static void on_gone(ag_core *c, ag_instance *in, const char *reason)
         revoke_now(c, in, reason);
         report(c, in, 0);
         ag_supervisor_release(c->sup, in->project_id);
+    } else if (in->gpu) {
+        report(c, in, 0); /* defined, never started (on_defined placed it) */
     }
+}
+
+/* A GPU instance newly defined, not running. Nova's spawn defines the domain, then builds the
+ * config drive, whose vendordata nova-hook answers only for an instance placed on an agent,
+ * then starts it: placed now, the config drive carries a token (docs/enrollment.md). */
+static void on_defined(ag_core *c, const ag_obs *o)
+{
+    ag_instance in;
+    int known;
+    if (!load(c, o, &in, &known) || !in.gpu)
+        return;
+    in.resync_gen = c->gen;
+    ag_instances_put(c->inst, &in);
+    sl_log(SL_LOG_NOTICE, COMPONENT,
+           "instance %s (%s, project %s, flavor %s): defined, not running yet: placed on this "
+           "host",
+           in.uuid, in.domain, in.project_id, in.flavor);
+    report(c, &in, 1);
 }
 
 static void on_meta(ag_core *c, const ag_obs *o)
@@ -152,6 +172,8 @@ static void on_meta(ag_core *c, const ag_obs *o)
     if (!ag_instances_get(c->inst, o->uuid, &old)) {
         if (o->running)
             on_up(c, o);
+        else if (!strcmp(o->reason, "defined"))
+            on_defined(c, o);
         return;
     }
     if (!load(c, o, &in, &known))

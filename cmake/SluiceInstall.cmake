@@ -21,6 +21,7 @@ install(FILES ${CMAKE_SOURCE_DIR}/agent/systemd/sluice-agent.service
               ${CMAKE_SOURCE_DIR}/nova-hook/systemd/sluice-novahook.service
               ${CMAKE_SOURCE_DIR}/frontend/enroll/systemd/sluice-enroll.service
               ${CMAKE_SOURCE_DIR}/frontend/enroll/systemd/sluice-enroll.timer
+              ${CMAKE_SOURCE_DIR}/frontend/enroll/systemd/sluice-config-drive.service
         DESTINATION ${SLUICE_SYSTEMD_UNIT_DIR})
 
 install(FILES ${CMAKE_SOURCE_DIR}/agent/sluice-agent.conf.example

@@ -27,6 +27,7 @@
 #include "sluice/channel.h"
 #include "sluice/token.h"
 #include "sluice_control.pb-c.h"
+#include "vendordata.h"
 
 #define PATH_MAX_SE 4096
 #define HDR_MAX     16384
@@ -264,57 +265,6 @@ sl_code se_fetch(const char *source, int timeout_ms, char **body, size_t *len, s
     if (strncmp(source, "http://", 7) == 0)
         return http_get(source, timeout_ms > 0 ? timeout_ms : 10000, body, len, e);
     return read_path(source, body, len, e);
-}
-
-/* ---------------------------------------------------------------- vendordata */
-
-typedef struct vd {
-    char *token, *ca, *endpoint;
-} vd;
-
-static void vd_free(vd *v)
-{
-    free(v->token);
-    free(v->ca);
-    free(v->endpoint);
-}
-
-static sl_code parse_vendordata(const char *src, const char *body, size_t len, const char *key,
-                                vd *v, sl_error *e)
-{
-    json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root || !json_is_object(root)) {
-        json_decref(root);
-        return sl_fail(e, SL_ERR_CONFIG, "%s: not a JSON object (line %d: %s)", src, je.line,
-                       je.text);
-    }
-    json_t *o = json_object_get(root, key);
-    sl_code rc = SL_OK;
-    if (!o || !json_is_object(o) || json_object_size(o) == 0) {
-        rc = sl_fail(e, SL_ERR_CONFIG,
-                     "%s has no \"%s\" entry: this instance is not placed on a Sluice host (not "
-                     "a GPU flavor, or nova-hook is not configured)",
-                     src, key);
-    } else {
-        const char *names[3] = {"token", "ca", "enroll_endpoint"};
-        char **dst[3] = {&v->token, &v->ca, &v->endpoint};
-        for (int i = 0; i < 3 && rc == SL_OK; i++) {
-            json_t *s = json_object_get(o, names[i]);
-            if (!json_is_string(s) || json_string_length(s) == 0 || json_string_length(s) > 65536)
-                rc = sl_fail(e, SL_ERR_CONFIG, "%s: \"%s\".\"%s\" missing or not a string", src,
-                             key, names[i]);
-            else if (!(*dst[i] = strdup(json_string_value(s))))
-                rc = sl_fail(e, SL_ERR_NOMEM, "no memory");
-        }
-        if (rc == SL_OK && strncmp(v->endpoint, "tcp://", 6) != 0)
-            rc = sl_fail(e, SL_ERR_CONFIG, "%s: enroll_endpoint %.80s is not tcp://HOST:PORT", src,
-                         v->endpoint);
-    }
-    json_decref(root);
-    if (rc != SL_OK)
-        vd_free(v);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- files */
@@ -587,77 +537,26 @@ static sl_code install(const char *dir, EVP_PKEY *key, const Sluice__Control__En
     return rc;
 }
 
-sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
+/* One source: its vendordata, the token's time, the exchange with the agent, the files. */
+static sl_code enroll_from(const char *src, const char *key, const char *dir, int timeout,
+                           se_result *res, sl_error *e)
 {
-    sl_error_clear(e);
-    se_opts d = {0};
-    if (o)
-        d = *o;
-    if (!res)
-        return sl_fail(e, SL_ERR_INVALID, "se_enroll: NULL result");
-    memset(res, 0, sizeof *res);
-    const char *src = d.source ? d.source : SE_DEFAULT_SOURCE;
-    const char *key = d.key ? d.key : SE_DEFAULT_KEY;
-    const char *dir = d.dir ? d.dir : SE_DEFAULT_DIR;
-    int timeout = d.timeout_ms > 0 ? d.timeout_ms : 10000;
-    if (strlen(dir) > PATH_MAX_SE - 64)
-        return sl_fail(e, SL_ERR_INVALID, "directory path too long");
-    if (!d.renew && se_check_current(dir, (int64_t)time(NULL), &res->not_after, NULL) == SL_OK) {
-        /* the certificate is good: is the backend still where backend.conf says? */
-        char ep[256];
-        se_conf_get(dir, "enroll_endpoint", ep, sizeof ep);
-        if (!ep[0]) { /* written by an older sluice-enroll: vendordata names the agent */
-            char *vbody = NULL;
-            size_t vlen = 0;
-            vd vv = {0};
-            sl_error ve;
-            if (se_fetch(src, timeout, &vbody, &vlen, &ve) == SL_OK &&
-                parse_vendordata(src, vbody, vlen, key, &vv, &ve) == SL_OK) {
-                snprintf(ep, sizeof ep, "%s", vv.endpoint);
-                vd_free(&vv);
-            } else {
-                snprintf(res->note, sizeof res->note, "%s", ve.msg);
-            }
-            free(vbody);
-        }
-        int not_granted = 0;
-        sl_error le;
-        if (ep[0] && se_locate(dir, ep, timeout, res, &not_granted, &le) != SL_OK && !not_granted)
-            snprintf(res->note, sizeof res->note, "%s", le.msg);
-        if (not_granted) { /* the agent no longer accepts the certificate: enroll anew */
-            int64_t na = res->not_after;
-            memset(res, 0, sizeof *res);
-            res->not_after = na;
-            res->regrant = 1;
-            snprintf(res->regrant_why, sizeof res->regrant_why, "%s", le.msg);
-        } else {
-            /* the agent's answer or not, the backend has the last word on the certificate (a
-             * grant it lost, a host CA that changed): only its refusal makes a new enrollment
-             * worth it; a backend that does not answer may be restarting (status.h) */
-            char bep[256];
-            if (!d.check_grant || !se_read_endpoint(dir, bep, sizeof bep))
-                return SL_OK; /* nothing to do */
-            se_grant g =
-                se_grant_probe(dir, bep, timeout, res->regrant_why, sizeof res->regrant_why);
-            if (g != SE_GRANT_REFUSED)
-                return SL_OK; /* accepted, or the backend cannot be asked now */
-            res->regrant = 1; /* a dead grant: enroll again */
-        }
-    }
     char *body = NULL;
     size_t blen = 0;
     sl_code rc = se_fetch(src, timeout, &body, &blen, e);
     if (rc != SL_OK)
         return rc;
-    vd v = {0};
-    rc = parse_vendordata(src, body, blen, key, &v, e);
+    se_vendordata v;
+    rc = se_vendordata_parse(src, body, blen, key, &v, e);
     free(body);
     if (rc != SL_OK)
         return rc;
+    rc = se_vendordata_check_time(src, &v, (int64_t)time(NULL), e);
     EVP_PKEY *pk = NULL;
     uint8_t *csr = NULL;
     size_t csr_len = 0;
-    rc = make_csr(&pk, &csr, &csr_len, e);
+    if (rc == SL_OK)
+        rc = make_csr(&pk, &csr, &csr_len, e);
     Sluice__Control__EnrollRequest q = SLUICE__CONTROL__ENROLL_REQUEST__INIT;
     q.token = v.token;
     q.csr_der.data = csr;
@@ -678,6 +577,88 @@ sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
         sluice__control__enroll_reply__free_unpacked(r, NULL);
     free(csr);
     EVP_PKEY_free(pk);
-    vd_free(&v);
+    se_vendordata_free(&v);
+    return rc;
+}
+
+/* The certificate in dir is good: asks the agent where the backend is now (a locate
+ * request) and rewrites backend.conf if it moved; with check_grant asks the backend too.
+ * 1: done (the files stay, res->note says why when the endpoint could not be confirmed);
+ * 0: the agent or the backend no longer accepts the certificate (res->regrant): enroll anew. */
+static int locate_current(const char *const *srcs, int n, const char *key, const char *dir,
+                          int timeout, int check_grant, se_result *res)
+{
+    char ep[256];
+    se_conf_get(dir, "enroll_endpoint", ep, sizeof ep);
+    for (int i = 0; !ep[0] && i < n; i++) { /* an older backend.conf: vendordata names the agent */
+        char *vbody = NULL;
+        size_t vlen = 0;
+        se_vendordata vv;
+        sl_error ve;
+        if (se_fetch(srcs[i], timeout, &vbody, &vlen, &ve) == SL_OK &&
+            se_vendordata_parse(srcs[i], vbody, vlen, key, &vv, &ve) == SL_OK) {
+            snprintf(ep, sizeof ep, "%s", vv.endpoint);
+            se_vendordata_free(&vv);
+        } else {
+            snprintf(res->note, sizeof res->note, "%s", ve.msg);
+        }
+        free(vbody);
+    }
+    int not_granted = 0;
+    sl_error le;
+    if (ep[0] && se_locate(dir, ep, timeout, res, &not_granted, &le) != SL_OK && !not_granted)
+        snprintf(res->note, sizeof res->note, "%s", le.msg);
+    if (not_granted) { /* the agent no longer accepts the certificate: enroll anew */
+        int64_t na = res->not_after;
+        memset(res, 0, sizeof *res);
+        res->not_after = na;
+        res->regrant = 1;
+        snprintf(res->regrant_why, sizeof res->regrant_why, "%s", le.msg);
+        return 0;
+    }
+    /* the agent's answer or not, the backend has the last word on the certificate (a grant it
+     * lost, a host CA that changed): only its refusal makes a new enrollment worth it; a
+     * backend that does not answer may be restarting (status.h) */
+    char bep[256];
+    if (!check_grant || !se_read_endpoint(dir, bep, sizeof bep))
+        return 1;
+    se_grant g = se_grant_probe(dir, bep, timeout, res->regrant_why, sizeof res->regrant_why);
+    if (g != SE_GRANT_REFUSED)
+        return 1;     /* accepted, or the backend cannot be asked now */
+    res->regrant = 1; /* a dead grant: enroll again */
+    return 0;
+}
+
+sl_code se_enroll(const se_opts *o, se_result *res, sl_error *e)
+{
+    sl_error_clear(e);
+    se_opts d = {0};
+    if (o)
+        d = *o;
+    if (!res)
+        return sl_fail(e, SL_ERR_INVALID, "se_enroll: NULL result");
+    memset(res, 0, sizeof *res);
+    const char *key = d.key ? d.key : SE_DEFAULT_KEY;
+    const char *dir = d.dir ? d.dir : SE_DEFAULT_DIR;
+    int timeout = d.timeout_ms > 0 ? d.timeout_ms : 10000;
+    if (strlen(dir) > PATH_MAX_SE - 64)
+        return sl_fail(e, SL_ERR_INVALID, "directory path too long");
+    const char *srcs[2] = {d.source, NULL};
+    int n = d.source ? 1 : se_default_sources(srcs);
+    if (!d.renew && se_check_current(dir, (int64_t)time(NULL), &res->not_after, NULL) == SL_OK &&
+        locate_current(srcs, n, key, dir, timeout, d.check_grant, res))
+        return SL_OK;
+    sl_code rc = SL_ERR_INVALID;
+    for (int i = 0; i < n; i++) {
+        rc = enroll_from(srcs[i], key, dir, timeout, res, e);
+        if (rc == SL_OK)
+            break;
+        if (i + 1 < n) { /* kept for the caller; the next source may work */
+            snprintf(res->tried[res->n_tried], sizeof res->tried[0], "%s", e->msg);
+            res->n_tried++;
+            sl_error_clear(e);
+            res->status = 0;
+        }
+    }
     return rc;
 }

@@ -31,13 +31,15 @@
 #define SE_BODY_MAX       (1 << 20) /* largest vendor_data2.json accepted */
 
 typedef struct se_opts {
-    const char *source; /* "http://..." URL or a file path; NULL: SE_DEFAULT_SOURCE */
-    const char *key;    /* our key in vendor_data2.json; NULL: "sluice" */
-    const char *dir;    /* NULL: SE_DEFAULT_DIR */
-    int renew;          /* enroll even if the current certificate is still good */
-    int timeout_ms;     /* metadata fetch and agent exchange, each; 0: 10000 */
-    int check_grant;    /* a good certificate: ask its backend too (after the locate request),
-                         * and enroll again when it refuses the certificate (status.h) */
+    /* "http://..." URL or a file path; NULL: the config drive's file if one is mounted
+     * (SE_CONFIG_DRIVE_SOURCE, vendordata.h), then SE_DEFAULT_SOURCE (the metadata service) */
+    const char *source;
+    const char *key; /* our key in vendor_data2.json; NULL: "sluice" */
+    const char *dir; /* NULL: SE_DEFAULT_DIR */
+    int renew;       /* enroll even if the current certificate is still good */
+    int timeout_ms;  /* metadata fetch and agent exchange, each; 0: 10000 */
+    int check_grant; /* a good certificate: ask its backend too (after the locate request),
+                      * and enroll again when it refuses the certificate (status.h) */
 } se_opts;
 
 typedef struct se_result {
@@ -53,9 +55,14 @@ typedef struct se_result {
     int64_t not_after;
     char endpoint[256]; /* the backend endpoint */
     char instance_id[64], project_id[64];
+    /* why the sources tried before the one that decided failed (the config drive's expired
+     * token, say, before the metadata service); each message names its source */
+    int n_tried;
+    char tried[1][320];
 } se_result;
 
-/* Does it all. Refused by the agent: SL_ERR_REFUSED with "agent refused enrollment: STATUS:
+/* Does it all, from the first source that works (o->source, else the config drive, then the
+ * metadata service). Refused by the agent: SL_ERR_REFUSED with "agent refused enrollment: STATUS:
  * detail" and r->status set. Other failures name what failed (fetch, vendordata, channel,
  * files). */
 sl_code se_enroll(const se_opts *o, se_result *r, sl_error *e);

@@ -9,14 +9,17 @@
 #include "sluice/cli.h"
 #include "sluice/timefmt.h"
 #include "status.h"
+#include "vendordata.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: sluice-enroll [options]\n"
             "\n"
-            "Reads this instance's Sluice entry from the metadata service's vendor_data2.json,\n"
-            "makes a private key (it never leaves the guest) and a certificate request, enrolls\n"
+            "Reads this instance's Sluice entry of vendor_data2.json: from Nova's config drive\n"
+            "when one is mounted at " SE_CONFIG_DRIVE_DIR " and its token is still\n"
+            "valid, else from the metadata service. Makes a private key (it never leaves the\n"
+            "guest) and a certificate request, enrolls\n"
             "with the host's sluice-agent and writes client.key, client.pem, ca.pem and\n"
             "backend.conf for the Sluice frontend. While the current certificate has more\n"
             "than a third of its lifetime left it only asks the agent where the backend is now,\n"
@@ -24,7 +27,8 @@ static void usage(FILE *f)
             "the certificate or the backend refuses it (run it from a timer).\n"
             "\n"
             "options:\n"
-            "  --source URL|FILE  vendor_data2.json (default " SE_DEFAULT_SOURCE ")\n"
+            "  --source URL|FILE  vendor_data2.json (default: the config drive's, then\n"
+            "                     " SE_DEFAULT_SOURCE ")\n"
             "  --key NAME         our key in it (default " SE_DEFAULT_KEY ")\n"
             "  --dir DIR          where to write the files (default " SE_DEFAULT_DIR ")\n"
             "  --renew            enroll even if the current certificate is still good\n"
@@ -100,7 +104,9 @@ int main(int argc, char **argv)
     se_result r;
     sl_error e;
     if (se_enroll(&o, &r, &e) != SL_OK) {
-        fprintf(stderr, "sluice-enroll: %s\n", e.msg);
+        for (int i = 0; i < r.n_tried; i++)
+            fprintf(stderr, "sluice-enroll: %s\n", r.tried[i]);
+        fprintf(stderr, "sluice-enroll: %s%s\n", r.n_tried ? "then " : "", e.msg);
         return e.code == SL_ERR_REFUSED ? 3 : 1;
     }
     char until[48];

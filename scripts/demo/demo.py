@@ -37,6 +37,7 @@ import pki as demo_pki  # noqa: E402
 from metadata import MetadataService  # noqa: E402
 from procs import Daemon, DemoError, clean, daemon_env, free_port, run  # noqa: E402
 from virt import DOMAIN, Libvirt, domain_xml, nova_metadata  # noqa: E402
+from vmguest import VmGuest  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKIP = 77
@@ -106,6 +107,8 @@ class Demo:
         self.project = uuid.uuid4().hex  # Keystone project ids: 32 hex digits
         self.user = uuid.uuid4().hex
         self.sanitizer_reports = []  # what printed one (a -DSLUICE_SANITIZE=ON build)
+        self.vm = None  # --guest vm: the real guest (vmguest.py)
+        self.say_ = say
 
     # ------------------------------------------------------------------ helpers
 
@@ -136,6 +139,8 @@ class Demo:
         return rc, out
 
     def daemon(self, name, argv, env=None):
+        if self.vm and name != "dnsmasq":  # on the tenant network: in the guest's namespace
+            argv = self.vm.wrap(argv)
         d = Daemon(name, argv, os.path.join(self.work, f"{name}.log"), env)
         self.daemons.append(d)
         return d
@@ -147,10 +152,15 @@ class Demo:
         self.virt = Libvirt(REPO, self.work)
         if self.args.libvirt != "test" and self.virt.start_daemon():
             say(f"{self.virt.uri}: {self.virt.note}")
+            if self.args.guest == "vm":
+                self.vm = VmGuest(self)
+                self.vm.network_up()
+                say(f"--guest vm: network namespace {self.vm.net.ns}, bridge "
+                    f"{self.vm.host_ip}/24, the instance's port {self.vm.net.guest_ip} by DHCP")
             if self.virt.remove_leftover():
                 say(f"removed the domain {DOMAIN} left over by an interrupted run")
             return
-        if self.args.libvirt == "qemu":
+        if self.args.libvirt == "qemu" or self.args.guest == "vm":
             raise DemoError(f"no libvirtd: {self.virt.note}")
         why = "--libvirt test" if self.args.libvirt == "test" else self.virt.note
         say(f"NO libvirtd here ({why}): using libvirt's TEST DRIVER instead.")
@@ -211,7 +221,8 @@ registry_hosts = {self.host}
         self.enroll_port, self.backend_port = free_port(), free_port()
         # Issue 6's /metrics comes with sluice-usage; older agents refuse the key.
         self.metrics_port = free_port() if self.bin["usage"] else None
-        metrics = f"metrics_listen = 127.0.0.1:{self.metrics_port}\n" if self.metrics_port else ""
+        host = self.vm.host_ip if self.vm else "127.0.0.1"
+        metrics = f"metrics_listen = {host}:{self.metrics_port}\n" if self.metrics_port else ""
         self.driver = self.args.driver or (None if self.args.double else real_driver())
         self.on_gpu = self.driver is not None
         self.driver = self.driver or self.bin["double"]
@@ -220,11 +231,11 @@ registry_hosts = {self.host}
         with open(self.agent_conf, "w") as f:
             f.write(f"""# sluice-agent, demo configuration (docs/agent.md)
 libvirt_uri = {self.virt.uri or 'qemu:///system'}
-# Guests reach the enrollment server and the backends on this address. The demo's "guest" is
-# a process on this host, so that is the loopback address.
-enroll_listen = 127.0.0.1:{self.enroll_port}
-advertise_address = 127.0.0.1
-backend_bind = 127.0.0.1
+# Guests reach the enrollment server and the backends on this address: the loopback address
+# for the demo's "guest" process, the bridge of the guest's network with --guest vm.
+enroll_listen = {host}:{self.enroll_port}
+advertise_address = {host}
+backend_bind = {host}
 backend_port_min = {self.backend_port}
 backend_port_max = {self.backend_port}
 backend_user = {BACKEND_USER}
@@ -287,6 +298,12 @@ tier = gold
         return domain_xml(self.virt.mode or "test", self.instance, meta)
 
     def step_domain(self):
+        if self.vm:
+            step(5, f"a Nova GPU instance, flavor {FLAVOR}: a real guest VM (--guest vm)")
+            say(f"instance (= domain uuid) {self.instance}, project {self.project}")
+            self.vm.boot(FLAVOR)
+            self.wait_instance()
+            return
         step(5, f"a Nova GPU instance: domain {DOMAIN}, flavor {FLAVOR}, with Nova's metadata")
         say(f"instance (= domain uuid) {self.instance}, project {self.project}")
         # The agent accepts an enrollment only from one of the instance's port IPs (agent/
@@ -300,6 +317,9 @@ tier = gold
             path = self.virt.define_and_start(self.domain())
             say(f"$ virsh -c {self.virt.uri} define {os.path.basename(path)} && virsh start "
                 f"{DOMAIN}   (diskless QEMU/TCG guest; {time.time() - t0:.0f} s)")
+        self.wait_instance()
+
+    def wait_instance(self):
         pattern = rf"instance {self.instance} \(.*\): running, GPU flavor"
         self.agent.wait_for(pattern, 30, "the instance recognised as a GPU instance")
         self.agent.wait_for(rf"project {self.project}: backend pid \d+ ready", 30,
@@ -311,6 +331,14 @@ tier = gold
 
     def step_enroll(self):
         step(6, "the guest enrolls: vendordata token -> sluice-enroll -> client certificate")
+        if self.vm:
+            say("inside the guest: sluice-enroll.service at boot reads the config drive's")
+            say("vendor_data2.json (Nova's DynamicJSON call to nova-hook made it) (QEMU/TCG: minutes)")
+            pat = re.compile(rf"enrolled instance {self.instance} .* from {self.vm.net.guest_ip} ")
+            self.vm.follow(lambda: pat.search(self.agent.text()), 900, "enrollment")
+            self.agent.show_new(r"enroll|grant")
+            say(f"the agent enrolled the guest from its own port address {self.vm.net.guest_ip}")
+            return
         self.meta = MetadataService(self.novahook_port, self.pki,
                                     {"127.0.0.1": (self.instance, self.project, "demo-vm")})
         say(f"metadata API stand-in (plays Nova's) at {self.meta.url}:")
@@ -355,6 +383,20 @@ tier = gold
                  "on the DRIVER TEST DOUBLE (no GPU here: this proves the plumbing, "
                  "not a GPU result)")
         step(7, f"a CUDA program through Sluice, {where}")
+        if self.vm:
+            prog = f"{self.args.program}.static"
+            say(f"inside the guest: the user-data job runs /mnt/progs/bin/{prog} (nvcc-built,")
+            say("NVIDIA's static cudart) with the image's libcuda.so.1, across the VM's network")
+            r = self.vm.results
+            self.vm.follow(lambda: r.steps.get(prog, {}).get("rc") is not None, 600,
+                           f"end of {prog}")
+            self.agent.show_new(r"sluice-backend: session")
+            if r.steps[prog]["rc"] != 0 or f"PASS {self.args.program}" not in r.output(prog):
+                raise DemoError(f"{prog} failed in the guest (exit status {r.steps[prog]['rc']})")
+            say(f"{self.args.program} passed inside the guest "
+                + ("on the real GPU" if self.on_gpu else
+                   "on the driver test double (not a GPU result)"))
+            return
         program = self.bin["program"]
         frontend = os.path.dirname(self.bin["libcuda"])
         cuda_lib = os.path.join(self.args.cuda_root, "lib64")
@@ -396,11 +438,17 @@ tier = gold
         self.agent.show_new(r"usage")
         self.cmd(argv, check=False)
         say("(also --format csv, json in the shape of Nova's os-simple-tenant-usage, svg)")
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        url = f"http://{self.vm.host_ip if self.vm else '127.0.0.1'}:{self.metrics_port}/metrics"
         try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                text = r.read().decode()
-        except OSError as ex:
+            if self.vm:  # the agent listens in the guest network's namespace
+                text = subprocess.run(self.vm.wrap([sys.executable, "-c",
+                                      "import sys,urllib.request as u; sys.stdout.write("
+                                      f"u.urlopen('{url}', timeout=5).read().decode())"]),
+                                      capture_output=True, text=True, check=True).stdout
+            else:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    text = r.read().decode()
+        except (OSError, subprocess.CalledProcessError) as ex:
             raise DemoError(f"{url}: {ex}")
         # The instance's series, their labels printed once; then the agent's own gauges.
         series = re.findall(r"^(sluice_\w+)\{([^}]*instance_id=\"" + re.escape(self.instance)
@@ -423,7 +471,8 @@ tier = gold
             say("test driver: the domain lives in the agent's process and cannot be stopped from")
             say("here; the agent's own shutdown (step 10) ends the backend instead.")
             return
-        self.cmd(["virsh", "-c", self.virt.uri, "destroy", DOMAIN])
+        self.cmd(["virsh", "-c", self.virt.uri, "destroy",
+                  self.vm.domain.name if self.vm else DOMAIN])
         t0 = time.time()
         self.agent.wait_for(rf"instance {self.instance} \(project {self.project}\): revoked", 20,
                             "the revocation")
@@ -445,6 +494,8 @@ tier = gold
         if self.meta:
             self.meta.close()
             self.meta = None
+        if self.vm:
+            self.vm.cleanup()
         if self.virt:
             self.virt.undefine()
         while self.daemons:
@@ -456,6 +507,8 @@ tier = gold
             if not quiet:
                 d.show_new(r"stopp|shut|revok|signal")
                 say(f"{d.name} stopped (exit status {rc})")
+        if self.vm:
+            self.vm.network_down()
         if self.virt:
             if self.virt.started or self.virt.systemd_started:
                 self.virt.stop_daemon()
@@ -487,7 +540,7 @@ tier = gold
         self.step_libvirt()
         self.step_pki()
         self.step_novahook()
-        if self.virt.mode is None:  # the test driver's file holds the domain from the start
+        if self.virt.mode is None and not self.vm:  # the test driver's file holds the domain
             self.virt.start_test_driver(self.domain())
         self.step_agent()
         self.step_domain()
@@ -500,7 +553,8 @@ tier = gold
         print(f"\nDemo complete in {time.time() - self.t0:.0f} s: CUDA ran "
               + ("on the real GPU" if self.on_gpu else
                  "on the driver test double (plumbing, not a GPU result)")
-              + f"; libvirt: {'libvirtd (QEMU/TCG guest)' if mode == 'qemu' else 'test driver'}.")
+              + f"; libvirt: {'libvirtd (QEMU/TCG guest)' if mode == 'qemu' else 'test driver'}"
+              + ("; the guest was a real VM (--guest vm)." if self.args.guest == "vm" else "."))
 
 
 def main():
@@ -517,6 +571,9 @@ def main():
     ap.add_argument("--program", default="vector_add",
                     help="the tests/cuda program to run (default vector_add)")
     ap.add_argument("--cuda-root", default=os.environ.get("SLUICE_CUDA_ROOT", "/usr/local/cuda"))
+    ap.add_argument("--guest", choices=["process", "vm"], default="process",
+                    help="process: a process on this host plays the guest (default); vm: a real "
+                         "guest VM of scripts/guest-image's image (libvirtd, python3-nova)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, configs)")
     args = ap.parse_args()
     if os.geteuid() != 0:

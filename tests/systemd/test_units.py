@@ -75,7 +75,7 @@ def main():
               f"{rel}: no Persistent= without OnCalendar=")
     snippet = yaml.safe_load(open(f"{a.source}/frontend/enroll/cloud-init.yaml"))
     files = {f["path"]: f["content"] for f in snippet["write_files"]}
-    for name in ("sluice-enroll.service", "sluice-enroll.timer"):
+    for name in ("sluice-enroll.service", "sluice-enroll.timer", "sluice-config-drive.service"):
         shipped = open(f"{a.source}/frontend/enroll/systemd/{name}").read()
         written = files.get(f"/etc/systemd/system/{name}", "")
         by_hand = "/usr/local/sbin/sluice-enroll"

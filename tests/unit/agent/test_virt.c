@@ -512,6 +512,15 @@ static void test_registry(void **st)
     assert_int_equal(virDomainDestroy(d1), 0);
     assert_int_equal(virDomainUndefine(d1), 0);
     WAIT_FOR(!registry_lists(U1), 10);
+
+    /* Nova's spawn: define, build the config drive (nova-hook answers placed instances only),
+     * start. A GPU domain is placed when it is defined; undefined unstarted, it is removed. */
+    virDomainPtr d3 = define("instance-00000013", U3, 1, "g1.small", P1);
+    WAIT_FOR(registry_lists(U3), 10);
+    assert_false(running(U3));
+    assert_int_equal(virDomainUndefine(d3), 0);
+    WAIT_FOR(!registry_lists(U3), 10);
+    virDomainFree(d3);
     virDomainDestroy(d2);
     virDomainFree(d1);
     virDomainFree(d2);

@@ -192,7 +192,8 @@ static void vendordata(const char *path, const char *tok, const char *endpoint)
     fprintf(f, "{\"other\": {\"x\": 1}, \"sluice\": {\"token\": \"%s\", \"ca\": \"", tok);
     for (const char *p = ag_ca_cert_pem(G.ca); *p; p++)
         fputs(*p == '\n' ? "\\n" : (char[]){*p, 0}, f);
-    fprintf(f, "\", \"enroll_endpoint\": \"%s\", \"expires\": 1800000600}}", endpoint);
+    fprintf(f, "\", \"enroll_endpoint\": \"%s\", \"expires\": %lld}}", endpoint,
+            (long long)time(NULL) + 600);
     fclose(f);
 }
 

@@ -240,6 +240,30 @@ static void test_revoked(void **state)
     echo_stop(&e);
 }
 
+/* The server revokes and exits at once (a backend stopping after its project's last instance
+ * was revoked): the CLOSE record and the dropped connection both wait at the client, which
+ * must report the session's reason, not a lost connection. */
+static void test_revoked_then_gone(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
+    assert_int_equal(sl_client_send(c, "revoke", 6, NULL, 0, &err), SL_OK);
+    assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_REVOKED);
+    echo_stop(&e);
+    usleep(300 * 1000);
+    const void *m;
+    size_t l;
+    assert_int_equal(sl_client_recv(c, &m, &l, NULL, 5000, &err), SL_ERR_REVOKED);
+    assert_non_null(strstr(err.msg, "instance stopped"));
+    sl_client_close(c);
+}
+
 static void tamper(enum relay_mode mode)
 {
     echo_srv e;
@@ -448,7 +472,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_garbage_frame),        cmocka_unit_test(test_oversized_frame),
         cmocka_unit_test(test_handshake_timeout),    cmocka_unit_test(test_dead_client_reaped),
         cmocka_unit_test(test_dead_server_detected), cmocka_unit_test(test_connect_nowhere),
-        cmocka_unit_test(test_spinning_client),
+        cmocka_unit_test(test_spinning_client),      cmocka_unit_test(test_revoked_then_gone),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
