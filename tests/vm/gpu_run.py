@@ -102,7 +102,10 @@ class Run:
                     raise
                 say(f"network: no tap here ({ex}); QEMU user networking")
                 if self.net:
-                    self.net.down()
+                    try:
+                        self.net.down()
+                    except OSError:  # no ip(8) either
+                        pass
                 self.net = None
         self.host_ip, self.mode, self.cmdline_ip = "127.0.0.1", "user", ""
 
