@@ -215,7 +215,7 @@ def check_files(ctx):
           and "DynamicJSON" in cp["api"]["vendordata_providers"],
           f"/etc/nova/nova.conf.d/sluice.conf: vendordata_dynamic_targets = sluice@{v['url']}")
     files = [cp["api"]["vendordata_dynamic_ssl_certfile"]] + [
-        cp["vendordata_dynamic_auth"][k] for k in ("certfile", "keyfile", "cafile")]
+        cp["vendordata_dynamic_auth"][k] for k in ("certfile", "keyfile")]
     check(all(os.path.isfile(P(f)) for f in files), f"nova.conf fragment files exist: {files}")
 
     # firewall: written, not applied; valid where nft can check it
