@@ -265,14 +265,14 @@ static CUresult reader_turn(struct sl_fe_waiter *w, size_t n)
 {
     struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
     uint64_t spin_until = sl_fe_now_ns() + (uint64_t)rs->lim.sender_spin_us * 1000u;
+    int fds[4], nfds = 0; /* fixed for the turn: detach waits for the reader to leave them */
+    if (rs->tr.fds && rs->tr.has_input) {
+        nfds = rs->tr.fds(rs->tr.t, fds, 3);
+        pthread_once(&g_wake_once, wake_init);
+        if (g_wake_fd >= 0)
+            fds[nfds++] = g_wake_fd;
+    }
     for (;;) {
-        int fds[4], nfds = 0;
-        if (rs->tr.fds && rs->tr.has_input) {
-            nfds = rs->tr.fds(rs->tr.t, fds, 3);
-            pthread_once(&g_wake_once, wake_init);
-            if (g_wake_fd >= 0)
-                fds[nfds++] = g_wake_fd;
-        }
         CUresult rc = read_messages(nfds ? 0 : 10); /* no descriptors: a short blocking read */
         if (rc != CUDA_SUCCESS || all_done(w, n))
             return rc;
