@@ -46,9 +46,9 @@ struct be_direct {
     struct d_out *head, *tail;
     _Atomic int attached;
     _Atomic int shut;
-    int used;      /* the ticket opened a channel (it never opens another) */
-    sl_peer peer;  /* the attached guest, 0 when none (any more) */
-    int ended;     /* the attached channel is over (reported through hooks->ended once) */
+    int used;     /* the ticket opened a channel (it never opens another) */
+    sl_peer peer; /* the attached guest, 0 when none (any more) */
+    int ended;    /* the attached channel is over (reported through hooks->ended once) */
     uint64_t last_seq;
     /* a CallFrame whose bulk is still arriving (sl_server_take_bulk) */
     Sluice__Wire__ClientMessage *pend;
@@ -235,8 +235,7 @@ static int d_flush(struct be_direct *d, const struct be_direct_hooks *h)
         if (o->close) {
             d_end(d, h, 1, o->code, o->why);
         } else if (d->peer) {
-            if (sl_server_send_take(d->srv, d->peer, o->msg, o->len, o->bulk, o->blen, &e) !=
-                SL_OK)
+            if (sl_server_send_take(d->srv, d->peer, o->msg, o->len, o->bulk, o->blen, &e) != SL_OK)
                 sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu: direct send: %s",
                        (unsigned long long)d->sid, e.msg);
             o->bulk = NULL; /* the channel has it */

@@ -221,8 +221,11 @@ static void w_run_direct(int fd, sl_be_session *s)
                 code = rx.hdr.code > 0 ? (sl_code)rx.hdr.code : SL_ERR_CLOSED;
                 snprintf(why, sizeof why, "%s", (const char *)rx.msg);
             } else if (rx.hdr.type != BE_IPC_MSG || be_direct_attached(w_direct)) {
-                w_close(SL_ERR_PROTOCOL, "calls on the backend's channel while the session's "
-                                         "direct channel is open");
+                code = SL_ERR_PROTOCOL;
+                snprintf(why, sizeof why, "%s",
+                         "calls on the backend's channel while the session's direct channel is "
+                         "open");
+                w_close(code, why);
                 stop = 1;
             } else {
                 be_direct_shut(w_direct); /* the guest took the backend's channel */

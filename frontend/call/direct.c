@@ -17,8 +17,7 @@
 
 #define DIRECT_TIMEOUT_MS 3000 /* the handshake of the one attempt, and the answer */
 
-static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket_len,
-                              sl_error *err)
+static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket_len, sl_error *err)
 {
     Sluice__Wire__SessionOpen open = SLUICE__WIRE__SESSION_OPEN__INIT;
     open.protocol_version = 1;
