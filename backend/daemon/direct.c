@@ -105,8 +105,29 @@ sl_code be_direct_open(const struct be_direct_cfg *c, struct be_direct **out, sl
     opts.max_bulk = BE_MAX_BULK_PER_FRAME;
     opts.max_out_queue = BE_MAX_REPLY_QUEUE;
     opts.max_peers = 4;
-    if (sl_server_bind(c->listen, &tls, &opts, &hooks, &d->srv, e) != SL_OK)
-        goto fail;
+    if (!c->port_min) {
+        if (sl_server_bind(c->listen, &tls, &opts, &hooks, &d->srv, e) != SL_OK)
+            goto fail;
+    } else { /* the operator's range (a firewall opens it): a free port from a random start */
+        unsigned n = c->port_max - c->port_min + 1, tries = n < 512 ? n : 512, r = 0;
+        size_t base = strlen(c->listen) - 1; /* the '*' */
+        char ep[300];
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+            r = (unsigned)getpid();
+        sl_fail(e, SL_ERR_IO, "no free port in %u..%u", c->port_min, c->port_max);
+        for (unsigned k = 0; k < tries && !d->srv && base < 250; k++) {
+            snprintf(ep, sizeof ep, "%.*s%u", (int)base, c->listen, c->port_min + (r + k) % n);
+            sl_error be;
+            if (sl_server_bind(ep, &tls, &opts, &hooks, &d->srv, &be) == SL_OK)
+                break;
+            if (be.code == SL_ERR_CONFIG) { /* the TLS material, not the port */
+                *e = be;
+                break;
+            }
+        }
+        if (!d->srv)
+            goto fail;
+    }
     const char *ep = sl_server_endpoint(d->srv);
     const char *colon = ep ? strrchr(ep, ':') : NULL;
     unsigned long port = colon ? strtoul(colon + 1, NULL, 10) : 0;

@@ -16,6 +16,7 @@ struct be_direct;
 
 struct be_direct_cfg {
     const char *listen;          /* tcp://ADDR:* (the backend's address, any free port) */
+    unsigned port_min, port_max; /* else a free port of this range (--direct-ports); 0: any */
     const char *cert, *key, *ca; /* the backend's TLS material (mutual TLS, as its own port) */
     const char *instance, *project;
     const char *peer_sha256; /* the admitted certificate's SHA-256 (hex): only it may connect */

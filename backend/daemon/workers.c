@@ -115,42 +115,45 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
     snprintf(ival, sizeof ival, "%u",
              srv->cfg->usage_interval_s ? srv->cfg->usage_interval_s : BE_USAGE_INTERVAL_S);
     snprintf(spin, sizeof spin, "%u", srv->cfg->spin_us);
-    char *argv[] = {(char *)srv->cfg->worker_exe,
-                    "--session-worker",
-                    fdstr,
-                    "--driver",
-                    (char *)srv->cfg->driver,
-                    "--session-id",
-                    idstr,
-                    "--instance",
-                    n->instance,
-                    "--project",
-                    n->project,
-                    "--acct-fd",
-                    afd,
-                    "--acct-slot",
-                    aslot,
-                    "--acct-inst",
-                    ainst,
-                    "--usage-interval",
-                    ival,
-                    "--measure",
-                    srv->cfg->no_gpu_timing ? "none" : "events",
-                    "--spin-us",
-                    spin,
-                    NULL, /* --image-dir DIR, --direct EP --cert F --key F --ca F --peer-sha256 */
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL};
+    char *argv[] = {
+        (char *)srv->cfg->worker_exe,
+        "--session-worker",
+        fdstr,
+        "--driver",
+        (char *)srv->cfg->driver,
+        "--session-id",
+        idstr,
+        "--instance",
+        n->instance,
+        "--project",
+        n->project,
+        "--acct-fd",
+        afd,
+        "--acct-slot",
+        aslot,
+        "--acct-inst",
+        ainst,
+        "--usage-interval",
+        ival,
+        "--measure",
+        srv->cfg->no_gpu_timing ? "none" : "events",
+        "--spin-us",
+        spin,
+        NULL, /* --image-dir D, --direct EP --cert --key --ca --peer-sha256 --direct-ports */
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL};
     size_t k = 23;
     if (srv->cfg->image_dir) {
         argv[k++] = "--image-dir";
@@ -170,6 +173,10 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
                         "--peer-sha256", n->fingerprint};
         for (size_t i = 0; i < sizeof more / sizeof *more; i++)
             argv[k++] = more[i];
+        if (srv->cfg->direct_ports) {
+            argv[k++] = "--direct-ports";
+            argv[k++] = (char *)srv->cfg->direct_ports;
+        }
     }
     pid_t pid = fork();
     if (pid < 0) {

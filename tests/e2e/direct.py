@@ -8,7 +8,7 @@ guests, on loopback. The probe opens a session through the backend's port, reads
 port and ticket from SessionAccept, then tries in turn: another instance's certificate, another
 certificate of the session's own instance, garbage bytes, a wrong ticket (each refused, with the
 reason to the client where the channel can say it), the right one (accepted; a call answered),
-the same ticket again (refused), a call on the backend's channel while the direct one is open
+the same ticket again (refused), the workers' ports within --direct-ports, a call on the backend's channel while the direct one is open
 (the session ends with the reason on both), the port after the session ended (nothing there),
 a revocation of a third instance whose guest sits on its direct channel (closed as revoked, with
 the agent's reason), and a fresh session (works). The backend must log each refusal and keep
@@ -18,6 +18,7 @@ running. Driver double only: plumbing, never a GPU result. Exit status: 0 passed
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,12 +90,14 @@ def main():
         wait_for(lambda: any(e["type"] == "listening" for e in events(agent_out)), 10,
                  "listening fake agent")
         endpoint = f"tcp://127.0.0.1:{run.free_port()}"
+        lo = run.free_port()
+        lo = min(lo, 65535 - 63)  # the workers' ports: --direct-ports lo..lo+63
         with open(blog, "w") as logf:
             backend = subprocess.Popen(
                 [ctx["backend"], "--project", run.PROJECT, "--listen", endpoint,
                  "--cert", f"{pki}/server.pem", "--key", f"{pki}/server.key",
                  "--ca", f"{pki}/ca.pem", "--driver", ctx["driver"],
-                 "--control", "ipc://" + sock],
+                 "--control", "ipc://" + sock, "--direct-ports", f"{lo}-{lo + 63}"],
                 stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, preexec_fn=run.die_with_parent)
         procs.append(backend)
@@ -135,6 +138,11 @@ def main():
         for text in LOGGED:
             if text not in log:
                 problems.append(f"the backend's log does not say '{text}'")
+        ports = [int(m) for m in re.findall(r"channel: listening on tcp://127\.0\.0\.1:(\d+) "
+                                            r"\(mutual TLS\) \[project=\S+ instance", log)]
+        if len(ports) < 3 or any(p < lo or p > lo + 63 for p in ports):
+            problems.append(f"the workers' ports {ports} are not all in --direct-ports "
+                            f"{lo}-{lo + 63}")
         if backend.poll() is not None:
             problems.append(f"the backend exited ({backend.returncode})")
         if run.SANITIZER_REPORT.search(log):

@@ -196,8 +196,8 @@ static void garbage(const struct sess *s)
 
 int main(int argc, char **argv)
 {
-    const char *cert = NULL, *key = NULL, *ocert = NULL, *okey = NULL, *tcert = NULL,
-               *tkey = NULL, *vcert = NULL, *vkey = NULL;
+    const char *cert = NULL, *key = NULL, *ocert = NULL, *okey = NULL, *tcert = NULL, *tkey = NULL,
+               *vcert = NULL, *vkey = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "--endpoint"))
