@@ -52,11 +52,12 @@ static struct be_direct *w_direct; /* the direct endpoint (direct.c), NULL: none
 static void w_sink(int close_it, sl_code code, const char *why, uint8_t *msg, size_t len,
                    uint8_t *bulk, size_t blen)
 {
+    pthread_mutex_lock(&w_mu); /* w_direct goes (w_run_direct) only under it */
     if (!close_it && w_direct && be_direct_attached(w_direct)) {
         be_direct_push(w_direct, msg, len, bulk, blen);
+        pthread_mutex_unlock(&w_mu);
         return;
     }
-    pthread_mutex_lock(&w_mu);
     if (close_it)
         be_ipc_send_blocking(w_fd, BE_IPC_CLOSE, (int32_t)code, why, strlen(why), NULL, 0);
     else
@@ -243,8 +244,10 @@ static void w_run_direct(int fd, sl_be_session *s)
             sl_cpu_relax();
     }
     be_ipc_rx_free(&rx);
+    pthread_mutex_lock(&w_mu);
     struct be_direct *d = w_direct;
     w_direct = NULL; /* replies from here on go to the parent, which drops them */
+    pthread_mutex_unlock(&w_mu);
     be_direct_close(d, code, why);
 }
 
@@ -349,8 +352,11 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     be_ipc_rx_free(&rx);
 out:
     if (w_direct) { /* it never served: the session did not start */
-        be_direct_close(w_direct, SL_ERR_CLOSED, "the session did not start");
+        pthread_mutex_lock(&w_mu);
+        struct be_direct *d = w_direct;
         w_direct = NULL;
+        pthread_mutex_unlock(&w_mu);
+        be_direct_close(d, SL_ERR_CLOSED, "the session did not start");
     }
     be_printf_unwatch(); /* the watcher lets go of s before it is freed */
     be_session_free(s);  /* joins the worker thread: final usage record, frees everything */
