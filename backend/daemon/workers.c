@@ -159,7 +159,7 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
         argv[k++] = "--image-dir";
         argv[k++] = (char *)srv->cfg->image_dir;
     }
-    /* the worker's own endpoint: the backend's address, any free port (direct.c) */
+    /* the worker's own endpoint: the backend's address, a free port (of --direct-ports) */
     char direct[300];
     const char *colon = strrchr(srv->cfg->listen, ':');
     if (!srv->cfg->no_direct && colon && srv->cfg->cert && srv->cfg->key && srv->cfg->ca &&
