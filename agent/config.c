@@ -21,6 +21,8 @@ void ag_config_defaults(ag_config *c)
     snprintf(c->backend_bind, sizeof c->backend_bind, "0.0.0.0");
     c->port_min = 47000;
     c->port_max = 47999;
+    c->direct_port_min = 48000;
+    c->direct_port_max = 49999;
     snprintf(c->run_dir, sizeof c->run_dir, "/run/sluice");
     snprintf(c->state_dir, sizeof c->state_dir, "/var/lib/sluice");
     snprintf(c->backend_user, sizeof c->backend_user, "sluice-backend");
@@ -149,6 +151,10 @@ static sl_code set_key(const where *w, const char *k, const char *v, ag_config *
         return num(w, v, 1024, 65535, &c->port_min, e);
     if (!strcmp(k, "backend_port_max"))
         return num(w, v, 1024, 65535, &c->port_max, e);
+    if (!strcmp(k, "direct_port_min"))
+        return num(w, v, 1024, 65535, &c->direct_port_min, e);
+    if (!strcmp(k, "direct_port_max"))
+        return num(w, v, 1024, 65535, &c->direct_port_max, e);
     if (!strcmp(k, "run_dir"))
         return path(w, v, c->run_dir, e);
     if (!strcmp(k, "ca_dir"))
@@ -303,6 +309,13 @@ static sl_code check(const char *name, ag_config *c, sl_error *e)
     if (c->port_min > c->port_max)
         return sl_fail(e, SL_ERR_CONFIG, "%s: backend_port_max: smaller than backend_port_min",
                        name);
+    if (c->direct_port_min > c->direct_port_max)
+        return sl_fail(e, SL_ERR_CONFIG, "%s: direct_port_max: smaller than direct_port_min", name);
+    if (c->direct_port_min <= c->port_max && c->port_min <= c->direct_port_max)
+        return sl_fail(e, SL_ERR_CONFIG,
+                       "%s: direct_port_min..direct_port_max (%d..%d) overlaps "
+                       "backend_port_min..backend_port_max (%d..%d)",
+                       name, c->direct_port_min, c->direct_port_max, c->port_min, c->port_max);
     if (!c->token_public_key[0])
         return sl_fail(e, SL_ERR_CONFIG, "%s: token_public_key: required key missing", name);
     int reg = !!c->registry_endpoint[0];

@@ -15,10 +15,11 @@ typedef struct ag_config {
     char libvirt_uri[256];
     char enroll_addr[64]; /* enroll_listen: IP literal and port */
     int enroll_port;
-    char advertise_address[64]; /* the address guests reach backends and enrollment on */
-    char backend_bind[64];      /* address backends bind (default 0.0.0.0) */
-    int port_min, port_max;     /* backend ports */
-    char run_dir[AG_PATH_MAX];  /* control socket, backend run dirs (certificates) */
+    char advertise_address[64];           /* the address guests reach backends and enrollment on */
+    char backend_bind[64];                /* address backends bind (default 0.0.0.0) */
+    int port_min, port_max;               /* backend ports */
+    int direct_port_min, direct_port_max; /* the session workers' ports (--direct-ports) */
+    char run_dir[AG_PATH_MAX];            /* control socket, backend run dirs (certificates) */
     char state_dir[AG_PATH_MAX];
     char ca_dir[AG_PATH_MAX];                 /* the host CA (agent/ca.h) */
     char backend_user[64], backend_group[64]; /* "" = do not switch (only when not root) */

@@ -309,7 +309,9 @@ void sv_spawn(ag_supervisor *s, backend *b, int64_t now)
         return;
     }
     char listen[128], control[700], cert[800], key[800], ca[800], ckey[800], state[700], spin[16];
+    char direct[32];
     snprintf(spin, sizeof spin, "%d", s->cfg->backend_spin_us);
+    snprintf(direct, sizeof direct, "%d-%d", s->cfg->direct_port_min, s->cfg->direct_port_max);
     const char *fmt = strchr(s->cfg->backend_bind, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d";
     snprintf(listen, sizeof listen, fmt, s->cfg->backend_bind, b->port);
     snprintf(control, sizeof control, "ipc://%s", s->ctl_path);
@@ -337,6 +339,8 @@ void sv_spawn(ag_supervisor *s, backend *b, int64_t now)
                     (char *)s->cfg->driver_path,
                     "--state-dir",
                     state,
+                    "--direct-ports",
+                    direct,
                     s->cfg->backend_spin_us >= 0 ? "--spin-us" : NULL,
                     spin,
                     NULL};

@@ -45,7 +45,8 @@ static void usage(FILE *f)
         "                      [--control-key FILE]] [--allow FILE] [--state-dir DIR]\n"
         "                      [--max-sessions N]\n"
         "                      [--usage-interval S] [--usage-resend S] [--measure events|none]\n"
-        "                      [--spin-us N] [--version] [--help]\n"
+        "                      [--spin-us N] [--direct on|off] [--direct-ports MIN-MAX]\n"
+        "                      [--version] [--help]\n"
         "\n"
         "Serves one tenant's remote CUDA sessions on the real driver (docs/backend.md).\n"
         "  --project ID      the tenant; only client certificates with OU=ID are accepted\n"
@@ -70,6 +71,11 @@ static void usage(FILE *f)
         "  --spin-us N       once idle, a session's threads poll N microseconds before they\n"
         "                    sleep (fewer wake-ups on a busy session, CPU time); default 200\n"
         "                    (0 on a machine of fewer than 4 CPUs), 0 = off, at most 100000\n"
+        "  --direct on|off   on (default): once admitted, a guest talks to its session's worker\n"
+        "                    process on a port of its own (same address, a free port);\n"
+        "                    off: every call goes through --listen's port\n"
+        "  --direct-ports MIN-MAX  the session workers' ports (a firewall opens them); default:\n"
+        "                    any free port\n"
         "Environment: SLUICE_LOG_LEVEL=err|warning|notice|info|debug\n");
 }
 
@@ -97,7 +103,8 @@ static int id_ok(const char *s)
 
 /* Hidden modes: `--session-worker FD --driver PATH --session-id N --instance I --project P
  * [--acct-fd FD --acct-slot N --acct-inst N] [--usage-interval S] [--measure M] [--image-dir D]
- * [--spin-us N]` (a session's
+ * [--spin-us N] [--direct tcp://ADDR:* --cert F --key F --ca F --peer-sha256 HEX
+ * [--direct-ports MIN-MAX]]` (a session's
  * worker process, started by daemon/workers.c), `--probe-driver PATH --project P` (the start-up
  * driver check) and `--list-gpus --driver PATH` (the agent's GPU list). Returns -1 when argv is
  * none. */
@@ -112,7 +119,7 @@ static int hidden_mode(int argc, char **argv)
     const char *driver = NULL, *instance = "", *project = "";
     unsigned long long sid = 0;
     int fd = -1;
-    struct be_worker_opts wo = {-1, -1, -1, 0, 0, NULL, 0};
+    struct be_worker_opts wo = {-1, -1, -1, 0, 0, NULL, 0, {0}};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--session-worker"))
             fd = atoi(argv[i + 1]);
@@ -130,6 +137,20 @@ static int hidden_mode(int argc, char **argv)
             wo.image_dir = argv[i + 1];
         else if (!strcmp(argv[i], "--spin-us"))
             wo.spin_us = (unsigned)strtoul(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--direct"))
+            wo.direct.listen = argv[i + 1];
+        else if (!strcmp(argv[i], "--cert"))
+            wo.direct.cert = argv[i + 1];
+        else if (!strcmp(argv[i], "--key"))
+            wo.direct.key = argv[i + 1];
+        else if (!strcmp(argv[i], "--ca"))
+            wo.direct.ca = argv[i + 1];
+        else if (!strcmp(argv[i], "--peer-sha256"))
+            wo.direct.peer_sha256 = argv[i + 1];
+        else if (!strcmp(argv[i], "--direct-ports") &&
+                 (sscanf(argv[i + 1], "%u-%u", &wo.direct.port_min, &wo.direct.port_max) != 2 ||
+                  wo.direct.port_min > wo.direct.port_max || wo.direct.port_max > 65535))
+            wo.direct.port_min = wo.direct.port_max = 0;
         else if (!strcmp(argv[i], "--probe-driver") || !strcmp(argv[i], "--driver"))
             driver = argv[i + 1];
         else if (!strcmp(argv[i], "--session-id"))
@@ -150,6 +171,11 @@ static int hidden_mode(int argc, char **argv)
         return be_probe_main(driver, project);
     if (fd < 0)
         return 2;
+    if (wo.direct.listen && (!wo.direct.cert || !wo.direct.key || !wo.direct.ca))
+        wo.direct.listen = NULL; /* no TLS material: no direct endpoint */
+    wo.direct.instance = instance;
+    wo.direct.project = project;
+    wo.direct.sid = sid;
     return be_worker_main(fd, driver, sid, instance, project, &wo);
 }
 
@@ -198,6 +224,8 @@ int main(int argc, char **argv)
                                          {"usage-resend", required_argument, 0, 'R'},
                                          {"measure", required_argument, 0, 'M'},
                                          {"spin-us", required_argument, 0, 'S'},
+                                         {"direct", required_argument, 0, 'D'},
+                                         {"direct-ports", required_argument, 0, 'P'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
@@ -235,6 +263,25 @@ int main(int argc, char **argv)
         case 's':
             cfg.state_dir = optarg;
             break;
+        case 'D':
+            if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                fprintf(stderr, "sluice-backend: --direct must be on or off\n");
+                return 2;
+            }
+            cfg.no_direct = !strcmp(optarg, "off");
+            break;
+        case 'P': {
+            unsigned lo = 0, hi = 0;
+            char end = 0;
+            if (sscanf(optarg, "%u-%u%c", &lo, &hi, &end) != 2 || lo < 1024 || hi > 65535 ||
+                lo > hi) {
+                fprintf(stderr, "sluice-backend: --direct-ports must be MIN-MAX within "
+                                "1024..65535\n");
+                return 2;
+            }
+            cfg.direct_ports = optarg;
+            break;
+        }
         case 'm': {
             char *end;
             unsigned long v = strtoul(optarg, &end, 10);

@@ -10,6 +10,7 @@
 #include "accounting/records.h"
 #include "daemon/config.h"
 #include "daemon/control.h"
+#include "daemon/direct.h"
 #include "daemon/grants.h"
 #include "daemon/outbox.h"
 #include "daemon/sessions.h"
@@ -20,8 +21,8 @@
 #include "sluice/log.h"
 #include "sluice_control.pb-c.h"
 
-sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s, uint8_t **buf,
-                         size_t *len, sl_error *e)
+sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s,
+                         const struct be_direct *direct, uint8_t **buf, size_t *len, sl_error *e)
 {
     int nd = devs ? devs->count : 0;
     Sluice__Wire__DeviceInfo *di = calloc(nd ? (size_t)nd : 1, sizeof *di);
@@ -56,6 +57,11 @@ sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s, 
     acc.max_bulk_bytes = BE_MAX_BULK_PER_CALL;
     acc.devices = dp;
     acc.n_devices = (size_t)nd;
+    if (direct) { /* the worker's own endpoint (direct.c) */
+        acc.direct_port = be_direct_port(direct);
+        acc.direct_ticket =
+            (ProtobufCBinaryData){BE_DIRECT_TICKET, (uint8_t *)be_direct_ticket(direct)};
+    }
     Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
     m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT;
     m.accept = &acc;
@@ -110,6 +116,7 @@ void be_accept_open(struct be_server *srv, const sl_server_event *ev,
     n->id = ev->peer; /* the channel's session number: its lines and ours name the same one */
     snprintf(n->instance, sizeof n->instance, "%s", ev->identity->instance_id);
     snprintf(n->project, sizeof n->project, "%s", ev->identity->project_id);
+    snprintf(n->fingerprint, sizeof n->fingerprint, "%s", ev->identity->fingerprint);
     snprintf(n->flavor, sizeof n->flavor, "%s", sla.flavor);
     if (srv->acct) {
         n->acct_inst = be_acct_inst_set(srv->acct, inst, &sla);
@@ -169,7 +176,7 @@ void be_accept_open(struct be_server *srv, const sl_server_event *ev,
     be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED, n->instance,
                        n->project, n->id, "");
     if (n->s) {
-        if (be_encode_accept(srv->devs, n->s, &buf, &len, &e) != SL_OK) {
+        if (be_encode_accept(srv->devs, n->s, NULL, &buf, &len, &e) != SL_OK) {
             be_sessions_violation(srv, ev->peer, SL_ERR_NOMEM, "out of memory");
             return;
         }

@@ -16,6 +16,8 @@ struct be_config {
     int no_gpu_timing;         /* --measure none: no timing events (overhead measurements) */
     const char *image_dir;     /* set by main: STATE_DIR/images when it could be made; NULL */
     unsigned spin_us;          /* --spin-us: idle threads poll this long before sleeping */
+    int no_direct;             /* --direct off: guests' calls stay on the backend's channel */
+    const char *direct_ports;  /* --direct-ports MIN-MAX: the workers' ports; NULL: any free */
 };
 #define BE_DEFAULT_MAX_SESSIONS 64u
 #define BE_WORKER_GRACE_MS      5000 /* after the socket is closed, then SIGKILL */

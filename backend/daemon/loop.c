@@ -290,10 +290,11 @@ static void handle_event(struct be_server *srv, const sl_server_event *ev)
         break;
     case SL_EV_CLOSED: {
         struct be_sess_node *n = be_sessions_find(srv, ev->peer);
-        if (n)
+        if (n) {
+            n->end_code = ev->reason.code; /* a revocation, say, for the direct channel */
             be_sessions_end(srv, n,
                             ev->reason.msg[0] ? ev->reason.msg : sl_code_name(ev->reason.code));
-        else if (certificate_refusal(ev))
+        } else if (certificate_refusal(ev))
             be_control_refused(srv->ctl, "certificate", "", srv->cfg->project, ev->reason.msg);
         break;
     }

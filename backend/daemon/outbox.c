@@ -34,8 +34,10 @@ void be_outbox_push_reply(struct be_server *srv, sl_peer peer, uint8_t *msg, siz
                           uint8_t *bulk, size_t bulk_len)
 {
     if (!srv) { /* a session worker process, or a bare session in a test */
-        if (sink)
+        if (sink) {
             sink(0, SL_OK, NULL, msg, len, bulk, bulk_len);
+            return;
+        }
         free(msg);
         free(bulk);
         return;

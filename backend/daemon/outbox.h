@@ -18,9 +18,10 @@ void be_outbox_push_close(struct be_server *srv, sl_peer peer, sl_code code, con
 /* An in-process session's usage record (thread mode; user: the server), taken by the channel
  * thread (sessions.c). */
 void be_outbox_usage(void *user, const uint8_t *rec, size_t len);
-/* In a session worker process (srv == NULL) the outbox goes to this sink instead. */
-typedef void (*be_outbox_sink)(int close_it, sl_code code, const char *why, const uint8_t *msg,
-                               size_t len, const uint8_t *bulk, size_t blen);
+/* In a session worker process (srv == NULL) the outbox goes to this sink instead; it takes msg
+ * and bulk (malloc'd). */
+typedef void (*be_outbox_sink)(int close_it, sl_code code, const char *why, uint8_t *msg,
+                               size_t len, uint8_t *bulk, size_t blen);
 void be_outbox_set_sink(be_outbox_sink f);
 
 #endif

@@ -173,6 +173,16 @@ void be_sessions_end(struct be_server *srv, struct be_sess_node *n, const char *
     /* the worker sees EOF, sends its final usage record, frees everything and exits (we read
      * until it has); SIGKILL if it takes too long */
     be_sessions_tx_free(n);
+    if (n->fd >= 0) { /* why, for the guest's direct channel (best effort: never waits) */
+        size_t wl = strlen(why) < 200 ? strlen(why) : 200;
+        uint8_t rec[sizeof(struct be_ipc_hdr) + 201];
+        struct be_ipc_hdr h = {BE_IPC_CLOSE, n->end_code ? (int32_t)n->end_code : SL_ERR_CLOSED, wl,
+                               0};
+        memcpy(rec, &h, sizeof h);
+        memcpy(rec + sizeof h, why, wl);
+        ssize_t w = send(n->fd, rec, sizeof h + wl, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)w;
+    }
     if (n->fd >= 0 && shutdown(n->fd, SHUT_WR) != 0) {
         close(n->fd);
         n->fd = -1;

@@ -46,7 +46,10 @@ struct be_sess_node {
     sl_peer peer;
     uint64_t id;
     char instance[64], project[64];
-    sl_be_session *s; /* thread mode */
+    char fingerprint[65]; /* the admitted certificate's SHA-256: its worker's direct endpoint
+                           * accepts only it (direct.c) */
+    sl_code end_code;     /* why the session ended, for the worker (0: SL_ERR_CLOSED) */
+    sl_be_session *s;     /* thread mode */
     /* process mode */
     pid_t pid; /* 0 once reaped */
     int fd;    /* socket to the worker, -1 once closed */

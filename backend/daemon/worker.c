@@ -23,6 +23,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "daemon/worker.h"
 #include "accounting/quota.h"
@@ -30,6 +31,7 @@
 #include "api/callback.h"
 #include "bounds.h"
 #include "daemon/accept.h"
+#include "daemon/direct.h"
 #include "daemon/driver.h"
 #include "daemon/ipc.h"
 #include "daemon/outbox.h"
@@ -43,16 +45,26 @@
 
 static int w_fd = -1;
 static pthread_mutex_t w_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct be_direct *w_direct; /* the direct endpoint (direct.c), NULL: none */
 
-static void w_sink(int close_it, sl_code code, const char *why, const uint8_t *msg, size_t len,
-                   const uint8_t *bulk, size_t blen)
+/* Replies go to the direct channel once the guest opened it, else to the parent; the end of
+ * the session always goes to the parent (it ends the session and tells the worker). */
+static void w_sink(int close_it, sl_code code, const char *why, uint8_t *msg, size_t len,
+                   uint8_t *bulk, size_t blen)
 {
-    pthread_mutex_lock(&w_mu);
+    pthread_mutex_lock(&w_mu); /* w_direct goes (w_run_direct) only under it */
+    if (!close_it && w_direct && be_direct_attached(w_direct)) {
+        be_direct_push(w_direct, msg, len, bulk, blen);
+        pthread_mutex_unlock(&w_mu);
+        return;
+    }
     if (close_it)
         be_ipc_send_blocking(w_fd, BE_IPC_CLOSE, (int32_t)code, why, strlen(why), NULL, 0);
     else
         be_ipc_send_blocking(w_fd, BE_IPC_SEND, 0, msg, len, bulk, blen);
     pthread_mutex_unlock(&w_mu);
+    free(msg);
+    free(bulk);
 }
 
 static void w_close(sl_code code, const char *why)
@@ -83,23 +95,22 @@ static int read_spinning(int fd, struct be_ipc_rx *rx, uint64_t spin_ns)
     return be_ipc_read(fd, rx, 0);
 }
 
-/* One BE_IPC_MSG: a CallFrame (queued) or a CallbackDone. Takes rx's buffers. 0 = go on. */
-static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
+/* One decoded ClientMessage (a CallFrame, queued, or a CallbackDone) with the calls' bulk, each
+ * call's at a BE_IPC_ALIGN offset of blob; takes m and blob. 0 = go on. */
+static int w_frame(sl_be_session *s, Sluice__Wire__ClientMessage *m, uint8_t *blob,
+                   uint64_t blob_len)
 {
-    Sluice__Wire__ClientMessage *m = NULL;
     sl_error e;
-    if (sl_wire_decode_client(rx->msg, rx->hdr.msg_len, NULL, &m, &e) != SL_OK) {
-        w_close(SL_ERR_PROTOCOL, e.msg);
-        return -1;
-    }
     if (m->kind_case == SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLBACK_DONE) {
         if (m->callback_done)
             be_callback_done(s, m->callback_done->id);
         sl_wire_free_client(m);
+        free(blob);
         return 0;
     }
     if (m->kind_case != SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS) {
         sl_wire_free_client(m);
+        free(blob);
         w_close(SL_ERR_PROTOCOL, "unexpected message for the session worker");
         return -1;
     }
@@ -110,19 +121,19 @@ static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
     if (!job || !job->bulk) {
         free(job);
         sl_wire_free_client(m);
+        free(blob);
         w_close(SL_ERR_NOMEM, "out of memory");
         return -1;
     }
     job->msg = m;
-    job->blob = rx->bulk; /* the calls' bulk, back to back: job->bulk[i] point into it */
-    rx->bulk = NULL;
+    job->blob = blob;            /* the calls' bulk, back to back: job->bulk[i] point into it */
     uint64_t off = 0, bytes = 0; /* each call's bulk at a BE_IPC_ALIGN offset (workers.c) */
     for (size_t i = 0; i < f->n_calls; i++) {
         uint64_t len = f->calls[i]->bulk_length;
         if (!len)
             continue;
         uint64_t at = BE_IPC_ALIGN(off);
-        if (len > BE_MAX_BULK_PER_CALL || at > rx->hdr.bulk_len || len > rx->hdr.bulk_len - at) {
+        if (len > BE_MAX_BULK_PER_CALL || at > blob_len || len > blob_len - at) {
             be_job_free(job);
             w_close(SL_ERR_PROTOCOL, "the calls' bulk lengths do not add up");
             return -1;
@@ -131,7 +142,7 @@ static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
         off = at + len;
         bytes += len;
     }
-    if (off != rx->hdr.bulk_len) {
+    if (off != blob_len) {
         be_job_free(job);
         w_close(SL_ERR_PROTOCOL, "the calls' bulk lengths do not add up");
         return -1;
@@ -143,6 +154,101 @@ static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
         return -1;
     }
     return 0;
+}
+
+/* One BE_IPC_MSG from the parent; takes rx's buffers. 0 = go on. */
+static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
+{
+    Sluice__Wire__ClientMessage *m = NULL;
+    sl_error e;
+    if (sl_wire_decode_client(rx->msg, rx->hdr.msg_len, NULL, &m, &e) != SL_OK) {
+        w_close(SL_ERR_PROTOCOL, e.msg);
+        return -1;
+    }
+    uint8_t *blob = rx->bulk;
+    rx->bulk = NULL;
+    return w_frame(s, m, blob, rx->hdr.bulk_len);
+}
+
+static int w_direct_frame(void *user, Sluice__Wire__ClientMessage *m, uint8_t *blob,
+                          uint64_t blob_len)
+{
+    return w_frame(user, m, blob, blob_len);
+}
+
+/* The guest's direct channel ended: the parent ends the session (it tells the agent, closes the
+ * guest's channel with it) and then this worker. */
+static void w_direct_ended(void *user, sl_code code, const char *why)
+{
+    (void)user;
+    w_close(code, why);
+}
+
+/* The worker's loop with a direct endpoint: the parent's socket (its messages while the guest
+ * uses the backend's channel, the end of the session), the direct channel and the replies
+ * waiting for it. Returns when the session ended. */
+static void w_run_direct(int fd, sl_be_session *s)
+{
+    struct be_direct_hooks h = {w_direct_frame, w_direct_ended, s};
+    struct be_ipc_rx rx = {0};
+    int fds[2];
+    be_direct_fds(w_direct, fds);
+    sl_code code = SL_ERR_CLOSED;
+    char why[256] = "the backend ended the session";
+    uint64_t active_at = 0;
+    for (int stop = 0; !stop;) {
+        uint64_t now = be_now_ns();
+        int spinning = s->spin_ns && now - active_at < s->spin_ns;
+        zmq_pollitem_t it[3] = {{NULL, fd, ZMQ_POLLIN, 0},
+                                {NULL, fds[0], ZMQ_POLLIN, 0},
+                                {NULL, fds[1], ZMQ_POLLIN, 0}};
+        int np = zmq_poll(it, 3, spinning ? 0 : be_direct_wait_ms(w_direct, 100));
+        int busy = np > 0;
+        for (;;) {
+            int r = be_ipc_read(fd, &rx, 1);
+            if (r == 2)
+                break;
+            busy = 1;
+            if (r == -1) {
+                w_close(SL_ERR_PROTOCOL, "malformed message from the parent");
+                stop = 1;
+                break;
+            }
+            if (r != 1) {
+                stop = 1; /* EOF: the session ended */
+                break;
+            }
+            if (rx.hdr.type == BE_IPC_CLOSE) { /* the parent ends the session: why */
+                code = rx.hdr.code > 0 ? (sl_code)rx.hdr.code : SL_ERR_CLOSED;
+                snprintf(why, sizeof why, "%s", (const char *)rx.msg);
+            } else if (rx.hdr.type != BE_IPC_MSG || be_direct_attached(w_direct)) {
+                code = SL_ERR_PROTOCOL;
+                snprintf(why, sizeof why, "%s",
+                         "calls on the backend's channel while the session's direct channel is "
+                         "open");
+                w_close(code, why);
+                stop = 1;
+            } else {
+                be_direct_shut(w_direct); /* the guest took the backend's channel */
+                stop = w_message(s, &rx) != 0;
+            }
+            be_ipc_rx_next(&rx);
+            if (stop)
+                break;
+        }
+        if (!stop)
+            busy |= be_direct_turn(w_direct, &h);
+        if (busy)
+            active_at = be_now_ns();
+        else if (spinning)
+            sl_cpu_relax();
+    }
+    be_ipc_rx_free(&rx);
+    pthread_mutex_lock(&w_mu);
+    struct be_direct *d = w_direct;
+    w_direct = NULL; /* replies from here on go to the parent, which drops them */
+    pthread_mutex_unlock(&w_mu);
+    be_direct_close(d, code, why);
 }
 
 int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
@@ -210,18 +316,26 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
         w_close(e.code, e.msg);
         goto out;
     }
-    if (be_encode_accept(&devs, s, &buf, &len, &e) != SL_OK) {
+    if (o->direct.listen && be_direct_open(&o->direct, &w_direct, &e) != SL_OK)
+        sl_log(SL_LOG_WARNING, BE_COMPONENT,
+               "session %llu: no direct endpoint (%s); the guest's calls take the backend's "
+               "channel",
+               (unsigned long long)sid, e.msg);
+    if (be_encode_accept(&devs, s, w_direct, &buf, &len, &e) != SL_OK) {
         w_close(SL_ERR_NOMEM, e.msg);
         goto out;
     }
     w_sink(0, SL_OK, NULL, buf, len, NULL, 0);
-    free(buf);
     if (be_printf_watch(s, &e) != SL_OK || be_session_start(s, &e) != SL_OK) {
         w_close(e.code, e.msg);
         goto out;
     }
-    struct be_ipc_rx rx = {0};
     rc = 0;
+    if (w_direct) {
+        w_run_direct(fd, s);
+        goto out;
+    }
+    struct be_ipc_rx rx = {0};
     for (;;) {
         int r = read_spinning(fd, &rx, s->spin_ns);
         if (r == -1) {
@@ -237,6 +351,13 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     }
     be_ipc_rx_free(&rx);
 out:
+    if (w_direct) { /* it never served: the session did not start */
+        pthread_mutex_lock(&w_mu);
+        struct be_direct *d = w_direct;
+        w_direct = NULL;
+        pthread_mutex_unlock(&w_mu);
+        be_direct_close(d, SL_ERR_CLOSED, "the session did not start");
+    }
     be_printf_unwatch(); /* the watcher lets go of s before it is freed */
     be_session_free(s);  /* joins the worker thread: final usage record, frees everything */
     be_acct_shm_unmap(shm);

@@ -115,32 +115,69 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
     snprintf(ival, sizeof ival, "%u",
              srv->cfg->usage_interval_s ? srv->cfg->usage_interval_s : BE_USAGE_INTERVAL_S);
     snprintf(spin, sizeof spin, "%u", srv->cfg->spin_us);
-    char *argv[] = {(char *)srv->cfg->worker_exe,
-                    "--session-worker",
-                    fdstr,
-                    "--driver",
-                    (char *)srv->cfg->driver,
-                    "--session-id",
-                    idstr,
-                    "--instance",
-                    n->instance,
-                    "--project",
-                    n->project,
-                    "--acct-fd",
-                    afd,
-                    "--acct-slot",
-                    aslot,
-                    "--acct-inst",
-                    ainst,
-                    "--usage-interval",
-                    ival,
-                    "--measure",
-                    srv->cfg->no_gpu_timing ? "none" : "events",
-                    "--spin-us",
-                    spin,
-                    srv->cfg->image_dir ? "--image-dir" : NULL,
-                    (char *)srv->cfg->image_dir,
-                    NULL};
+    char *argv[] = {
+        (char *)srv->cfg->worker_exe,
+        "--session-worker",
+        fdstr,
+        "--driver",
+        (char *)srv->cfg->driver,
+        "--session-id",
+        idstr,
+        "--instance",
+        n->instance,
+        "--project",
+        n->project,
+        "--acct-fd",
+        afd,
+        "--acct-slot",
+        aslot,
+        "--acct-inst",
+        ainst,
+        "--usage-interval",
+        ival,
+        "--measure",
+        srv->cfg->no_gpu_timing ? "none" : "events",
+        "--spin-us",
+        spin,
+        NULL, /* --image-dir D, --direct EP --cert --key --ca --peer-sha256 --direct-ports */
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL};
+    size_t k = 23;
+    if (srv->cfg->image_dir) {
+        argv[k++] = "--image-dir";
+        argv[k++] = (char *)srv->cfg->image_dir;
+    }
+    /* the worker's own endpoint: the backend's address, a free port (of --direct-ports) */
+    char direct[300];
+    const char *colon = strrchr(srv->cfg->listen, ':');
+    if (!srv->cfg->no_direct && colon && srv->cfg->cert && srv->cfg->key && srv->cfg->ca &&
+        n->fingerprint[0] &&
+        snprintf(direct, sizeof direct, "%.*s:*", (int)(colon - srv->cfg->listen),
+                 srv->cfg->listen) < (int)sizeof direct) {
+        char *more[] = {"--direct",      direct,
+                        "--cert",        (char *)srv->cfg->cert,
+                        "--key",         (char *)srv->cfg->key,
+                        "--ca",          (char *)srv->cfg->ca,
+                        "--peer-sha256", n->fingerprint};
+        for (size_t i = 0; i < sizeof more / sizeof *more; i++)
+            argv[k++] = more[i];
+        if (srv->cfg->direct_ports) {
+            argv[k++] = "--direct-ports";
+            argv[k++] = (char *)srv->cfg->direct_ports;
+        }
+    }
     pid_t pid = fork();
     if (pid < 0) {
         close(sv[0]);
@@ -283,7 +320,16 @@ void be_workers_read(struct be_server *srv, struct be_sess_node *n, size_t budge
                            (unsigned long long)n->id, e.msg);
             } else if (n->rx.hdr.type == BE_IPC_CLOSE) {
                 sl_code code = n->rx.hdr.code > 0 ? (sl_code)n->rx.hdr.code : SL_ERR_PROTOCOL;
-                be_sessions_violation(srv, n->peer, code, (const char *)n->rx.msg);
+                const char *why = (const char *)n->rx.msg;
+                if (code == SL_ERR_CLOSED || code == SL_ERR_PEER_LOST) {
+                    /* the guest left its direct channel (direct.c): a normal end */
+                    n->end_code = code;
+                    sl_server_disconnect(srv->srv, n->peer, SL_ERR_CLOSED, why, &e);
+                    be_sessions_end(srv, n, why);
+                } else {
+                    n->end_code = code;
+                    be_sessions_violation(srv, n->peer, code, why);
+                }
             }
         }
         be_ipc_rx_next(&n->rx);

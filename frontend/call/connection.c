@@ -9,6 +9,7 @@
 #include "call/config.h"
 #include "call/connection.h"
 #include "call/contexts.h"
+#include "call/direct.h"
 #include "call/env.h"
 #include "call/notice.h"
 #include "call/rpc_session.h"
@@ -22,7 +23,11 @@
 static pthread_mutex_t g_conn_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_state; /* 0 not tried, 1 connected, -1 failed */
 static CUresult g_fail_rc;
-static sl_client *g_client;
+static sl_client *g_client; /* the backend's channel: admission, and the calls without direct */
+static sl_client *g_direct; /* the session worker's direct channel (direct.c), NULL: none */
+static uint32_t g_direct_port;
+static uint8_t g_ticket[64];
+static size_t g_ticket_len;
 static int g_driver_version;
 static struct sl_fe_device *g_devs;
 static int g_ndevs;
@@ -43,6 +48,34 @@ static sl_code tr_recv(void *t, const void **msg, size_t *len, uint64_t *bulk_le
 static sl_code tr_recv_bulk(void *t, void *dst, size_t len, sl_error *e)
 {
     return sl_client_recv_bulk(t, dst, len, e);
+}
+
+/* The same over the session worker's direct channel: a failure asks the backend's channel why
+ * (direct.c). */
+static sl_code tr_direct_send(void *t, const void *msg, size_t len, const struct iovec *bulk,
+                              size_t n, sl_error *e)
+{
+    sl_code sc = sl_client_send(t, msg, len, bulk, n, e);
+    if (sc)
+        sl_fe_direct_why(g_client, e);
+    return sc ? e->code : sc;
+}
+
+static sl_code tr_direct_recv(void *t, const void **msg, size_t *len, uint64_t *bulk_len,
+                              int timeout_ms, sl_error *e)
+{
+    sl_code sc = sl_client_recv(t, msg, len, bulk_len, timeout_ms, e);
+    if (sc && sc != SL_ERR_TIMEOUT)
+        sl_fe_direct_why(g_client, e);
+    return sc ? e->code : sc;
+}
+
+static sl_code tr_direct_recv_bulk(void *t, void *dst, size_t len, sl_error *e)
+{
+    sl_code sc = sl_client_recv_bulk(t, dst, len, e);
+    if (sc)
+        sl_fe_direct_why(g_client, e);
+    return sc ? e->code : sc;
 }
 
 static int tr_fds(void *t, int *fds, int n)
@@ -68,6 +101,10 @@ static void free_devices(void)
 static CUresult take_accept(const Sluice__Wire__SessionAccept *a)
 {
     g_driver_version = a->driver_version < 13000 ? 13000 : (int)a->driver_version;
+    g_direct_port = a->direct_port;
+    g_ticket_len = a->direct_ticket.len <= sizeof g_ticket ? a->direct_ticket.len : 0;
+    if (g_ticket_len)
+        memcpy(g_ticket, a->direct_ticket.data, g_ticket_len);
     g_devs = calloc(a->n_devices ? a->n_devices : 1, sizeof *g_devs);
     if (!g_devs)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -194,7 +231,12 @@ static CUresult connect_now(void)
         return rc;
     }
     g_client = c;
+    g_direct = sl_fe_direct_open(cfg.endpoint, &tls, &opts, g_direct_port, g_ticket, g_ticket_len);
+    memset(g_ticket, 0, sizeof g_ticket); /* single use */
     struct sl_fe_transport tr = {tr_send, tr_recv, tr_recv_bulk, c, tr_fds, tr_has_input};
+    if (g_direct) /* the calls go to the session's worker; g_client says why it ended */
+        tr = (struct sl_fe_transport){tr_direct_send, tr_direct_recv, tr_direct_recv_bulk,
+                                      g_direct,       tr_fds,         tr_has_input};
     sl_fe_rpc_attach(&tr);
     int sender = sl_fe_rpc_sender_from_env(many_cpus);
     struct sl_fe_rpc_limits lim = {256,
@@ -287,6 +329,8 @@ __attribute__((destructor)) static void sl_fe_session_close(void)
     if (g_state == 1 && g_client) {
         log_stats();
         sl_fe_rpc_detach();
+        sl_client_close(g_direct);
+        g_direct = NULL;
         sl_client_close(g_client);
         g_client = NULL;
     }

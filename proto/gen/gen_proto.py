@@ -104,6 +104,9 @@ message SessionOpen {{
   string client = 3;             // free text: process name, pid, frontend version
   uint32 pid = 4;                // the guest process id
   string hostname = 5;           // the guest's host name
+  // Only on the session worker's direct endpoint (SessionAccept.direct_port): the ticket of
+  // SessionAccept.direct_ticket, once; the worker answers a SessionAccept without devices.
+  bytes ticket = 6;
 }}
 
 message SessionAccept {{
@@ -113,6 +116,11 @@ message SessionAccept {{
   uint64 max_message_bytes = 4;
   uint64 max_bulk_bytes = 5;
   repeated DeviceInfo devices = 6;  // the devices the session sees (<= 64), by ordinal
+  // The session worker's own endpoint (docs/remoting.md, "The direct channel"): a TCP port on
+  // the backend's address (0: none offered) and the single-use random ticket (32 bytes) that
+  // opens it.
+  uint32 direct_port = 7;
+  bytes direct_ticket = 8;
 }}
 
 // One device as the guest sees it; lets the frontend answer device queries locally.

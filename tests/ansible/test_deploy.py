@@ -220,7 +220,7 @@ def check_files(ctx):
 
     # firewall: written, not applied; valid where nft can check it
     nft = open(P("/etc/nftables.d/sluice-agent.nft")).read()
-    check(f"tcp dport {{ {v['enroll_port']}, 47000-47999 }}" in nft and "10.0.0.0/8" in nft,
+    check(f"tcp dport {{ {v['enroll_port']}, 47000-47999, 48000-49999 }}" in nft and "10.0.0.0/8" in nft,
           "nftables rule for the enrollment and backend ports written")
     if shutil.which("nft"):
         p = run(["nft", "-c", "-f", P("/etc/nftables.d/sluice-agent.nft")])

@@ -282,6 +282,11 @@ static void test_config_errors(void **st)
     expect_conf_error("backend_spin_us = 200000\n", "backend_spin_us: 200000 outside 0..100000");
     assert_int_equal(conf("backend_spin_us = 0\n", &c, &e), SL_OK);
     assert_int_equal(c.backend_spin_us, 0);
+    assert_int_equal(c.direct_port_min, 48000);
+    assert_int_equal(c.direct_port_max, 49999);
+    expect_conf_error("direct_port_min = 47500\n", "overlaps backend_port_min..backend_port_max");
+    expect_conf_error("direct_port_min = 49000\ndirect_port_max = 48500\n",
+                      "direct_port_max: smaller");
     expect_conf_error("libvirt_uri = qemu\n", "libvirt_uri: expected a libvirt URI");
     expect_conf_error("registry_endpoint = tcp://10.0.0.1:7500\n",
                       "registry_ca: required key missing");

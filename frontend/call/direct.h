@@ -1,0 +1,24 @@
+/* The session worker's direct channel, the guest's side (direct.c; docs/remoting.md "The direct
+ * channel"). */
+#ifndef SLUICE_FRONTEND_CALL_DIRECT_H
+#define SLUICE_FRONTEND_CALL_DIRECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/channel.h"
+
+/* Opens the channel to the worker of the session just admitted through endpoint ("tcp://HOST:
+ * PORT", the backend's): the same host, the port the backend offered, the same TLS material,
+ * then SessionOpen{ticket}. NULL when $SLUICE_DIRECT=0, when no port was offered, or when it
+ * fails (one log line says why: the calls then take the backend's channel). */
+sl_client *sl_fe_direct_open(const char *endpoint, const sl_tls_config *tls,
+                             const sl_channel_opts *opts, uint32_t port, const uint8_t *ticket,
+                             size_t ticket_len);
+
+/* The direct channel failed (err): the backend's channel (parent) may say why the session
+ * ended (its worker died, a revocation): waits up to 2 s for its CLOSE and, when one came,
+ * puts its reason into err. */
+void sl_fe_direct_why(sl_client *parent, sl_error *err);
+
+#endif
