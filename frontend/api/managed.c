@@ -43,8 +43,7 @@ static CUresult free_remote(CUdeviceptr dptr)
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    if (!dptr || !bytesize ||
-        (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+    if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
         return CUDA_ERROR_INVALID_VALUE;
     Sluice__Cuda__CuMemAllocManagedRequest req = SLUICE__CUDA__CU_MEM_ALLOC_MANAGED_REQUEST__INIT;
     req.bytesize = bytesize;
@@ -199,15 +198,13 @@ CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribu
     return rc == CUDA_SUCCESS && got != dataSize ? CUDA_ERROR_UNKNOWN : rc;
 }
 
-CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes,
-                                 CUmem_range_attribute *attributes, size_t numAttributes,
-                                 CUdeviceptr devPtr, size_t count)
+CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_attribute *attributes,
+                                 size_t numAttributes, CUdeviceptr devPtr, size_t count)
 {
     if (!data || !dataSizes || !attributes || !numAttributes)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < numAttributes; i++) {
-        CUresult rc =
-            cuMemRangeGetAttribute(data[i], dataSizes[i], attributes[i], devPtr, count);
+        CUresult rc = cuMemRangeGetAttribute(data[i], dataSizes[i], attributes[i], devPtr, count);
         if (rc != CUDA_SUCCESS)
             return rc;
     }

@@ -27,7 +27,7 @@
 #include "sluice/log.h"
 
 enum { ABSENT = 0, CLEAN = 1, DIRTY = 2 };
-#define PUSH_CHUNK ((size_t)4 << 20)
+#define PUSH_CHUNK  ((size_t)4 << 20)
 #define FETCH_TRIES 4
 
 struct area {
@@ -35,8 +35,8 @@ struct area {
     uintptr_t start, end; /* page-aligned */
     uint8_t *alias;
     uint8_t *state; /* one per page */
-    size_t present;  /* pages not ABSENT */
-    int refs;        /* allocations touching it */
+    size_t present; /* pages not ABSENT */
+    int refs;       /* allocations touching it */
 };
 
 struct alloc {
@@ -52,8 +52,8 @@ struct span {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct area *g_areas;
 static struct alloc *g_allocs;
-static uint64_t g_gen;    /* invalidations so far */
-static size_t g_ndirty;   /* DIRTY pages */
+static uint64_t g_gen;  /* invalidations so far */
+static size_t g_ndirty; /* DIRTY pages */
 static struct sl_fe_managed_stats g_stats;
 static sl_fe_managed_fetch_fn g_fetch;
 static struct sigaction g_prev; /* the handler before ours */
@@ -138,7 +138,8 @@ static void install_locked(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_segv;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sa.sa_flags = SA_SIGINFO; /* not SA_ONSTACK: an alternate signal stack (Rust, Go set one
+                               * per thread) is too small for the call that fetches a page */
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGSEGV, &sa, NULL) != 0)
         return;
@@ -352,8 +353,7 @@ int sl_fe_managed_unmap(uint64_t addr)
             break;
         }
     if (m)
-        ref_areas(m->base / page() * page(), (m->base + m->len + page() - 1) / page() * page(),
-                  -1);
+        ref_areas(m->base / page() * page(), (m->base + m->len + page() - 1) / page() * page(), -1);
     pthread_mutex_unlock(&g_lock);
     free(m);
     return m != NULL;

@@ -18,8 +18,8 @@
 
 #define SPAN ((size_t)1 << 20)
 
-static uintptr_t g_base;     /* the "device" address range [g_base, g_base + SPAN) */
-static uint8_t *g_dev;       /* its contents */
+static uintptr_t g_base; /* the "device" address range [g_base, g_base + SPAN) */
+static uint8_t *g_dev;   /* its contents */
 static size_t g_pushes, g_pushed;
 static uint64_t g_push_lo, g_push_hi;
 
