@@ -20,14 +20,13 @@
 #include "call/mapped_sync.h"
 #include "call/memo.h"
 #include "call/printf.h"
-#include "call/rpc.h"
 
 struct filter {
     const char *name;
     int (*answer)(Sluice__Wire__Call *call, int memo, uint64_t seq_now,
                   Sluice__Wire__Reply **reply);
     void (*before)(const Sluice__Wire__Call *call, uint32_t flags, uint64_t seq_now);
-    CUresult (*sync_out)(sl_fe_mapped_emit emit);
+    CUresult (*sync_out)(const struct sl_fe_emit *emit);
     void (*appended)(const Sluice__Wire__Call *call, const struct sl_call_info *ci);
     void (*reply)(const Sluice__Wire__Reply *r);
     void (*failed)(uint32_t call_id, uint64_t seq_now);
@@ -93,6 +92,11 @@ static void printf_reply(const Sluice__Wire__Reply *r)
 }
 
 /* ------------------------------------------------------------------ mapped (mapped_sync.c) */
+static CUresult mapped_sync_out(const struct sl_fe_emit *emit)
+{
+    return sl_fe_mapped_sync_out(emit->mapped);
+}
+
 static void mapped_reply(const Sluice__Wire__Reply *r)
 {
     for (size_t k = 0; k < r->n_mapped; k++)
@@ -105,11 +109,10 @@ static void mapped_reply(const Sluice__Wire__Reply *r)
  * managed memory, so the guest's pages are invalidated when the next answer comes. */
 static int g_managed_work;
 
-static CUresult managed_sync_out(sl_fe_mapped_emit emit)
+static CUresult managed_sync_out(const struct sl_fe_emit *emit)
 {
-    (void)emit;
     int work = g_managed_work; /* the pushes themselves leave the guest's pages current */
-    CUresult rc = sl_fe_managed_sync_out(sl_fe_managed_push);
+    CUresult rc = sl_fe_managed_sync_out(emit->managed);
     g_managed_work = work;
     return rc;
 }
@@ -165,7 +168,7 @@ static const struct filter g_filters[] = {
      .session = sl_fe_idle_forget,
      .reset = sl_fe_idle_reset},
     {.name = "printf", .reply = printf_reply},
-    {.name = "mapped", .sync_out = sl_fe_mapped_sync_out, .reply = mapped_reply},
+    {.name = "mapped", .sync_out = mapped_sync_out, .reply = mapped_reply},
     {.name = "managed",
      .sync_out = managed_sync_out,
      .appended = managed_appended,
@@ -194,7 +197,7 @@ void sl_fe_filters_before(const Sluice__Wire__Call *call, uint32_t flags, uint64
             g_filters[i].before(call, flags, seq_now);
 }
 
-CUresult sl_fe_filters_sync_out(sl_fe_mapped_emit emit)
+CUresult sl_fe_filters_sync_out(const struct sl_fe_emit *emit)
 {
     for (size_t i = 0; i < N_FILTERS; i++) {
         CUresult rc = g_filters[i].sync_out ? g_filters[i].sync_out(emit) : CUDA_SUCCESS;

@@ -86,7 +86,8 @@ static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, si
     return queue_copied(&call, data, len);
 }
 
-CUresult sl_fe_managed_push(uint64_t dst, const void *data, size_t len)
+/* Queues cuMemcpyHtoDAsync (managed.c found pages the program wrote) with its bytes copied. */
+static CUresult managed_push(uint64_t dst, const void *data, size_t len)
 {
     /* the legacy stream: after the device work queued before it, as the program's writes were */
     Sluice__Cuda__CuMemcpyHtoDAsyncV2Request req =
@@ -99,6 +100,8 @@ CUresult sl_fe_managed_push(uint64_t dst, const void *data, size_t len)
     SL_FE_SET(cuMemcpyHtoDAsync_v2, &call, &req);
     return queue_copied(&call, data, len);
 }
+
+static const struct sl_fe_emit g_emit = {.mapped = mapped_emit, .managed = managed_push};
 
 /* A call's encoded arguments in hex, up to 24 bytes ("-" when they are longer than 64 or
  * absent): debug logs, to tell which question a call asked. */
@@ -176,7 +179,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (rc != CUDA_SUCCESS)
         return rc;
     sl_fe_filters_before(call, flags, rs->seq);
-    if ((rc = sl_fe_filters_sync_out(mapped_emit)) != CUDA_SUCCESS)
+    if ((rc = sl_fe_filters_sync_out(&g_emit)) != CUDA_SUCCESS)
         return rc;
     call->seq = ++rs->seq;
     call->bulk_length = bulk_total(in, n);
@@ -255,7 +258,7 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
         pthread_mutex_unlock(&rs->io);
         return rc;
     }
-    if ((rc = sl_fe_filters_sync_out(mapped_emit)) == CUDA_SUCCESS) {
+    if ((rc = sl_fe_filters_sync_out(&g_emit)) == CUDA_SUCCESS) {
         for (; k < n; k++) {
             const struct sl_call_info *ci = sl_call_lookup(calls[k]->call_id);
             sl_fe_filters_before(calls[k], ci ? ci->flags : 0, rs->seq);
@@ -363,7 +366,7 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     }
     const struct sl_call_info *info = sl_call_lookup(call->call_id);
     sl_fe_filters_before(call, info ? info->flags : 0, rs->seq);
-    if ((rc = sl_fe_filters_sync_out(mapped_emit)) != CUDA_SUCCESS) {
+    if ((rc = sl_fe_filters_sync_out(&g_emit)) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&rs->io);
         return rc;
     }

@@ -31,9 +31,6 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
 CUresult sl_fe_pod_out(CUresult rc, const ProtobufCBinaryData *pod, void *dst, size_t size);
 /* An async call with bulk in (copied or sent before returning: the caller may reuse it). */
 CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n);
-/* With the call layer's lock held: queues the copy of len bytes at data to device address dst
- * on the legacy stream, ahead of the call about to leave (managed memory's dirty pages). */
-CUresult sl_fe_managed_push(uint64_t dst, const void *data, size_t len);
 /* Sends slFence and waits: every earlier call executed. Returns the deferred error if any. */
 CUresult sl_fe_fence(void);
 
