@@ -59,8 +59,18 @@ static uint64_t handle_id_of(const sl_be_session *s, enum sl_handle_kind kind, c
     return 0;
 }
 
+/* Whether ptr is managed memory (the guest maps it at the same address, frontend/api/managed.c). */
+static int is_managed(const struct sl_driver_api *api, uint64_t ptr)
+{
+    unsigned int m = 0;
+    return api->cuPointerGetAttribute(&m, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)ptr) ==
+               CUDA_SUCCESS &&
+           m;
+}
+
 /* Rewrites a driver value into the session's terms; CUDA_SUCCESS or why not. */
-static CUresult translate(sl_be_session *s, uint32_t a, uint64_t *v64, uint32_t *v32)
+static CUresult translate(sl_be_session *s, const struct sl_driver_api *api, uint64_t ptr,
+                          uint32_t a, uint64_t *v64, uint32_t *v32)
 {
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
@@ -76,8 +86,9 @@ static CUresult translate(sl_be_session *s, uint32_t a, uint64_t *v64, uint32_t 
         *v64 = handle_id_of(s, SL_H_MEMPOOL, (void *)(uintptr_t)*v64);
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        /* Device memory has no host address under Sluice (no mapped memory). */
-        return CUDA_ERROR_INVALID_VALUE;
+        /* The backend's host addresses are not the guest's; managed memory is mapped at the
+         * same address in the guest, so its host pointer is the driver's answer. */
+        return is_managed(api, ptr) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     default:
         return CUDA_SUCCESS;
     }
@@ -109,7 +120,7 @@ CUresult be_h_cuPointerGetAttribute(struct sl_be_call *c)
     CUresult rc =
         api->cuPointerGetAttribute(dst, (CUpointer_attribute)rq->attribute, (CUdeviceptr)rq->ptr);
     if (rc == CUDA_SUCCESS)
-        rc = translate(s, rq->attribute, &v64, &v32);
+        rc = translate(s, api, rq->ptr, rq->attribute, &v64, &v32);
     if (rc != CUDA_SUCCESS)
         return rc;
     uint8_t *buf = malloc(n);

@@ -16,6 +16,7 @@
 
 #include "api/copy.h"
 #include "api/memory.h"
+#include "call/managed.h"
 #include "call/rpc.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
@@ -34,10 +35,23 @@ static CUresult finish(CUresult rc, Sluice__Wire__Reply *rep)
     return rc;
 }
 
+static CUresult dtod(bool pt, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
+                     int unified);
+
+/* A host side in managed memory is the device's address: the copy runs on the device (the
+ * guest's dirty pages go before it, its pages are invalidated after it), never through the
+ * guest's pages, which this thread may not fault on while it holds the call layer's lock. */
+static int managed(const void *p)
+{
+    return p && sl_fe_managed_find((uintptr_t)p, NULL, NULL);
+}
+
 static CUresult htod(bool pt, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async)
 {
     if (n && !src)
         return CUDA_ERROR_INVALID_VALUE;
+    if (managed(src))
+        return dtod(pt, dst, (CUdeviceptr)(uintptr_t)src, n, s, async, 0);
     size_t off = 0;
     do {
         size_t c = n - off > SL_FE_MAX_COPY_CHUNK ? SL_FE_MAX_COPY_CHUNK : n - off;
@@ -83,6 +97,8 @@ static CUresult dtoh(bool pt, void *dst, CUdeviceptr src, size_t n)
 {
     if (n && !dst)
         return CUDA_ERROR_INVALID_VALUE;
+    if (managed(dst))
+        return dtod(pt, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, 0);
     size_t off = 0;
     do {
         /* up to SL_FE_BATCH_MAX pieces at once: the backend copies the next while this side
@@ -204,6 +220,8 @@ static CUresult dtoh_async(bool pt, void *dst, CUdeviceptr src, size_t n, CUstre
     }
     if (n && !dst)
         return CUDA_ERROR_INVALID_VALUE;
+    if (managed(dst))
+        return dtod(pt, (CUdeviceptr)(uintptr_t)dst, src, n, s, 1, 0);
     Sluice__Cuda__CuMemcpyDtoHAsyncV2Request r =
         SLUICE__CUDA__CU_MEMCPY_DTO_HASYNC_V2_REQUEST__INIT;
     r.dst_host = n;

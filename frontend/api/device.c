@@ -136,9 +136,26 @@ CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     return rc;
 }
 
+/* What Sluice offers, whatever the device can: the guest's CPU and the device never touch the
+ * same managed page at once (pages move at call boundaries, docs/remoting.md "Managed memory"),
+ * and the device cannot reach the guest's pageable memory. */
+static int offered(int a, int v)
+{
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
+    case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
+    case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
+        return 0;
+    default:
+        return v;
+    }
+}
+
 static int attr_of(const struct sl_fe_device *d, int a)
 {
-    return a >= 0 && (size_t)a < d->nattrs ? d->attrs[a] : 0;
+    return a >= 0 && (size_t)a < d->nattrs ? offered(a, d->attrs[a]) : 0;
 }
 
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)

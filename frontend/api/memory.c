@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "api/memory.h"
+#include "call/managed.h"
 #include "api/mapped.h"
 #include "call/contexts.h"
 #include "call/mapped_sync.h"
@@ -141,6 +142,8 @@ int sl_fe_is_host_pointer(const void *p)
         return 0;
     if (tracked(p, NULL))
         return 1;
+    if (sl_fe_managed_find((uintptr_t)p, NULL, NULL))
+        return 0; /* managed memory: the device's address (copies go device to device) */
     long pg = sysconf(_SC_PAGESIZE);
     void *page = (void *)((uintptr_t)p & ~((uintptr_t)pg - 1));
     unsigned char vec;

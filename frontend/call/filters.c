@@ -2,7 +2,8 @@
  * of them called from here only, in the one order of the list below, hook by hook:
  * - answer: a synchronous call is answered here (the memo, then the idle streams);
  * - before: a call is about to go (the memo forgets what an unmemo/uncapture call changes);
- * - sync_out: calls are about to go (the mapped ranges' changed bytes go first);
+ * - sync_out: calls are about to go (the mapped ranges' changed bytes go first, then managed
+ *   memory's dirty pages);
  * - appended: a call joined the pending frame (the idle streams note its work);
  * - reply: a reply was read (device printf output, then the mapped ranges' bytes);
  * - failed / answered: a call's answer reached its thread, with an error that may have
@@ -15,6 +16,7 @@
 #include "call/callbacks.h"
 #include "call/filters.h"
 #include "call/idle.h"
+#include "call/managed.h"
 #include "call/mapped_sync.h"
 #include "call/memo.h"
 #include "call/printf.h"
@@ -24,7 +26,7 @@ struct filter {
     int (*answer)(Sluice__Wire__Call *call, int memo, uint64_t seq_now,
                   Sluice__Wire__Reply **reply);
     void (*before)(const Sluice__Wire__Call *call, uint32_t flags, uint64_t seq_now);
-    CUresult (*sync_out)(sl_fe_mapped_emit emit);
+    CUresult (*sync_out)(const struct sl_fe_emit *emit);
     void (*appended)(const Sluice__Wire__Call *call, const struct sl_call_info *ci);
     void (*reply)(const Sluice__Wire__Reply *r);
     void (*failed)(uint32_t call_id, uint64_t seq_now);
@@ -90,11 +92,64 @@ static void printf_reply(const Sluice__Wire__Reply *r)
 }
 
 /* ------------------------------------------------------------------ mapped (mapped_sync.c) */
+static CUresult mapped_sync_out(const struct sl_fe_emit *emit)
+{
+    return sl_fe_mapped_sync_out(emit->mapped);
+}
+
 static void mapped_reply(const Sluice__Wire__Reply *r)
 {
     for (size_t k = 0; k < r->n_mapped; k++)
         sl_fe_mapped_apply(r->mapped[k]->dptr, r->mapped[k]->offset, r->mapped[k]->data.data,
                            r->mapped[k]->data.len);
+}
+
+/* ------------------------------------------------------------------ managed (managed.c) */
+/* Device work sent since the last invalidation (the call layer's lock): it may have written
+ * managed memory, so the guest's pages are invalidated when the next answer comes. */
+static int g_managed_work;
+
+static CUresult managed_sync_out(const struct sl_fe_emit *emit)
+{
+    int work = g_managed_work; /* the pushes themselves leave the guest's pages current */
+    CUresult rc = sl_fe_managed_sync_out(emit->managed);
+    g_managed_work = work;
+    return rc;
+}
+
+static void managed_appended(const Sluice__Wire__Call *call, const struct sl_call_info *ci)
+{
+    (void)call;
+    if (!ci || (ci->idle == SL_IDLE_WORK && !(ci->flags & SL_CALL_MEMO)))
+        g_managed_work = 1;
+}
+
+static void managed_settle(void)
+{
+    if (g_managed_work) {
+        g_managed_work = 0;
+        sl_fe_managed_invalidate();
+    }
+}
+
+static void managed_failed(uint32_t call_id, uint64_t seq_now)
+{
+    (void)call_id;
+    (void)seq_now;
+    managed_settle();
+}
+
+static void managed_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r, int memo)
+{
+    (void)call;
+    (void)r;
+    (void)memo;
+    managed_settle();
+}
+
+static void managed_forget(void)
+{
+    g_managed_work = 0;
 }
 
 /* ------------------------------------------------------------------ the order */
@@ -113,7 +168,14 @@ static const struct filter g_filters[] = {
      .session = sl_fe_idle_forget,
      .reset = sl_fe_idle_reset},
     {.name = "printf", .reply = printf_reply},
-    {.name = "mapped", .sync_out = sl_fe_mapped_sync_out, .reply = mapped_reply},
+    {.name = "mapped", .sync_out = mapped_sync_out, .reply = mapped_reply},
+    {.name = "managed",
+     .sync_out = managed_sync_out,
+     .appended = managed_appended,
+     .failed = managed_failed,
+     .answered = managed_answered,
+     .session = managed_forget,
+     .reset = managed_forget},
     {.name = "callbacks", .callback = sl_fe_callback_run_asked},
 };
 #define N_FILTERS (sizeof g_filters / sizeof *g_filters)
@@ -135,7 +197,7 @@ void sl_fe_filters_before(const Sluice__Wire__Call *call, uint32_t flags, uint64
             g_filters[i].before(call, flags, seq_now);
 }
 
-CUresult sl_fe_filters_sync_out(sl_fe_mapped_emit emit)
+CUresult sl_fe_filters_sync_out(const struct sl_fe_emit *emit)
 {
     for (size_t i = 0; i < N_FILTERS; i++) {
         CUresult rc = g_filters[i].sync_out ? g_filters[i].sync_out(emit) : CUDA_SUCCESS;
@@ -197,6 +259,8 @@ void sl_fe_filters_answered_batch(const Sluice__Wire__Call *call, const Sluice__
 {
     if (changes_state(call, r)) /* an answer without an error teaches nothing of a batch */
         failed(call->call_id, seq_now);
+    else
+        managed_settle(); /* the batch's answers came after the work sent before it */
 }
 
 int sl_fe_filters_callback(uint64_t fn)

@@ -8,6 +8,7 @@
 
 #include <cuda.h>
 
+#include "call/managed.h"
 #include "call/mapped_sync.h"
 #include "sluice/wire.h"
 #include "sluice_session.pb-c.h"
@@ -18,8 +19,14 @@ int sl_fe_filters_answer(Sluice__Wire__Call *call, int memo, uint64_t seq_now,
                          Sluice__Wire__Reply **reply);
 /* A call (its table flags) about to get its seq and go. */
 void sl_fe_filters_before(const Sluice__Wire__Call *call, uint32_t flags, uint64_t seq_now);
+/* What the call layer queues ahead of calls for the filters: the mapped ranges' changed bytes,
+ * managed memory's dirty pages. */
+struct sl_fe_emit {
+    sl_fe_mapped_emit mapped;
+    sl_fe_managed_push_fn managed;
+};
 /* Calls about to go: what must go before them, queued through emit; the first failure. */
-CUresult sl_fe_filters_sync_out(sl_fe_mapped_emit emit);
+CUresult sl_fe_filters_sync_out(const struct sl_fe_emit *emit);
 /* A call appended to the pending frame (its table entry; NULL: none). */
 void sl_fe_filters_appended(const Sluice__Wire__Call *call, const struct sl_call_info *ci);
 /* A reply as it is read, whichever thread waits for it. */

@@ -52,23 +52,18 @@ static CUresult pending_append(const Sluice__Wire__Call *call)
     return CUDA_SUCCESS;
 }
 
-/* Queues slMappedWrite (mapped.c found bytes the program changed) with its bytes copied. */
-static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, size_t len)
+/* Queues call with len bytes of bulk copied, ahead of the call about to leave (the lock held). */
+static CUresult queue_copied(Sluice__Wire__Call *call, const void *data, size_t len)
 {
     struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
-    Sluice__Cuda__SlMappedWriteRequest req = SLUICE__CUDA__SL_MAPPED_WRITE_REQUEST__INIT;
-    req.dptr = dptr;
-    req.offset = offset;
-    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    SL_FE_SET(slMappedWrite, &call, &req);
-    call.seq = ++rs->seq;
-    call.context = sl_fe_current_ctx_id();
-    call.bulk_length = len;
+    call->seq = ++rs->seq;
+    call->context = sl_fe_current_ctx_id();
+    call->bulk_length = len;
     if (sl_fe_frame_reserve_bulk(&rs->pf, len)) {
         rs->seq--;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    CUresult rc = pending_append(&call);
+    CUresult rc = pending_append(call);
     if (rc != CUDA_SUCCESS) {
         rs->seq--;
         return rc;
@@ -79,6 +74,34 @@ static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, si
     rs->inflight_seq = rs->seq;
     return CUDA_SUCCESS;
 }
+
+/* Queues slMappedWrite (mapped.c found bytes the program changed) with its bytes copied. */
+static CUresult mapped_emit(uint64_t dptr, uint64_t offset, const void *data, size_t len)
+{
+    Sluice__Cuda__SlMappedWriteRequest req = SLUICE__CUDA__SL_MAPPED_WRITE_REQUEST__INIT;
+    req.dptr = dptr;
+    req.offset = offset;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    SL_FE_SET(slMappedWrite, &call, &req);
+    return queue_copied(&call, data, len);
+}
+
+/* Queues cuMemcpyHtoDAsync (managed.c found pages the program wrote) with its bytes copied. */
+static CUresult managed_push(uint64_t dst, const void *data, size_t len)
+{
+    /* the legacy stream: after the device work queued before it, as the program's writes were */
+    Sluice__Cuda__CuMemcpyHtoDAsyncV2Request req =
+        SLUICE__CUDA__CU_MEMCPY_HTO_DASYNC_V2_REQUEST__INIT;
+    req.dst_device = dst;
+    req.src_host = len;
+    req.byte_count = len;
+    req.h_stream = (uint64_t)(uintptr_t)CU_STREAM_LEGACY;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    SL_FE_SET(cuMemcpyHtoDAsync_v2, &call, &req);
+    return queue_copied(&call, data, len);
+}
+
+static const struct sl_fe_emit g_emit = {.mapped = mapped_emit, .managed = managed_push};
 
 /* A call's encoded arguments in hex, up to 24 bytes ("-" when they are longer than 64 or
  * absent): debug logs, to tell which question a call asked. */
@@ -156,7 +179,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (rc != CUDA_SUCCESS)
         return rc;
     sl_fe_filters_before(call, flags, rs->seq);
-    if ((rc = sl_fe_filters_sync_out(mapped_emit)) != CUDA_SUCCESS)
+    if ((rc = sl_fe_filters_sync_out(&g_emit)) != CUDA_SUCCESS)
         return rc;
     call->seq = ++rs->seq;
     call->bulk_length = bulk_total(in, n);
@@ -235,7 +258,7 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
         pthread_mutex_unlock(&rs->io);
         return rc;
     }
-    if ((rc = sl_fe_filters_sync_out(mapped_emit)) == CUDA_SUCCESS) {
+    if ((rc = sl_fe_filters_sync_out(&g_emit)) == CUDA_SUCCESS) {
         for (; k < n; k++) {
             const struct sl_call_info *ci = sl_call_lookup(calls[k]->call_id);
             sl_fe_filters_before(calls[k], ci ? ci->flags : 0, rs->seq);
@@ -343,7 +366,7 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     }
     const struct sl_call_info *info = sl_call_lookup(call->call_id);
     sl_fe_filters_before(call, info ? info->flags : 0, rs->seq);
-    if ((rc = sl_fe_filters_sync_out(mapped_emit)) != CUDA_SUCCESS) {
+    if ((rc = sl_fe_filters_sync_out(&g_emit)) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&rs->io);
         return rc;
     }

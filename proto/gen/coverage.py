@@ -94,6 +94,16 @@ def render():
             "kernels do not: `cudaHostGetDevicePointer` of them fails, where natively it "
             "answers the pointer.",
             "",
+            "Managed memory (`cuMemAllocManaged`, `cudaMallocManaged`) is real managed memory of "
+            "the session's worker, counted in its memory quota, mapped at the same address in "
+            "the guest; the guest's pages are fetched when the program touches them and pushed "
+            "when it wrote them, before the next call leaves, and invalidated after device work "
+            "(docs/remoting.md, \"Managed memory\"). The guest's CPU and the device never use "
+            "a page at the same time, so `CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS`, "
+            "`PAGEABLE_MEMORY_ACCESS(_USES_HOST_PAGE_TABLES)`, "
+            "`DIRECT_MANAGED_MEM_ACCESS_FROM_HOST` and `HOST_NATIVE_ATOMIC_SUPPORTED` are "
+            "reported 0 whatever the device can; `MANAGED_MEMORY` is the device's.",
+            "",
             "| id | call | state | mode | hand | notes |", "|---|---|---|---|---|---|"] + rows
     return "\n".join(out) + "\n"
 

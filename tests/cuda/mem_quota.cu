@@ -6,8 +6,8 @@
 //   - freeing makes room again, and cudaMemGetInfo's free follows the allocations;
 //   - physical memory of the virtual memory management API (cuMemCreate) counts too: refused
 //     past the quota, and while it is held a cudaMalloc that would pass the quota is refused;
-//   - so do CUDA arrays (cudaMallocArray), until cudaFreeArray, and graph memory nodes (a
-//     node past the quota is refused).
+//   - so do CUDA arrays (cudaMallocArray), until cudaFreeArray, graph memory nodes (a
+//     node past the quota is refused) and managed memory (cudaMallocManaged).
 // It prints one machine-readable line:
 //   MEM_QUOTA total=T free=F refused=R
 // Without SLUICE_QUOTA_MIB it only prints the line (no quota expected).
@@ -105,7 +105,22 @@ int main()
         refused++;
         (void)cudaGetLastError();
         CHECK(cudaGraphDestroy(g));
+
+        void *m = nullptr; // managed memory counts like device memory
+        err = cudaMallocManaged(&m, half + mib);
+        if (err != cudaErrorMemoryAllocation)
+            FAIL("managed memory past the quota gave %s", cudaGetErrorName(err));
+        refused++;
+        (void)cudaGetLastError();
         CHECK(cudaFree(a));
+        CHECK(cudaMallocManaged(&m, half + mib)); // fits alone
+        err = cudaMalloc(&b, half);
+        if (err != cudaErrorMemoryAllocation)
+            FAIL("cudaMalloc past the quota while managed memory is held gave %s",
+                 cudaGetErrorName(err));
+        refused++;
+        (void)cudaGetLastError();
+        CHECK(cudaFree(m));
     }
     std::printf("MEM_QUOTA total=%zu free=%zu refused=%d\n", total, free0, refused);
     pass();

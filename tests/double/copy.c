@@ -79,6 +79,29 @@ EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, si
     LOCKED(copy(NULL, NULL, ByteCount, DEVPTR(dstDevice), DEVPTR(srcDevice), 0));
 }
 
+/* Unified copies: the backend sends only device addresses (its checks place both ends in the
+ * session's memory: allocations, managed memory, mapped twins), so device to device here. */
+EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    LOCKED(copy(NULL, NULL, ByteCount, DEVPTR(dst), DEVPTR(src), 0));
+}
+
+EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    LOCKED(copy(NULL, NULL, ByteCount, DEVPTR(dst), DEVPTR(src), hStream));
+}
+
+EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return cuMemcpy(dst, src, ByteCount);
+}
+
+EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return cuMemcpyAsync(dst, src, ByteCount, hStream);
+}
+
 EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                                      CUstream hStream)
 {

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -73,6 +74,26 @@ struct dbl_alloc *alloc_find(uintptr_t p, size_t len)
     return NULL;
 }
 
+/* Managed memory: page-aligned pages in a region of their own, as a driver's addresses are,
+ * since a Sluice guest maps the same address in its own process (frontend/call/managed.c). */
+#define MANAGED_PAGES(n) (((n) + 4095) & ~(size_t)4095)
+static void *managed_map(size_t size)
+{
+    static uintptr_t next = (uintptr_t)0x6f0000000000ull;
+    size_t len = MANAGED_PAGES(size);
+    for (int tries = 0; tries < 64; tries++) {
+        void *hint = (void *)next;
+        next += (len + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+        void *p = mmap(hint, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == hint)
+            return p;
+        if (p != MAP_FAILED)
+            munmap(p, len);
+    }
+    return NULL;
+}
+
 CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx, uintptr_t *out)
 {
     if (size == 0)
@@ -82,7 +103,7 @@ CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx, uintp
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (kind != A_HOST && rounded > mem_total - mem_used)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    void *p = aligned_alloc(256, rounded);
+    void *p = kind == A_MANAGED ? managed_map(rounded) : aligned_alloc(256, rounded);
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     memset(p, 0, rounded);
@@ -90,13 +111,17 @@ CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx, uintp
         size_t cap = capallocs ? capallocs * 2 : 64;
         struct dbl_alloc *n = realloc(allocs, cap * sizeof *n);
         if (!n) {
-            free(p);
+            if (kind == A_MANAGED)
+                munmap(p, MANAGED_PAGES(rounded));
+            else
+                free(p);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         allocs = n;
         capallocs = cap;
     }
-    allocs[nallocs++] = (struct dbl_alloc){(uintptr_t)p, size, kind, ctx};
+    allocs[nallocs++] =
+        (struct dbl_alloc){.base = (uintptr_t)p, .size = size, .kind = kind, .ctx = ctx};
     if (kind != A_HOST)
         mem_used += rounded;
     *out = (uintptr_t)p;
@@ -107,7 +132,9 @@ void alloc_release(size_t i)
 {
     if (allocs[i].kind != A_HOST && allocs[i].kind != A_REGISTERED)
         mem_used -= (allocs[i].size + 255) & ~(size_t)255;
-    if (allocs[i].kind != A_REGISTERED)
+    if (allocs[i].kind == A_MANAGED)
+        munmap((void *)allocs[i].base, MANAGED_PAGES((allocs[i].size + 255) & ~(size_t)255));
+    else if (allocs[i].kind != A_REGISTERED)
         free((void *)allocs[i].base);
     allocs[i] = allocs[--nallocs];
 }
@@ -179,7 +206,7 @@ CUresult alloc_add(uintptr_t base, size_t size, enum alloc_kind kind, struct dbl
         allocs = na;
         capallocs = cap;
     }
-    allocs[nallocs++] = (struct dbl_alloc){base, size, kind, ctx};
+    allocs[nallocs++] = (struct dbl_alloc){.base = base, .size = size, .kind = kind, .ctx = ctx};
     return CUDA_SUCCESS;
 }
 

@@ -71,13 +71,23 @@ struct dbl_func {
     int carveout;
 };
 
-enum alloc_kind { A_DEVICE = 1, A_HOST, A_GLOBAL, A_REGISTERED /* not ours: never freed */ };
+enum alloc_kind {
+    A_DEVICE = 1,
+    A_HOST,
+    A_GLOBAL,
+    A_REGISTERED, /* not ours: never freed */
+    A_MANAGED     /* mapped pages of their own (managed_map) */
+};
 
 struct dbl_alloc {
     uintptr_t base;
     size_t size;
     enum alloc_kind kind;
     struct dbl_ctx *ctx;
+    /* A_MANAGED: the advice given and the last prefetch (cuMemRangeGetAttribute answers them) */
+    int read_mostly;
+    CUmemLocation preferred, last_prefetch; /* type 0 (INVALID): none */
+    unsigned accessed_by;                   /* bit 0: the host, bit 1: device 0 */
 };
 
 void obj_add(void *o);

@@ -205,7 +205,7 @@ int attribute(CUdevice_attribute a)
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
         return 65536;
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
-        return 0;
+        return 1;
     case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:
         return 0;
     case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:

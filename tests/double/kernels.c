@@ -196,6 +196,28 @@ static void k_count_down(struct dbl_launch *l)
         dbl_cond_set(l, ARG(l, unsigned long long, 0), 0);
 }
 
+/* tests/cuda/managed_memory.cu: struct List { int n; int *data; };
+ * __global__ void sum_list(const List *l, int *out) { thread 0: *out = sum of l->data[0..n) }
+ * (the list and its data are managed memory: a pointer read from device memory) */
+static void k_sum_list(struct dbl_launch *l)
+{
+    struct list {
+        int n;
+        CUdeviceptr data;
+    };
+    const struct list *li = dbl_dev(l, ARG(l, CUdeviceptr, 0), sizeof *li);
+    int *out = dbl_dev(l, ARG(l, CUdeviceptr, 1), sizeof(int));
+    if (!li || !out || threads_x(l) == 0 || li->n < 0)
+        return;
+    const int *data = dbl_dev(l, li->data, (size_t)li->n * sizeof(int));
+    if (li->n && !data)
+        return;
+    int s = 0;
+    for (int i = 0; i < li->n; i++)
+        s += data[i];
+    *out = s;
+}
+
 const struct dbl_kernel dbl_kernels[] = {
     {"_Z4vaddPKfS0_Pfi", 4, {{0, 8}, {8, 8}, {16, 8}, {24, 4}}, 5.0, k_vadd, NULL},
     {"_Z5scalePffi", 3, {{0, 8}, {8, 4}, {12, 4}}, 4.0, k_scale, NULL},
@@ -211,6 +233,7 @@ const struct dbl_kernel dbl_kernels[] = {
     {"_Z10count_downyPi", 2, {{0, 8}, {8, 8}}, 1.0, k_count_down, NULL},
     {"_Z4spinxPy", 2, {{0, 8}, {8, 8}}, 0.0, k_spin, spin_us},
     {"_Z7mapflagPiS_", 2, {{0, 8}, {8, 8}}, 1.0, k_mapflag, NULL},
+    {"_Z8sum_listPK4ListPi", 2, {{0, 8}, {8, 8}}, 2.0, k_sum_list, NULL},
 };
 const size_t dbl_kernel_count = sizeof dbl_kernels / sizeof dbl_kernels[0];
 

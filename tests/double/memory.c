@@ -45,7 +45,188 @@ static CUresult mem_free(uintptr_t p, enum alloc_kind kind)
         return rc;
     if (!p)
         return CUDA_SUCCESS;
+    if (kind == A_DEVICE && alloc_free(p, A_MANAGED) == CUDA_SUCCESS)
+        return CUDA_SUCCESS; /* cuMemFree frees managed memory too */
     return alloc_free(p, kind);
+}
+
+/* Managed memory: device memory whose pages the host may read (the double's device memory is
+ * host memory anyway); prefetch, advice and stream attachment are checked and change nothing. */
+static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned flags)
+{
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    return mem_alloc((uintptr_t *)dptr, bytesize, A_MANAGED);
+}
+
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    LOCKED(alloc_managed(dptr, bytesize, flags));
+}
+
+static CUresult managed_range(CUdeviceptr p, size_t n)
+{
+    struct dbl_ctx *c;
+    CUresult rc = need_ctx(&c);
+    if (rc)
+        return rc;
+    struct dbl_alloc *a = n ? alloc_find(p, n) : NULL;
+    return a && a->kind == A_MANAGED ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static int stream_known(CUstream s)
+{
+    return !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || obj_get(s, K_STREAM);
+}
+
+static CUresult location_ok(CUmemLocation loc)
+{
+    if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        return loc.id == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    return loc.type == CU_MEM_LOCATION_TYPE_HOST ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, CUstream s)
+{
+    CUresult rc = managed_range(p, n);
+    if (!rc)
+        rc = location_ok(loc);
+    if (!rc && !stream_known(s))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    if (!rc)
+        alloc_find(p, n)->last_prefetch = loc;
+    return rc;
+}
+
+EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location,
+                                      unsigned int flags, CUstream hStream)
+{
+    LOCKED(flags ? CUDA_ERROR_INVALID_VALUE : prefetch(devPtr, count, location, hStream));
+}
+
+EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
+                                   CUstream hStream)
+{
+    CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dstDevice};
+    if (dstDevice == CU_DEVICE_CPU)
+        loc.type = CU_MEM_LOCATION_TYPE_HOST;
+    LOCKED(prefetch(devPtr, count, loc, hStream));
+}
+
+static CUresult advise(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation loc)
+{
+    CUresult rc = managed_range(p, n);
+    if (!rc && (advice < CU_MEM_ADVISE_SET_READ_MOSTLY || advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && advice != CU_MEM_ADVISE_SET_READ_MOSTLY && advice != CU_MEM_ADVISE_UNSET_READ_MOSTLY)
+        rc = location_ok(loc);
+    if (rc)
+        return rc;
+    struct dbl_alloc *a = alloc_find(p, n);
+    unsigned bit = loc.type == CU_MEM_LOCATION_TYPE_HOST ? 1u : 2u;
+    switch (advice) {
+    case CU_MEM_ADVISE_SET_READ_MOSTLY:
+    case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+        a->read_mostly = advice == CU_MEM_ADVISE_SET_READ_MOSTLY;
+        break;
+    case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
+        a->preferred = loc;
+        break;
+    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+        a->preferred = (CUmemLocation){0};
+        break;
+    case CU_MEM_ADVISE_SET_ACCESSED_BY:
+        a->accessed_by |= bit;
+        break;
+    default:
+        a->accessed_by &= ~bit;
+        break;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* A location as the device-number attributes give it: a device, CU_DEVICE_CPU, or none. */
+static int location_device(CUmemLocation loc)
+{
+    if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        return loc.id;
+    return loc.type == CU_MEM_LOCATION_TYPE_HOST ? CU_DEVICE_CPU : CU_DEVICE_INVALID;
+}
+
+static CUresult range_attr(void *data, size_t size, CUmem_range_attribute attr, CUdeviceptr p,
+                           size_t n)
+{
+    CUresult rc = managed_range(p, n);
+    if (rc)
+        return rc;
+    const struct dbl_alloc *a = alloc_find(p, n);
+    if (!data || !size || size % 4 || (attr != CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY && size != 4))
+        return CUDA_ERROR_INVALID_VALUE;
+    int *v = data;
+    switch (attr) {
+    case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+        *v = a->read_mostly;
+        return CUDA_SUCCESS;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+        *v = location_device(a->preferred);
+        return CUDA_SUCCESS;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+        *v = location_device(a->last_prefetch);
+        return CUDA_SUCCESS;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+        *v = a->preferred.type;
+        return CUDA_SUCCESS;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID:
+        *v = a->preferred.id;
+        return CUDA_SUCCESS;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
+        *v = a->last_prefetch.type;
+        return CUDA_SUCCESS;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID:
+        *v = a->last_prefetch.id;
+        return CUDA_SUCCESS;
+    case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
+        size_t k = 0;
+        for (size_t i = 0; i < size / 4; i++)
+            v[i] = CU_DEVICE_INVALID;
+        if ((a->accessed_by & 2u) && k < size / 4)
+            v[k++] = 0;
+        if ((a->accessed_by & 1u) && k < size / 4)
+            v[k++] = CU_DEVICE_CPU;
+        return CUDA_SUCCESS;
+    }
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+EXPORT CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute,
+                                       CUdeviceptr devPtr, size_t count)
+{
+    LOCKED(range_attr(data, dataSize, attribute, devPtr, count));
+}
+
+EXPORT CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                               CUmemLocation location)
+{
+    LOCKED(advise(devPtr, count, advice, location));
+}
+
+static CUresult attach(CUstream s, CUdeviceptr p, size_t n, unsigned flags)
+{
+    CUresult rc = managed_range(p, n ? n : 1);
+    if (!rc && flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST &&
+        flags != CU_MEM_ATTACH_SINGLE)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && !stream_known(s))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    return rc;
+}
+
+EXPORT CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length,
+                                       unsigned int flags)
+{
+    LOCKED(attach(hStream, dptr, length, flags));
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -131,14 +312,14 @@ static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdevice
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         *(CUcontext *)data = (CUcontext)a->ctx;
         break;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: /* managed memory: DEVICE, as the driver says */
         *(unsigned *)data = a->kind == A_HOST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
         *(CUdeviceptr *)data = ptr;
         break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (a->kind != A_HOST)
+        if (a->kind != A_HOST && a->kind != A_MANAGED)
             return CUDA_ERROR_INVALID_VALUE;
         *(void **)data = (void *)(uintptr_t)ptr;
         break;
@@ -146,7 +327,7 @@ static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdevice
     case CU_POINTER_ATTRIBUTE_MAPPED:
         *(int *)data = a->kind == A_HOST ? 1 : 0;
         if (attribute == CU_POINTER_ATTRIBUTE_IS_MANAGED)
-            *(int *)data = 0;
+            *(int *)data = a->kind == A_MANAGED;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         *(int *)data = 0;

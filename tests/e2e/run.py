@@ -40,7 +40,7 @@ PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback",
             "many_launches", "large_copy", "failures", "cross_session", "driver_api",
             "mem_pool", "graph_kernel", "texture_objects", "mapped_memory",
             "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm",
-            "concurrent_threads"]
+            "concurrent_threads", "managed_memory"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
@@ -49,6 +49,7 @@ EXPECTED = {
     "failures": [re.compile(r"failures: \d+ clean errors, context still usable")],
     "cross_session": ["cross_session: read of the other session's"],
     "graph_host": ["graph_host: 6 host node calls"],
+    "managed_memory": ["managed_memory: host and kernels shared 100000 ints, a list of 1000"],
 }
 TIMEOUT = {"large_copy": 300, "many_launches": 300}
 GUEST_UUID = "3d6b0f5e-9a1c-4e27-8f34-1b2c3d4e5f60"  # CN of make-demo-pki's guest-a
