@@ -4,6 +4,7 @@
  * and reaping it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +58,22 @@ static void worker_exited(struct be_server *srv, struct be_sess_node *n, int st)
     be_sessions_end(srv, n, why);
 }
 
+/* Gives the memory the ended sessions' buffers held back to the system: glibc keeps freed
+ * memory in its heap (free chunks below a live one are never given back by free()), so without
+ * this the server's RSS stays at its high-water mark after its sessions close (docs/backend.md,
+ * "Memory"). Once BE_TRIM_AFTER_MS have passed since the last session's node was freed: sessions
+ * that end together cost one trim. */
+static void trim_memory(struct be_server *srv)
+{
+    if (!srv->trim_due || be_sessions_now_ms() - srv->trim_due < BE_TRIM_AFTER_MS)
+        return;
+    srv->trim_due = 0;
+    malloc_trim(0);
+}
+
 void be_workers_reap(struct be_server *srv, int wait)
 {
+    trim_memory(srv);
     for (;;) {
         int pending = 0;
         for (struct be_sess_node **p = &srv->sessions; *p;) {
@@ -86,6 +101,7 @@ void be_workers_reap(struct be_server *srv, int wait)
                     be_sessions_drain_outbox(srv);
                 }
                 be_sessions_node_free(srv, n);
+                srv->trim_due = be_sessions_now_ms();
             } else {
                 pending += n->ended;
                 p = &n->next;
