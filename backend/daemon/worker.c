@@ -30,6 +30,7 @@
 #include "api/callback.h"
 #include "bounds.h"
 #include "daemon/accept.h"
+#include "daemon/config.h"
 #include "daemon/driver.h"
 #include "daemon/ipc.h"
 #include "daemon/outbox.h"
@@ -221,6 +222,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
         goto out;
     }
     struct be_ipc_rx rx = {0};
+    int gone = 0;
     rc = 0;
     for (;;) {
         int r = read_spinning(fd, &rx, s->spin_ns);
@@ -228,14 +230,31 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
             w_close(SL_ERR_PROTOCOL, "malformed message from the parent");
             break;
         }
-        if (r != 1)
-            break; /* EOF: the session ended */
+        if (r != 1) { /* EOF: the session ended */
+            gone = 1;
+            break;
+        }
         int stop = rx.hdr.type != BE_IPC_MSG || w_message(s, &rx) != 0;
         be_ipc_rx_next(&rx);
         if (stop)
             break;
     }
     be_ipc_rx_free(&rx);
+    if (gone) {
+        /* The session ended (its guest is gone, revoked, the backend stops): the work it left
+         * queued on the GPU is nobody's any more. Waiting for it (synchronizing its streams and
+         * contexts) took seconds on a shared GPU and got workers killed after the grace period
+         * (docs/backend.md, "Teardown"): the final usage record says what completed, then the
+         * process exits and the driver frees its contexts, as for a program that exits. */
+        be_printf_unwatch();
+        if (!be_session_abandon(s, BE_ABANDON_WAIT_MS))
+            sl_log(SL_LOG_WARNING, BE_COMPONENT,
+                   "session %llu: its thread is still waiting for the GPU %d ms after the session "
+                   "ended: the worker exits without the final usage record (the server writes "
+                   "one)",
+                   (unsigned long long)sid, BE_ABANDON_WAIT_MS);
+        _exit(0);
+    }
 out:
     be_printf_unwatch(); /* the watcher lets go of s before it is freed */
     be_session_free(s);  /* joins the worker thread: final usage record, frees everything */

@@ -19,6 +19,7 @@
 #include "accounting/quota.h"
 #include "accounting/records.h"
 #include "daemon/config.h"
+#include "daemon/control.h"
 #include "daemon/sessions.h"
 #include "daemon/state.h"
 #include "session/session.h"
@@ -88,6 +89,13 @@ void be_workers_reap(struct be_server *srv, int wait)
                 } else if (n->ended && !n->killed && be_sessions_now_ms() >= n->kill_at) {
                     kill(n->pid, SIGKILL);
                     n->killed = 1;
+                    sl_log(SL_LOG_WARNING, BE_COMPONENT,
+                           "session %llu instance %s project %s: its worker did not end within "
+                           "%d ms of the session's close: killed",
+                           (unsigned long long)n->id, n->instance, n->project, BE_WORKER_GRACE_MS);
+                    be_control_session(
+                        srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__WORKER_KILLED, n->instance,
+                        n->project, n->id, "killed after the grace period");
                 }
             }
             if (n->pid > 0 && n->ended && n->fd >= 0)
