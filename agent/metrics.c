@@ -140,6 +140,8 @@ void ag_metrics_session(ag_metrics *m, const char *project, const char *instance
             s->open--;
         } else if (kind == AG_SESSION_REFUSED) {
             s->refused[refuse_index(reason)]++;
+        } else if (kind == AG_SESSION_WORKER_KILLED) {
+            s->killed++;
         }
     }
     pthread_mutex_unlock(&m->mu);

@@ -28,7 +28,12 @@ void ag_metrics_record(ag_metrics *m, const sl_usage_rec *r);
 /* The sums of records records of one series (the store's totals, at start). */
 void ag_metrics_seed(ag_metrics *m, const sl_usage_rec *sum, uint64_t records);
 
-enum { AG_SESSION_OPENED = 1, AG_SESSION_CLOSED = 2, AG_SESSION_REFUSED = 3 };
+enum {
+    AG_SESSION_OPENED = 1,
+    AG_SESSION_CLOSED = 2,
+    AG_SESSION_REFUSED = 3,
+    AG_SESSION_WORKER_KILLED = 4 /* its worker outlived the grace period (backend) */
+};
 /* reason (REFUSED only): "certificate", "grant", "limit"; anything else counts as "other".
  * instance "" for a refusal before the instance was known (certificate). */
 void ag_metrics_session(ag_metrics *m, const char *project, const char *instance,

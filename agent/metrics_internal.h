@@ -23,6 +23,7 @@ typedef struct sseries {
     char project[65], instance[65], domain[256]; /* instance "": refusals before it was known */
     int64_t open;
     uint64_t opened, refused[AG_REFUSE_N];
+    uint64_t killed; /* session workers killed after the grace period */
     int64_t absent_since;
 } sseries;
 

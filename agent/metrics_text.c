@@ -165,6 +165,15 @@ static void session_families(buf *b, const ag_metrics *m)
                 label(b, "reason", ag_refuse_names[r], 0);
                 out(b, "} %llu\n", (unsigned long long)m->s[k].refused[r]);
             }
+    family(b, "sluice_session_workers_killed_total", "counter",
+           "Session worker processes the backend killed because they did not end within the "
+           "grace period after their session closed (their last work may not be accounted).");
+    for (size_t k = 0; k < m->ns; k++)
+        if (m->s[k].instance[0]) {
+            out(b, "sluice_session_workers_killed_total");
+            slabels(b, m->s[k].project, m->s[k].instance, m->s[k].domain);
+            out(b, "} %llu\n", (unsigned long long)m->s[k].killed);
+        }
 }
 
 static void sla_families(buf *b, const ag_metrics *m)

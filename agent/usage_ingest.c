@@ -297,7 +297,9 @@ void ag_usage_session(ag_usage *u, const char *project, const Sluice__Control__S
     int kind = ev->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED    ? AG_SESSION_OPENED
                : ev->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__CLOSED  ? AG_SESSION_CLOSED
                : ev->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__REFUSED ? AG_SESSION_REFUSED
-                                                                           : 0;
+               : ev->kind == SLUICE__CONTROL__SESSION_EVENT__KIND__WORKER_KILLED
+                   ? AG_SESSION_WORKER_KILLED
+                   : 0;
     if (!kind)
         return;
     char domain[256];

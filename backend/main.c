@@ -208,6 +208,11 @@ int main(int argc, char **argv)
     int hm = hidden_mode(argc, argv);
     if (hm >= 0)
         return hm;
+    /* The server: one heap for its thread and ZeroMQ's I/O thread. A second arena's free top
+     * is never given back under the trim threshold above, so the buffers of the sessions'
+     * messages stayed in it after they closed; the main heap's are given back once sessions
+     * end (workers.c, docs/backend.md "Memory"). */
+    mallopt(M_ARENA_MAX, 1);
     struct be_config cfg = {.spin_us = be_default_spin_us()};
     static const struct option opts[] = {{"project", required_argument, 0, 'p'},
                                          {"listen", required_argument, 0, 'l'},

@@ -169,7 +169,9 @@ static void emit(sl_be_session *s, int final)
     struct be_acct *a = s->acct;
     if (a->timing) {
         be_acct_runs_close_all(s);
-        be_acct_measure(s, a->npairs);
+        /* a session abandoned (its guest gone) is not waited for: what completed is measured,
+         * the rest ends with its process (session.c, be_session_abandon) */
+        be_acct_measure(s, final && atomic_load(&s->abandon) ? 0 : a->npairs);
     }
     int64_t end = be_acct_clock_ns(CLOCK_REALTIME);
     if (end < a->start_ns)

@@ -73,9 +73,9 @@ sl_code be_usage_encode(const struct be_usage *u, uint8_t **buf, size_t *len, sl
 void be_usage_log(const Sluice__Control__UsageRecord *r)
 {
     sl_log(SL_LOG_INFO, BE_COMPONENT,
-           "usage %s: session %llu instance %s project %s gpu %s%s: %.3f s busy, %.3f s in %llu "
+           "usage %s: session %llu instance %s project %s gpu %s%s: %.6f s busy, %.6f s in %llu "
            "kernels, %llu B to and %llu B from the device, memory high-water %llu B, %llu calls "
-           "(%llu failed), %.3f s throttled, %u quota refusals, over %.3f s (%s)",
+           "(%llu failed), %.6f s throttled, %u quota refusals, over %.3f s (%s)",
            r->record_id, (unsigned long long)r->session_id, r->instance_uuid, r->project_id,
            r->gpu_uuid && *r->gpu_uuid ? r->gpu_uuid : "-", r->final ? ", final" : "",
            (double)r->gpu_busy_ns / 1e9, (double)r->kernel_ns / 1e9, (unsigned long long)r->kernels,

@@ -21,5 +21,7 @@ struct be_config {
 };
 #define BE_DEFAULT_MAX_SESSIONS 64u
 #define BE_WORKER_GRACE_MS      5000 /* after the socket is closed, then SIGKILL */
+#define BE_ABANDON_WAIT_MS      500  /* a worker's wait for its session's final usage record */
+#define BE_TRIM_AFTER_MS        500  /* after the last session ended, its memory is given back */
 
 #endif

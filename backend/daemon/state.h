@@ -88,6 +88,7 @@ struct be_server {
     unsigned live;
     struct be_acct_shm *acct; /* the tenant's accounting page (quota.c) */
     int acct_fd;
+    int64_t trim_due; /* ms (monotonic) a session's node was last freed, 0: nothing to give back */
 };
 
 #endif

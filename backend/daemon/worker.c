@@ -31,6 +31,7 @@
 #include "api/callback.h"
 #include "bounds.h"
 #include "daemon/accept.h"
+#include "daemon/config.h"
 #include "daemon/direct.h"
 #include "daemon/driver.h"
 #include "daemon/ipc.h"
@@ -186,9 +187,10 @@ static void w_direct_ended(void *user, sl_code code, const char *why)
 
 /* The worker's loop with a direct endpoint: the parent's socket (its messages while the guest
  * uses the backend's channel, the end of the session), the direct channel and the replies
- * waiting for it. Returns when the session ended. */
-static void w_run_direct(int fd, sl_be_session *s)
+ * waiting for it. 1 when the session ended (EOF from the parent), 0 when the worker stopped it. */
+static int w_run_direct(int fd, sl_be_session *s)
 {
+    int gone = 0;
     struct be_direct_hooks h = {w_direct_frame, w_direct_ended, s};
     struct be_ipc_rx rx = {0};
     int fds[2];
@@ -215,7 +217,7 @@ static void w_run_direct(int fd, sl_be_session *s)
                 break;
             }
             if (r != 1) {
-                stop = 1; /* EOF: the session ended */
+                stop = gone = 1; /* EOF: the session ended */
                 break;
             }
             if (rx.hdr.type == BE_IPC_CLOSE) { /* the parent ends the session: why */
@@ -249,6 +251,32 @@ static void w_run_direct(int fd, sl_be_session *s)
     w_direct = NULL; /* replies from here on go to the parent, which drops them */
     pthread_mutex_unlock(&w_mu);
     be_direct_close(d, code, why);
+    return gone;
+}
+
+/* Serves the session's calls as the parent forwards them (no direct channel); 1 when the session
+ * ended (EOF from the parent), 0 when the worker stopped it. */
+static int w_run_parent(int fd, sl_be_session *s)
+{
+    struct be_ipc_rx rx = {0};
+    int gone = 0;
+    for (;;) {
+        int r = read_spinning(fd, &rx, s->spin_ns);
+        if (r == -1) {
+            w_close(SL_ERR_PROTOCOL, "malformed message from the parent");
+            break;
+        }
+        if (r != 1) { /* EOF: the session ended */
+            gone = 1;
+            break;
+        }
+        int stop = rx.hdr.type != BE_IPC_MSG || w_message(s, &rx) != 0;
+        be_ipc_rx_next(&rx);
+        if (stop)
+            break;
+    }
+    be_ipc_rx_free(&rx);
+    return gone;
 }
 
 int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
@@ -331,25 +359,22 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
         goto out;
     }
     rc = 0;
-    if (w_direct) {
-        w_run_direct(fd, s);
-        goto out;
+    int gone = w_direct ? w_run_direct(fd, s) : w_run_parent(fd, s);
+    if (gone) {
+        /* The session ended (its guest is gone, revoked, the backend stops): the work it left
+         * queued on the GPU is nobody's any more. Waiting for it (synchronizing its streams and
+         * contexts) took seconds on a shared GPU and got workers killed after the grace period
+         * (docs/backend.md, "Teardown"): the final usage record says what completed, then the
+         * process exits and the driver frees its contexts, as for a program that exits. */
+        be_printf_unwatch();
+        if (!be_session_abandon(s, BE_ABANDON_WAIT_MS))
+            sl_log(SL_LOG_WARNING, BE_COMPONENT,
+                   "session %llu: its thread is still waiting for the GPU %d ms after the session "
+                   "ended: the worker exits without the final usage record (the server writes "
+                   "one)",
+                   (unsigned long long)sid, BE_ABANDON_WAIT_MS);
+        _exit(0);
     }
-    struct be_ipc_rx rx = {0};
-    for (;;) {
-        int r = read_spinning(fd, &rx, s->spin_ns);
-        if (r == -1) {
-            w_close(SL_ERR_PROTOCOL, "malformed message from the parent");
-            break;
-        }
-        if (r != 1)
-            break; /* EOF: the session ended */
-        int stop = rx.hdr.type != BE_IPC_MSG || w_message(s, &rx) != 0;
-        be_ipc_rx_next(&rx);
-        if (stop)
-            break;
-    }
-    be_ipc_rx_free(&rx);
 out:
     if (w_direct) { /* it never served: the session did not start */
         pthread_mutex_lock(&w_mu);

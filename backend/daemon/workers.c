@@ -4,6 +4,7 @@
  * and reaping it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "accounting/quota.h"
 #include "accounting/records.h"
 #include "daemon/config.h"
+#include "daemon/control.h"
 #include "daemon/sessions.h"
 #include "daemon/state.h"
 #include "session/session.h"
@@ -57,8 +59,22 @@ static void worker_exited(struct be_server *srv, struct be_sess_node *n, int st)
     be_sessions_end(srv, n, why);
 }
 
+/* Gives the memory the ended sessions' buffers held back to the system: glibc keeps freed
+ * memory in its heap (free chunks below a live one are never given back by free()), so without
+ * this the server's RSS stays at its high-water mark after its sessions close (docs/backend.md,
+ * "Memory"). Once BE_TRIM_AFTER_MS have passed since the last session's node was freed: sessions
+ * that end together cost one trim. */
+static void trim_memory(struct be_server *srv)
+{
+    if (!srv->trim_due || be_sessions_now_ms() - srv->trim_due < BE_TRIM_AFTER_MS)
+        return;
+    srv->trim_due = 0;
+    malloc_trim(0);
+}
+
 void be_workers_reap(struct be_server *srv, int wait)
 {
+    trim_memory(srv);
     for (;;) {
         int pending = 0;
         for (struct be_sess_node **p = &srv->sessions; *p;) {
@@ -73,6 +89,13 @@ void be_workers_reap(struct be_server *srv, int wait)
                 } else if (n->ended && !n->killed && be_sessions_now_ms() >= n->kill_at) {
                     kill(n->pid, SIGKILL);
                     n->killed = 1;
+                    sl_log(SL_LOG_WARNING, BE_COMPONENT,
+                           "session %llu instance %s project %s: its worker did not end within "
+                           "%d ms of the session's close: killed",
+                           (unsigned long long)n->id, n->instance, n->project, BE_WORKER_GRACE_MS);
+                    be_control_session(
+                        srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__WORKER_KILLED, n->instance,
+                        n->project, n->id, "killed after the grace period");
                 }
             }
             if (n->pid > 0 && n->ended && n->fd >= 0)
@@ -86,6 +109,7 @@ void be_workers_reap(struct be_server *srv, int wait)
                     be_sessions_drain_outbox(srv);
                 }
                 be_sessions_node_free(srv, n);
+                srv->trim_due = be_sessions_now_ms();
             } else {
                 pending += n->ended;
                 p = &n->next;

@@ -120,6 +120,10 @@ static void run_job(sl_be_session *s, struct be_job *job)
     struct timespec t0, t1, t2;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (size_t i = 0; i < f->n_calls; i++) {
+        /* an abandoned session runs no more calls: a launch into a full GPU queue blocks
+         * until a slot frees, which on a shared GPU took seconds per frame */
+        if (atomic_load_explicit(&s->abandon, memory_order_relaxed))
+            break;
         const Sluice__Wire__Call *call = f->calls[i];
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
         int async = ci && (ci->flags & SL_CALL_ASYNC);
@@ -251,7 +255,7 @@ static void *worker(void *arg)
             continue; /* a record is due, or a wait completed */
         }
         struct be_job *job = s->qhead;
-        if (!job) {
+        if (!job || atomic_load(&s->abandon)) {
             pthread_mutex_unlock(&s->mu);
             break;
         }
@@ -268,12 +272,18 @@ static void *worker(void *arg)
             run_job(s, job);
         be_job_free(job);
     }
-    be_session_release_all(s);
+    int abandon = atomic_load(&s->abandon);
+    if (abandon) { /* be_session_abandon: the final record, then the process exits */
+        be_callbacks_cancel(s);
+        be_acct_finish(s);
+    } else {
+        be_session_release_all(s);
+    }
     sl_log(SL_LOG_INFO, BE_COMPONENT,
-           "session %llu instance %s project %s: ended after %llu calls (%llu failed), "
-           "everything freed",
+           "session %llu instance %s project %s: ended after %llu calls (%llu failed), %s",
            (unsigned long long)s->id, s->instance, s->project, (unsigned long long)s->calls,
-           (unsigned long long)s->errors);
+           (unsigned long long)s->errors,
+           abandon ? "its work still queued on the GPU not waited for" : "everything freed");
     sl_log(SL_LOG_INFO, BE_COMPONENT,
            "session %llu: %llu frames took %.1f ms of its thread (%.1f ms closing and measuring "
            "timed runs); %llu of them had the next frame queued behind them",
@@ -307,6 +317,24 @@ void be_session_close(sl_be_session *s)
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     be_callbacks_cancel(s);
+}
+
+int be_session_abandon(sl_be_session *s, int64_t wait_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->abandon, 1);
+    s->closing = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    be_callbacks_cancel(s);
+    if (!s->started)
+        return 1;
+    uint64_t until = be_now_ns() + (uint64_t)wait_ms * 1000000u;
+    while (!atomic_load(&s->finished) && be_now_ns() < until) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(&s->finished);
 }
 
 void be_session_release_all(sl_be_session *s)

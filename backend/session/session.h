@@ -30,6 +30,13 @@ sl_code be_session_start(sl_be_session *s, sl_error *e);
 sl_code be_session_enqueue(sl_be_session *s, struct be_job *job, sl_error *e);
 /* Asks the worker to finish (releases waiting callbacks); non-blocking. */
 void be_session_close(sl_be_session *s);
+/* A worker process's session whose channel session ended (its guest is gone): the session
+ * thread stops between calls, sends the final usage record with what the GPU completed, and
+ * neither waits for the work still queued (waits, contexts) nor frees anything: the process
+ * exits next (_exit) and the driver frees its contexts with it. Waits up to wait_ms for the
+ * session thread: 1 it finished (the final record is sent), 0 it is still in a driver call
+ * (e.g. an interval's record waiting for the GPU's queue). */
+int be_session_abandon(sl_be_session *s, int64_t wait_ms);
 /* Joins the worker and frees everything. */
 void be_session_free(sl_be_session *s);
 void be_job_free(struct be_job *j);

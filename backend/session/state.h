@@ -73,6 +73,8 @@ struct sl_be_session {
     atomic_uint q_jobs;  /* jobs queued: what the idle session thread watches while it spins */
     uint64_t spin_ns;    /* --spin-us (spin.c); set before be_session_start */
     int closing;         /* no more jobs: clean up and exit */
+    atomic_int abandon;  /* with closing: nothing more runs, is waited for or freed
+                          * (be_session_abandon); read without mu between calls */
     atomic_int finished; /* the worker is done; the channel thread may join and free */
     struct be_cb *cbs;   /* callbacks waiting for CallbackDone */
     uint64_t next_cb;

@@ -216,6 +216,8 @@ static void test_ingest(void **st)
                                  "\",instance_id=\"" INST "\",domain=\"" DOMAIN "\"} 1\n"));
     assert_non_null(strstr(resp, "sluice_sessions_refused_total{project_id=\"" PROJ
                                  "\",instance_id=\"\",domain=\"\",reason=\"certificate\"} 1\n"));
+    assert_non_null(strstr(resp, "sluice_session_workers_killed_total{project_id=\"" PROJ
+                                 "\",instance_id=\"" INST "\",domain=\"" DOMAIN "\"} 1\n"));
     assert_non_null(strstr(resp, "sluice_agent_build_info{version=\""));
     assert_non_null(strstr(resp, "sluice_agent_libvirt_connected 1\n"));
     assert_non_null(strstr(resp, "sluice_agent_backends_running 1\n"));

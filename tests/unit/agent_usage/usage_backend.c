@@ -228,6 +228,8 @@ int main(int argc, char **argv)
             all = acked[i];
         if (all && !done) {
             session(SLUICE__CONTROL__SESSION_EVENT__KIND__CLOSED);
+            /* its worker outlived the grace period (sluice_session_workers_killed_total) */
+            session(SLUICE__CONTROL__SESSION_EVENT__KIND__WORKER_KILLED);
             note("done%s\n", "");
             done = 1;
         }
