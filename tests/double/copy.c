@@ -213,6 +213,18 @@ static CUresult copy2d(const CUDA_MEMCPY2D *pin, CUstream s)
     return CUDA_SUCCESS;
 }
 
+/* Unified addresses: by the time a copy reaches the backend's driver both sides are device
+ * memory (the frontend copies guest memory itself), so these are device to device copies. */
+EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return cuMemcpyDtoD_v2(dst, src, ByteCount);
+}
+
+EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return cuMemcpyDtoDAsync_v2(dst, src, ByteCount, hStream);
+}
+
 EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
 {
     LOCKED(copy2d(pCopy, 0));
