@@ -19,6 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include "bounds.h"
 #include "session/state.h"
 #include "sluice/error.h"
@@ -63,13 +67,17 @@ sl_code be_printf_init(sl_error *e)
         return sl_fail(e, SL_ERR_IO, "a copy of stderr for the log: %s", strerror(errno));
     }
     setvbuf(log, NULL, _IONBF, 0);
+    sl_log_set_stream(log); /* before fd 2 changes: the journal decision looks at it */
     fflush(stderr);
     rc = capture(STDERR_FILENO, &pipe_rd[ERR], e);
     if (rc != SL_OK) {
+        sl_log_set_stream(NULL);
         fclose(log);
         return rc;
     }
-    sl_log_set_stream(log);
+#if defined(__SANITIZE_ADDRESS__)
+    __sanitizer_set_report_fd((void *)(intptr_t)keep); /* reports stay in the backend's log */
+#endif
     return SL_OK;
 }
 

@@ -28,6 +28,7 @@ static FILE *g_stream; /* NULL: stderr */
 
 void sl_log_set_stream(FILE *f)
 {
+    (void)sl_journal_wanted(); /* decided now, while fd 2 is still the process's stderr */
     g_stream = f;
 }
 

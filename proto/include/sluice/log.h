@@ -32,7 +32,9 @@ void sl_log(enum sl_log_level level, const char *component, const char *fmt, ...
 
 /* Where lines that do not go to the journal are written: stderr (NULL) or f. A process that
  * hands its fd 2 to something else (the backend's session workers capture what the driver
- * writes there) keeps its log on a copy of it. Call at start, before other threads log. */
+ * writes there) keeps its log on a copy of it: call this before fd 2 changes, since it also
+ * decides whether lines go to the journal (JOURNAL_STREAM names fd 2). Call at start, before
+ * other threads log. */
 void sl_log_set_stream(FILE *f);
 
 /* 1 if a message of this level would be written (to skip costly formatting). */
