@@ -17,12 +17,15 @@ void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
 {
     Sluice__Wire__Reply *reply = c->reply;
     be_mapped_collect(s, reply); /* mapped.c: device writes to mapped host memory */
-    uint8_t *out;
-    size_t out_len;
-    be_printf_take(s, &out, &out_len);
-    if (out_len) {
-        reply->stdout_data.data = out;
-        reply->stdout_data.len = out_len;
+    struct be_output out;
+    be_printf_take(s, &out);
+    if (out.out_len) {
+        reply->stdout_data.data = out.out;
+        reply->stdout_data.len = out.out_len;
+    }
+    if (out.err_len) {
+        reply->stderr_data.data = out.err;
+        reply->stderr_data.len = out.err_len;
     }
     be_deferred_stamp(&s->def, reply->seq, &reply->failed_seq, &reply->result);
     uint8_t *bulk = NULL;
@@ -58,6 +61,9 @@ void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
     }
     reply->stdout_data.data = NULL;
     reply->stdout_data.len = 0;
-    free(out);
+    reply->stderr_data.data = NULL;
+    reply->stderr_data.len = 0;
+    free(out.out);
+    free(out.err);
     be_mapped_collect_done(reply);
 }

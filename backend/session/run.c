@@ -48,8 +48,14 @@ CUresult be_run_call(struct sl_be_call *c)
     reply->call_id = call->call_id;
     struct be_ctx *cur = NULL;
     CUresult rc = switch_ctx(s, call->context, &cur);
-    if (rc == CUDA_SUCCESS && cur && cur->sticky && !(ci && (ci->flags & SL_CALL_UNSTICKY)))
+    if (rc == CUDA_SUCCESS && cur && cur->sticky && !(ci && (ci->flags & SL_CALL_UNSTICKY))) {
         rc = cur->sticky;
+        /* the output of the work that failed (a device-side assert's message) is still due */
+        if (be_printf_active() && ci && (ci->flags & SL_CALL_PRINTS)) {
+            be_printf_lock();
+            be_printf_unlock_drain(s);
+        }
+    }
     if (rc == CUDA_SUCCESS && ci && be_waits_outstanding(s->waits))
         be_waits_before_release(s->waits, sl_call_released(call));
     if (rc == CUDA_SUCCESS && ci && ci->blocks && be_waits_defer(s->waits, c, ci, cur)) {

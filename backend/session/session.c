@@ -371,6 +371,9 @@ void be_session_release_all(sl_be_session *s)
     free(s->stdout_buf);
     s->stdout_buf = NULL;
     s->stdout_len = 0;
+    free(s->stderr_buf);
+    s->stderr_buf = NULL;
+    s->stderr_len = 0;
 }
 
 void be_session_free(sl_be_session *s)

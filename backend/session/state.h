@@ -52,6 +52,8 @@ struct sl_be_session {
     uint64_t *primary_ids; /* per device ordinal */
     uint8_t *stdout_buf;   /* printf output not yet delivered */
     size_t stdout_len;
+    uint8_t *stderr_buf; /* device stderr output (failed asserts) not yet delivered */
+    size_t stderr_len;
     uint64_t calls, errors;
     struct { /* the session thread's own figures, logged at the end (session.c) */
         uint64_t frames, busy_ns, runs_ns, backlog;

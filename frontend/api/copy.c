@@ -46,9 +46,20 @@ static int managed(const void *p)
     return p && sl_fe_managed_find((uintptr_t)p, NULL, NULL);
 }
 
+/* An async copy is queued, so the backend's check of its device pointer would only surface at
+ * a later call; the driver refuses a bogus one at the call (measured: 1 for 0x10). Refused here
+ * only where no device allocation can be: the first page, and above the 57-bit virtual address
+ * space no x86-64 process (nor the GPU's unified addresses) reaches. */
+static int not_device_memory(CUdeviceptr p, size_t n)
+{
+    return n && (p < 4096 || p + n < p || p + n > ((CUdeviceptr)1 << 57));
+}
+
 static CUresult htod(bool pt, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async)
 {
     if (n && !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (async && not_device_memory(dst, n))
         return CUDA_ERROR_INVALID_VALUE;
     if (managed(src))
         return dtod(pt, dst, (CUdeviceptr)(uintptr_t)src, n, s, async, 0);
@@ -143,6 +154,8 @@ static CUresult dtoh(bool pt, void *dst, CUdeviceptr src, size_t n)
 static CUresult dtod(bool pt, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
                      int unified)
 {
+    if (async && (not_device_memory(dst, n) || not_device_memory(src, n)))
+        return CUDA_ERROR_INVALID_VALUE;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     call.per_thread_stream = pt;
     Sluice__Cuda__CuMemcpyDtoDV2Request r = SLUICE__CUDA__CU_MEMCPY_DTO_DV2_REQUEST__INIT;
@@ -298,12 +311,49 @@ CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, 
 struct side {
     CUmemorytype *type;
     const void **host;
+    CUdeviceptr *dev;
     size_t *pitch, *height, *x, *y, *z;
 };
 
-static int is_host_side(CUmemorytype t, const void *p)
+/* A UNIFIED side names its address in the device field (cuda.h; cudaMemcpyDefault fills it so):
+ * guest memory (pageable, page-locked, registered, mapped) becomes a HOST side with that address
+ * as its host pointer, as the driver resolves it under unified addressing; anything else stays
+ * UNIFIED and the backend's driver resolves it. Returns whether the side is in guest memory. */
+static int resolve_side(struct side d)
 {
-    return t == CU_MEMORYTYPE_HOST || (t == CU_MEMORYTYPE_UNIFIED && sl_fe_is_host_pointer(p));
+    if (*d.type == CU_MEMORYTYPE_UNIFIED &&
+        sl_fe_is_host_pointer((const void *)(uintptr_t)*d.dev)) {
+        *d.type = CU_MEMORYTYPE_HOST;
+        *d.host = (const void *)(uintptr_t)*d.dev;
+        *d.dev = 0;
+    }
+    return *d.type == CU_MEMORYTYPE_HOST;
+}
+
+/* A host side's first byte of row y of slice z. */
+static size_t host_offset(struct side d, size_t width, size_t height, size_t y, size_t z)
+{
+    size_t pitch = *d.pitch ? *d.pitch : width;
+    size_t rows = d.height && *d.height ? *d.height : height;
+    size_t z0 = d.z ? *d.z : 0;
+    return ((z0 + z) * rows + *d.y + y) * pitch + *d.x;
+}
+
+/* Host to host rectangles stay in the guest: row by row, after the stream's earlier work when
+ * the copy is async (the driver orders it in the stream). */
+static CUresult host_rect(bool pt, struct side src, struct side dst, size_t width, size_t height,
+                          size_t depth, CUstream s, int async)
+{
+    if (width && height && depth && (!*src.host || !*dst.host))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = async ? stream_sync(pt, s) : CUDA_SUCCESS;
+    if (rc != CUDA_SUCCESS || !width)
+        return rc;
+    for (size_t z = 0; z < depth; z++)
+        for (size_t y = 0; y < height; y++)
+            memmove((uint8_t *)(uintptr_t)*dst.host + host_offset(dst, width, height, y, z),
+                    (const uint8_t *)*src.host + host_offset(src, width, height, y, z), width);
+    return CUDA_SUCCESS;
 }
 
 /* copy3d: every 2D copy is a 3D one of depth 1 (own struct, sent as the caller's pod). */
@@ -311,23 +361,24 @@ static CUresult copy_rect(bool pt, int three_d, void *pod, size_t podlen, struct
                           struct side dst, size_t width, size_t height, size_t depth, CUstream s,
                           int async)
 {
-    int sh = is_host_side(*src.type, *src.host);
-    int dh = is_host_side(*dst.type, *dst.host);
+    int sh = resolve_side(src);
+    int dh = resolve_side(dst);
     if (sh && dh)
-        return CUDA_ERROR_NOT_SUPPORTED; /* host to host rectangles: not remoted */
+        return host_rect(pt, src, dst, width, height, depth, s, async);
     size_t total = width * height * depth;
     uint8_t *tmp = NULL;
-    const uint8_t *hbase = NULL;
-    size_t hpitch = 0, hheight = 0, hx = 0, hy = 0, hz = 0;
+    uint8_t *hbase = NULL;
     struct side *h = sh ? &src : dh ? &dst : NULL;
+    struct side hs = {0};
+    size_t hpitch = 0, hheight = 0, hx = 0, hy = 0, hz = 0;
     if (h) {
-        hbase = *h->host;
-        hpitch = *h->pitch ? *h->pitch : width;
-        hheight = h->height && *h->height ? *h->height : height;
-        hx = *h->x, hy = *h->y, hz = h->z ? *h->z : 0;
-        if (!hbase)
+        hbase = (uint8_t *)(uintptr_t)*h->host;
+        if (!hbase && total)
             return CUDA_ERROR_INVALID_VALUE;
-        *h->type = CU_MEMORYTYPE_HOST;
+        hpitch = *h->pitch, hheight = h->height ? *h->height : 0;
+        hx = *h->x, hy = *h->y, hz = h->z ? *h->z : 0;
+        hs = (struct side){
+            NULL, NULL, NULL, &hpitch, h->height ? &hheight : NULL, &hx, &hy, h->z ? &hz : NULL};
         *h->host = NULL;
         *h->pitch = width;
         if (h->height)
@@ -342,8 +393,8 @@ static CUresult copy_rect(bool pt, int three_d, void *pod, size_t podlen, struct
     if (sh) {
         for (size_t z = 0; z < depth; z++)
             for (size_t y = 0; y < height; y++)
-                memcpy(tmp + (z * height + y) * width,
-                       hbase + ((hz + z) * hheight + hy + y) * hpitch + hx, width);
+                memcpy(tmp + (z * height + y) * width, hbase + host_offset(hs, width, height, y, z),
+                       width);
     }
     CUresult rc = CUDA_SUCCESS;
     if (dh && async)
@@ -382,11 +433,10 @@ static CUresult copy_rect(bool pt, int three_d, void *pod, size_t podlen, struct
             rc = CUDA_ERROR_UNKNOWN;
     }
     if (rc == CUDA_SUCCESS && dh) {
-        uint8_t *hb = (uint8_t *)(uintptr_t)hbase;
         for (size_t z = 0; z < depth; z++)
             for (size_t y = 0; y < height; y++)
-                memcpy(hb + ((hz + z) * hheight + hy + y) * hpitch + hx,
-                       tmp + (z * height + y) * width, width);
+                memcpy(hbase + host_offset(hs, width, height, y, z), tmp + (z * height + y) * width,
+                       width);
     }
     free(tmp);
     return rc;
@@ -397,10 +447,11 @@ static CUresult copy2d(bool pt, const CUDA_MEMCPY2D *p, CUstream s, int async)
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY2D c = *p;
-    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcPitch, NULL,
+    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcDevice, &c.srcPitch, NULL,
                        &c.srcXInBytes,   &c.srcY,    NULL};
     struct side dst = {&c.dstMemoryType,
                        (const void **)&c.dstHost,
+                       &c.dstDevice,
                        &c.dstPitch,
                        NULL,
                        &c.dstXInBytes,
@@ -414,12 +465,12 @@ static CUresult copy3d(bool pt, const CUDA_MEMCPY3D *p, CUstream s, int async)
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY3D c = *p;
-    struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcPitch, &c.srcHeight,
-                       &c.srcXInBytes,   &c.srcY,    &c.srcZ};
+    struct side src = {&c.srcMemoryType, &c.srcHost,     &c.srcDevice, &c.srcPitch,
+                       &c.srcHeight,     &c.srcXInBytes, &c.srcY,      &c.srcZ};
     struct side dst = {&c.dstMemoryType, (const void **)&c.dstHost,
-                       &c.dstPitch,      &c.dstHeight,
-                       &c.dstXInBytes,   &c.dstY,
-                       &c.dstZ};
+                       &c.dstDevice,     &c.dstPitch,
+                       &c.dstHeight,     &c.dstXInBytes,
+                       &c.dstY,          &c.dstZ};
     return copy_rect(pt, 1, &c, sizeof c, src, dst, c.WidthInBytes, c.Height, c.Depth ? c.Depth : 1,
                      s, async);
 }

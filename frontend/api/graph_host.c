@@ -409,10 +409,19 @@ static CUresult copy_wire(const CUDA_MEMCPY3D *in, CUDA_MEMCPY3D *out)
         return CUDA_ERROR_INVALID_VALUE;
     *out = *in;
     out->reserved0 = out->reserved1 = NULL;
-    if (out->srcMemoryType == CU_MEMORYTYPE_UNIFIED && sl_fe_is_host_pointer(out->srcHost))
+    /* a UNIFIED side names its address in the device field (cuda.h) */
+    if (out->srcMemoryType == CU_MEMORYTYPE_UNIFIED &&
+        sl_fe_is_host_pointer((const void *)(uintptr_t)out->srcDevice)) {
         out->srcMemoryType = CU_MEMORYTYPE_HOST;
-    if (out->dstMemoryType == CU_MEMORYTYPE_UNIFIED && sl_fe_is_host_pointer(out->dstHost))
+        out->srcHost = (const void *)(uintptr_t)out->srcDevice;
+        out->srcDevice = 0;
+    }
+    if (out->dstMemoryType == CU_MEMORYTYPE_UNIFIED &&
+        sl_fe_is_host_pointer((const void *)(uintptr_t)out->dstDevice)) {
         out->dstMemoryType = CU_MEMORYTYPE_HOST;
+        out->dstHost = (void *)(uintptr_t)out->dstDevice;
+        out->dstDevice = 0;
+    }
     if (out->srcMemoryType == CU_MEMORYTYPE_HOST && out->dstMemoryType == CU_MEMORYTYPE_HOST)
         return CUDA_ERROR_NOT_SUPPORTED; /* host to host: not remoted */
     if ((out->srcMemoryType == CU_MEMORYTYPE_HOST && !out->srcHost) ||

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "api/launch.h"
+#include "api/launch_check.h"
 #include "call/rpc.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
@@ -206,14 +207,17 @@ static CUresult launch(bool ptsz, CUfunction f, unsigned gx, unsigned gy, unsign
         return CUDA_ERROR_INVALID_HANDLE;
     if (kernelParams && extra)
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = sl_fe_launch_check(gx, gy, gz, bx, by, bz, shmem);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     uint8_t stackbuf[4096];
     uint8_t *heap;
     const void *bytes;
     size_t len;
     int is_extra;
     uint64_t fid = (uint64_t)(uintptr_t)f;
-    CUresult rc = param_bytes(fid, kernelParams, extra, stackbuf, sizeof stackbuf, &heap, &bytes,
-                              &len, &is_extra);
+    rc = param_bytes(fid, kernelParams, extra, stackbuf, sizeof stackbuf, &heap, &bytes, &len,
+                     &is_extra);
     if (rc != CUDA_SUCCESS) {
         free(heap);
         return rc;
@@ -296,14 +300,17 @@ static CUresult launch_ex(bool ptsz, const CUlaunchConfig *config, CUfunction f,
         return CUDA_ERROR_INVALID_VALUE;
     if (config->numAttrs > 64)
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = sl_fe_launch_check_config(config);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     uint8_t stackbuf[4096];
     uint8_t *heap;
     const void *bytes;
     size_t len;
     int is_extra;
     uint64_t fid = (uint64_t)(uintptr_t)f;
-    CUresult rc = param_bytes(fid, kernelParams, extra, stackbuf, sizeof stackbuf, &heap, &bytes,
-                              &len, &is_extra);
+    rc = param_bytes(fid, kernelParams, extra, stackbuf, sizeof stackbuf, &heap, &bytes, &len,
+                     &is_extra);
     if (rc != CUDA_SUCCESS) {
         free(heap);
         return rc;

@@ -88,7 +88,7 @@ static void idle_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Re
 /* ------------------------------------------------------------------ printf output (printf.c) */
 static void printf_reply(const Sluice__Wire__Reply *r)
 {
-    sl_fe_printf_write(&r->stdout_data);
+    sl_fe_printf_write(&r->stdout_data, &r->stderr_data);
 }
 
 /* ------------------------------------------------------------------ mapped (mapped_sync.c) */

@@ -120,7 +120,7 @@ int sl_fe_memo_get(const Sluice__Wire__Call *call, Sluice__Wire__Reply **reply)
 void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *reply)
 {
     if (reply->result != 0 || reply->bulk_length || reply->failed_seq || reply->n_mapped ||
-        reply->stdout_data.len || !keepable(reply))
+        reply->stdout_data.len || reply->stderr_data.len || !keepable(reply))
         return; /* only clean answers are worth repeating */
     if (g_count >= MEMO_MAX)
         sl_fe_memo_clear();

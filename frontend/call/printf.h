@@ -4,8 +4,8 @@
 
 #include "sluice_session.pb-c.h"
 
-/* Writes d (a reply's stdout_data) to file descriptor 1, after the program's buffered
- * output. */
-void sl_fe_printf_write(const ProtobufCBinaryData *d);
+/* Writes out (a reply's stdout_data) to file descriptor 1 and err (its stderr_data) to file
+ * descriptor 2, each after the program's buffered output to it. */
+void sl_fe_printf_write(const ProtobufCBinaryData *out, const ProtobufCBinaryData *err);
 
 #endif

@@ -87,6 +87,9 @@ sl_code sl_wire_check_reply(const Sluice__Wire__Reply *reply, const struct sl_wi
     if (reply->stdout_data.len > SL_WIRE_MAX_STDOUT)
         return sl_fail(e, SL_ERR_TOO_LARGE, "reply seq %llu carries %zu bytes of stdout, over %zu",
                        (unsigned long long)reply->seq, reply->stdout_data.len, SL_WIRE_MAX_STDOUT);
+    if (reply->stderr_data.len > SL_WIRE_MAX_STDOUT)
+        return sl_fail(e, SL_ERR_TOO_LARGE, "reply seq %llu carries %zu bytes of stderr, over %zu",
+                       (unsigned long long)reply->seq, reply->stderr_data.len, SL_WIRE_MAX_STDOUT);
     return SL_OK;
 }
 

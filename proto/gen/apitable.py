@@ -31,7 +31,7 @@ KEYS = {
     "blocks": {"stream", "event", "ctx"},  # a wait the backend completes off the call path
     "answers": {"FILE_NOT_FOUND"},
 }
-MODIFIERS = {"len", "span", "release", "repeated", "quota", "bytes", "stream"}
+MODIFIERS = {"len", "span", "release", "repeated", "quota", "bytes", "stream", "optional"}
 INTERNAL_BASE = 10000   # internal (Sluice-only) calls have ids >= INTERNAL_BASE, all others below
 C_KEYWORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -61,6 +61,7 @@ class Param:  # noqa: E302
     quota: bool = False   # @quota: a factor of the bytes an allocation asks (quota=alloc/array)
     bytes: bool = False   # @bytes: the bytes a copy moves (acct=copy)
     stream: bool = False  # @stream: a pod that carries the call's stream (cuLaunchKernelEx)
+    optional: bool = False  # @optional: an out pointer the driver accepts as NULL
 
     @property
     def stars(self):
@@ -273,6 +274,8 @@ def _parse_param(text, pos, where):
             p.bytes = True
         elif key == "stream" and not val:
             p.stream = True
+        elif key == "optional" and not val:
+            p.optional = True
         else:
             raise TableError(f"{where}: unknown annotation {a!r}")
     return p
@@ -297,6 +300,8 @@ def check(calls, path):
             if p.repeated and (p.kind not in SCALAR_KINDS and p.kind != "handle" or p.length):
                 raise TableError(f"{where}: {p.name}: @repeated needs a scalar or handle kind "
                                  "and no len=")
+            if p.optional and (p.direction != "out" or p.is_array or p.repeated):
+                raise TableError(f"{where}: {p.name}: @optional is for a single out pointer")
             if p.field in fields:
                 raise TableError(f"{where}: two parameters map to field {p.field!r}")
             fields.add(p.field)

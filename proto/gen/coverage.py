@@ -79,7 +79,25 @@ def render():
             "Outside the table (not cuda.h calls): `cuProfilerInitialize`, `cuProfilerStart`, "
             "`cuProfilerStop` (cudaProfiler.h; `cudaProfilerStart/Stop`) are **local**: they "
             "answer `CUDA_SUCCESS`, as the driver does when no profiler is attached; no profiler "
-            "can be attached to a guest's work through Sluice (`frontend/api/profiler.c`).",
+            "can be attached to a guest's work through Sluice (`frontend/api/profiler.c`). "
+            "Before `cuInit`, `cuProfilerStart/Stop` answer `CUDA_ERROR_NOT_INITIALIZED` as the "
+            "context calls do: an assumption until `tests/gpu/driver_facts.cu` records the "
+            "driver's value (`pre-init cuProfilerStart`).",
+            "",
+            "A NULL out pointer of a generated call is refused in the guest with "
+            "`CUDA_ERROR_INVALID_VALUE`, as the driver refuses it (`cuDeviceGetP2PAttribute` "
+            "with a NULL value: 1), except the parameters the table marks `@optional` "
+            "(docs/api-table.md). Launches are checked in the guest against the device's limits "
+            "before they are queued, as the driver checks them at the call "
+            "(`frontend/api/launch_check.c`): a zero grid or block dimension, a block or grid "
+            "beyond the device's maximum, dynamic shared memory beyond the device's opt-in "
+            "maximum, an unknown launch attribute (1), a cluster dimension of 0 or one the grid "
+            "is not a multiple of (912); so is an async copy to a device address no allocation "
+            "can have (the first page, beyond 57 bits: 1). Copies with unified addresses "
+            "(`cuMemcpy`, `cuMemcpyAsync`, and `CU_MEMORYTYPE_UNIFIED` sides of 2D/3D copies, "
+            "`cudaMemcpyDefault`) tell guest memory (pageable, page-locked, registered, mapped) "
+            "from device memory by the address, as the driver does under unified addressing; "
+            "host to host rectangles are copied in the guest.",
             "",
             "Mapped pinned memory (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`, "
             "`cudaHostAllocMapped`; `cuMemHostRegister` with `CU_MEMHOSTREGISTER_DEVICEMAP`, "

@@ -77,6 +77,11 @@ def stub_function(c):
     outs = [p for p in c.params if p.direction in ("out", "inout")]
     lines = [f"static CUresult {impl}(bool per_thread_stream{', ' if c.params else ''}"
              f"{', '.join(c_decl(p) for p in c.params)})", "{"]
+    # the driver refuses a NULL out pointer (CUDA_ERROR_INVALID_VALUE) unless it is @optional
+    for p in c.params:
+        if p.direction == "out" and not p.is_array and not p.optional:
+            lines.append(f"    if (!{p.name})")
+            lines.append("        return CUDA_ERROR_INVALID_VALUE;")
     lines.append(f"    {req_type(c)} req = {c_upper('sluice.cuda', c.message + 'Request')}__INIT;")
     lines.append("    CUresult rc = CUDA_SUCCESS;")
     lines += temps

@@ -80,7 +80,10 @@ message Reply {{
   bytes stdout_data = 7;         // device printf output produced up to this reply (<= 1 MiB);
                                  // the frontend writes it to its stdout
   repeated MappedData mapped = 8; // device writes to mapped host memory seen at this reply
-  reserved 9 to 99;
+  bytes stderr_data = 9;         // what the device wrote to stderr up to this reply (failed
+                                 // device-side asserts; <= 1 MiB): the frontend writes it to
+                                 // its stderr
+  reserved 10 to 99;
   oneof out {{
 {outs}
   }}

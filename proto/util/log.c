@@ -24,6 +24,13 @@ static fields g_process;
 static _Thread_local fields t_thread;
 static _Thread_local int t_has_thread;
 static char g_ident[64];
+static FILE *g_stream; /* NULL: stderr */
+
+void sl_log_set_stream(FILE *f)
+{
+    (void)sl_journal_wanted(); /* decided now, while fd 2 is still the process's stderr */
+    g_stream = f;
+}
 
 /* ---------------------------------------------------------------------------- threshold */
 
@@ -180,6 +187,6 @@ void sl_log(enum sl_log_level level, const char *component, const char *fmt, ...
         }
     }
     /* one fprintf per line keeps lines whole when threads log at once */
-    fprintf(stderr, "<%d>%s: %s%s\n", (int)level, comp, msg, tail);
+    fprintf(g_stream ? g_stream : stderr, "<%d>%s: %s%s\n", (int)level, comp, msg, tail);
     errno = saved;
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -94,6 +95,30 @@ static void *managed_map(size_t size)
     return NULL;
 }
 
+/* Device memory lives at addresses of its own (from 48 TiB up), as a GPU's unified addresses
+ * do: never where the guest's heap may be. Malloc'd device memory had the addresses of the
+ * backend's heap, which a sanitized guest's heap shares (ASan's allocator regions), so the
+ * frontend could not tell a device address from its own memory. */
+#define DEV_BASE ((uintptr_t)0x300000000000ull)
+static uintptr_t dev_next = DEV_BASE;
+
+static size_t dev_span(size_t n)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) & ~(pg - 1);
+}
+
+static void *dev_map(size_t n)
+{
+    void *p = mmap((void *)dev_next, dev_span(n), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if ((uintptr_t)p == dev_next)
+        dev_next += dev_span(n) + dev_span(1); /* a guard page between allocations */
+    return p;
+}
+
 CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx, uintptr_t *out)
 {
     if (size == 0)
@@ -103,7 +128,9 @@ CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx, uintp
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (kind != A_HOST && rounded > mem_total - mem_used)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    void *p = kind == A_MANAGED ? managed_map(rounded) : aligned_alloc(256, rounded);
+    void *p = kind == A_HOST      ? aligned_alloc(256, rounded)
+              : kind == A_MANAGED ? managed_map(rounded)
+                                  : dev_map(rounded);
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     memset(p, 0, rounded);
@@ -111,10 +138,12 @@ CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx, uintp
         size_t cap = capallocs ? capallocs * 2 : 64;
         struct dbl_alloc *n = realloc(allocs, cap * sizeof *n);
         if (!n) {
-            if (kind == A_MANAGED)
+            if (kind == A_HOST)
+                free(p);
+            else if (kind == A_MANAGED)
                 munmap(p, MANAGED_PAGES(rounded));
             else
-                free(p);
+                munmap(p, dev_span(rounded));
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         allocs = n;
@@ -134,8 +163,10 @@ void alloc_release(size_t i)
         mem_used -= (allocs[i].size + 255) & ~(size_t)255;
     if (allocs[i].kind == A_MANAGED)
         munmap((void *)allocs[i].base, MANAGED_PAGES((allocs[i].size + 255) & ~(size_t)255));
-    else if (allocs[i].kind != A_REGISTERED)
+    else if (allocs[i].kind == A_HOST)
         free((void *)allocs[i].base);
+    else if (allocs[i].kind != A_REGISTERED)
+        munmap((void *)allocs[i].base, dev_span((allocs[i].size + 255) & ~(size_t)255));
     allocs[i] = allocs[--nallocs];
 }
 

@@ -255,3 +255,16 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevic
     *pi = attribute(attrib);
     return CUDA_SUCCESS;
 }
+
+/* One device: no peer. Measured natively: NULL value 1, a device with itself 101. */
+EXPORT CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice src,
+                                        CUdevice dst)
+{
+    (void)attrib;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_dev(src);
+    if (rc == CUDA_SUCCESS)
+        rc = check_dev(dst);
+    return rc == CUDA_SUCCESS ? CUDA_ERROR_INVALID_DEVICE : rc;
+}

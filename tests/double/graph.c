@@ -138,6 +138,8 @@ CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *deps, size
     struct dbl_graph *g = obj_get(hGraph, K_GRAPH);
     if (!g || !ph || (ndeps && !deps))
         return CUDA_ERROR_INVALID_VALUE;
+    if (ndeps > DBL_MAX_DEPS)
+        return CUDA_ERROR_NOT_SUPPORTED;
     for (size_t i = 0; i < ndeps; i++) {
         struct dbl_gnode *d = obj_get(deps[i], K_GNODE);
         if (!d || d->graph != g)
@@ -159,6 +161,8 @@ CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *deps, size
     n->hdr.ctx = NULL;
     n->graph = g;
     n->ndeps = ndeps;
+    for (size_t i = 0; i < ndeps; i++)
+        n->deps[i] = obj_get(deps[i], K_GNODE);
     g->nodes[g->n++] = n;
     obj_add(n);
     *ph = (CUgraphNode)n;
@@ -392,4 +396,36 @@ static CUresult graph_nodes(CUgraph h, CUgraphNode *nodes, size_t *num)
 EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
     LOCKED(graph_nodes(hGraph, nodes, numNodes));
+}
+
+/* Every edge (dependency -> node) in the order the nodes were added; all edge data default. */
+static CUresult graph_edges(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data,
+                            size_t *num)
+{
+    struct dbl_graph *g = obj_get(h, K_GRAPH);
+    if (!g || !num || !from != !to || (data && !from))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t k = 0;
+    for (size_t i = 0; i < g->n; i++)
+        for (size_t j = 0; j < g->nodes[i]->ndeps; j++, k++)
+            if (from && k < *num) {
+                from[k] = (CUgraphNode)g->nodes[i]->deps[j];
+                to[k] = (CUgraphNode)g->nodes[i];
+                if (data)
+                    memset(&data[k], 0, sizeof data[k]);
+            }
+    for (size_t i = k; from && i < *num; i++) {
+        from[i] = to[i] = NULL;
+        if (data)
+            memset(&data[i], 0, sizeof data[i]);
+    }
+    if (!from || k < *num)
+        *num = k;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+                                   CUgraphEdgeData *edgeData, size_t *numEdges)
+{
+    LOCKED(graph_edges(hGraph, from, to, edgeData, numEdges));
 }

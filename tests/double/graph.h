@@ -22,6 +22,9 @@
 
 #define DBL_MAX_WHILE 1000000
 
+/* Dependencies a node keeps (for cuGraphGetEdges_v2); a node with more is refused. */
+#define DBL_MAX_DEPS 32
+
 enum { N_KERNEL = 1, N_MEMSET, N_MEMCPY, N_HOST, N_EMPTY, N_ALLOC, N_FREE, N_COND };
 
 struct dbl_cond {
@@ -43,7 +46,8 @@ struct dbl_gnode {
     const struct dbl_gnode *origin; /* the node this one was copied from (clone, instance) */
     int type;
     size_t ndeps;
-    void *func; /* struct dbl_func * */
+    struct dbl_gnode *deps[DBL_MAX_DEPS]; /* nodes of the same graph, all with default edges */
+    void *func;                           /* struct dbl_func * */
     unsigned grid[3], block[3];
     size_t shared;
     unsigned char params[DBL_NODE_PARAM_BYTES];

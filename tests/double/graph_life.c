@@ -27,6 +27,14 @@ static CUresult destroy_node(CUgraphNode h)
             g->n--;
             break;
         }
+    for (size_t i = 0; i < g->n; i++) { /* its edges go with it */
+        struct dbl_gnode *o = g->nodes[i];
+        size_t k = 0;
+        for (size_t j = 0; j < o->ndeps; j++)
+            if (o->deps[j] != n)
+                o->deps[k++] = o->deps[j];
+        o->ndeps = k;
+    }
     node_free(n);
     return CUDA_SUCCESS;
 }
@@ -56,6 +64,10 @@ static struct dbl_graph *graph_copy(const struct dbl_graph *g, bool registered)
         *n = *g->nodes[i];
         n->graph = c;
         n->origin = g->nodes[i];
+        for (size_t j = 0; j < n->ndeps; j++) /* the copy's own nodes: always earlier ones */
+            for (size_t k = 0; k < i; k++)
+                if (g->nodes[k] == n->deps[j])
+                    n->deps[j] = c->nodes[k];
         n->bodies = NULL;
         c->nodes[c->n++] = n;
         if (registered)

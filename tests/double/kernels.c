@@ -106,6 +106,25 @@ static void k_inc(struct dbl_launch *l)
         p[i] += 1;
 }
 
+/* __global__ void check_below(const int *p, int limit, int n)
+ * { if (i < n) assert(p[i] < limit); } (tests/cuda/device_assert.cu): each failing thread's
+ * message to fd 2 as the driver writes it (the file and line are the program's), and the launch
+ * fails with CUDA_ERROR_ASSERT, sticky as on a GPU. */
+static void k_check_below(struct dbl_launch *l)
+{
+    int limit = ARG(l, int, 1);
+    size_t m = touched(l, ARG(l, int, 2));
+    const int *p = dbl_dev(l, ARG(l, CUdeviceptr, 0), m * sizeof(int));
+    for (size_t i = 0; p && i < m; i++)
+        if (p[i] >= limit) {
+            dprintf(STDERR_FILENO,
+                    "device_assert.cu:19: void check_below(const int *, int, int): block: "
+                    "[%zu,0,0], thread: [%zu,0,0] Assertion `p[i] < limit` failed.\n",
+                    i / l->block[0], i % l->block[0]);
+            l->status = CUDA_ERROR_ASSERT;
+        }
+}
+
 /* tests/bench/cuda_bench.cu's kernels: empty_kernel() and matmul(a, b, c, n) (plumbing only) */
 static void k_nothing(struct dbl_launch *l)
 {
@@ -234,6 +253,7 @@ const struct dbl_kernel dbl_kernels[] = {
     {"_Z4spinxPy", 2, {{0, 8}, {8, 8}}, 0.0, k_spin, spin_us},
     {"_Z7mapflagPiS_", 2, {{0, 8}, {8, 8}}, 1.0, k_mapflag, NULL},
     {"_Z8sum_listPK4ListPi", 2, {{0, 8}, {8, 8}}, 2.0, k_sum_list, NULL},
+    {"_Z11check_belowPKiii", 3, {{0, 8}, {8, 4}, {12, 4}}, 1.0, k_check_below, NULL},
 };
 const size_t dbl_kernel_count = sizeof dbl_kernels / sizeof dbl_kernels[0];
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 __global__ void k_probe(int *p)
 {
@@ -51,6 +52,8 @@ int main()
     fact_rc("pre-init cuCtxSetCurrent", cuCtxSetCurrent(nullptr));
     int ver = 0;
     fact_rc("pre-init cuDriverGetVersion", cuDriverGetVersion(&ver));
+    fact_rc("pre-init cuProfilerStart", cuProfilerStart());
+    fact_rc("pre-init cuProfilerStop", cuProfilerStop());
 
     /* error names and strings of every code the driver knows */
     for (int code = 0; code < 1100; code++) {
@@ -73,11 +76,15 @@ int main()
         return 1;
     CUdevice dev;
     cuDeviceGet(&dev, 0);
+    fact_rc("cuProfilerStart after cuInit, no context", cuProfilerStart());
+    fact_rc("cuProfilerStop after cuInit, no context", cuProfilerStop());
     fact_rc("cuDeviceGetP2PAttribute NULL value",
             cuDeviceGetP2PAttribute(nullptr, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, dev, dev));
     CUcontext c;
     cuDevicePrimaryCtxRetain(&c, dev);
     cuCtxSetCurrent(c);
+    fact_rc("cuProfilerStart with a context", cuProfilerStart());
+    fact_rc("cuProfilerStop with a context", cuProfilerStop());
 
     /* invalid launches: the call itself fails natively */
     k_probe<<<1, 1>>>(nullptr); /* loads the module through cudart */

@@ -17,6 +17,7 @@
 #define SLUICE_LOG_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 enum sl_log_level {
     SL_LOG_ERR = 3,
@@ -28,6 +29,13 @@ enum sl_log_level {
 
 void sl_log(enum sl_log_level level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Where lines that do not go to the journal are written: stderr (NULL) or f. A process that
+ * hands its fd 2 to something else (the backend's session workers capture what the driver
+ * writes there) keeps its log on a copy of it: call this before fd 2 changes, since it also
+ * decides whether lines go to the journal (JOURNAL_STREAM names fd 2). Call at start, before
+ * other threads log. */
+void sl_log_set_stream(FILE *f);
 
 /* 1 if a message of this level would be written (to skip costly formatting). */
 int sl_log_enabled(enum sl_log_level level);

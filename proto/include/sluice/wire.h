@@ -22,7 +22,7 @@
 #define SL_WIRE_MAX_FRAME_CALLS       4096u               /* calls (or replies) in one frame */
 #define SL_WIRE_MAX_ARRAY             65536u              /* elements of one array parameter */
 #define SL_WIRE_MAX_STRING            65536u /* bytes of one string out-parameter buffer */
-#define SL_WIRE_MAX_STDOUT            ((size_t)1 << 20) /* Reply.stdout_data bytes */
+#define SL_WIRE_MAX_STDOUT            ((size_t)1 << 20) /* Reply.stdout_data, stderr_data bytes */
 #define SL_WIRE_MAX_DEVICES           64u               /* SessionAccept.devices */
 #define SL_WIRE_MAX_DEVICE_ATTRIBUTES 1024u             /* DeviceInfo.attributes */
 

@@ -20,6 +20,7 @@
 #include "api/context.h"
 #include "api/errors.h"
 #include "api/launch.h"
+#include "api/launch_check.h"
 #include "api/memory.h"
 #include "api/module.h"
 #include "call/config.h"
@@ -211,6 +212,38 @@ static void params_extra(void **state)
     assert_int_not_equal(sl_fe_parse_extra(nosize, &b, &n), 0);
 }
 
+/* Launch configurations refused at the call (no session here: no device limits, so only what
+ * needs none; tests/cuda/launch_checks.cu covers the device limits end to end). */
+static void launch_refusals(void **state)
+{
+    (void)state;
+    assert_int_equal(sl_fe_launch_check(1, 1, 1, 1, 1, 1, 0), CUDA_SUCCESS);
+    assert_int_equal(sl_fe_launch_check(0, 1, 1, 1, 1, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(sl_fe_launch_check(1, 1, 0, 1, 1, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(sl_fe_launch_check(1, 1, 1, 1, 0, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    CUlaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = 4, cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    at.value.clusterDim.x = 2, at.value.clusterDim.y = 1, at.value.clusterDim.z = 1;
+    assert_int_equal(sl_fe_launch_check_config(&cfg), CUDA_SUCCESS);
+    at.value.clusterDim.x = 0;
+    assert_int_equal(sl_fe_launch_check_config(&cfg), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+    at.value.clusterDim.x = 3;
+    assert_int_equal(sl_fe_launch_check_config(&cfg), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+    at.id = (CUlaunchAttributeID)9999;
+    assert_int_equal(sl_fe_launch_check_config(&cfg), CUDA_ERROR_INVALID_VALUE);
+    at.id = CU_LAUNCH_ATTRIBUTE_PRIORITY; /* others go to the backend */
+    assert_int_equal(sl_fe_launch_check_config(&cfg), CUDA_SUCCESS);
+    cfg.gridDimY = 0;
+    assert_int_equal(sl_fe_launch_check_config(&cfg), CUDA_ERROR_INVALID_VALUE);
+}
+
 /* ------------------------------------------------------------------ contexts */
 #define C1 ((CUcontext)(uintptr_t)0x0100000000000001ull)
 #define C2 ((CUcontext)(uintptr_t)0x0100000000000002ull)
@@ -231,6 +264,9 @@ static void ctx_calls_before_init(void **state)
     assert_int_equal(cuCtxPushCurrent_v2(C1), CUDA_ERROR_NOT_INITIALIZED);
     assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_ERROR_NOT_INITIALIZED);
     assert_ptr_equal(c, (CUcontext)7);
+    /* assumed as the context calls until tests/gpu/driver_facts.cu records it */
+    assert_int_equal(cuProfilerStart(), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuProfilerStop(), CUDA_ERROR_NOT_INITIALIZED);
     struct sl_fe_transport none = {0}; /* what cuInit's session does: the calls work */
     sl_fe_rpc_attach(&none);
     assert_true(sl_fe_rpc_initialized());
@@ -487,6 +523,7 @@ int main(void)
         cmocka_unit_test(sha256_vector),
         cmocka_unit_test(params_pack),
         cmocka_unit_test(params_extra),
+        cmocka_unit_test(launch_refusals),
         cmocka_unit_test(ctx_calls_before_init), /* first: nothing attached yet */
         cmocka_unit_test(ctx_stack),
         cmocka_unit_test(ctx_stack_is_per_thread),
