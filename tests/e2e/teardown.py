@@ -167,7 +167,9 @@ def part_memory(ctx, args):
             now, nfd = settle_rss(pid), fds(pid)
             print(f"  round {r + 1}: RSS {peak / 1024:.1f} MB as the guests ended, "
                   f"{now / 1024:.1f} MB after, {nfd} descriptors")
-            if now > base_rss + args.rss_slack * 1024:
+            # Under ASan freed memory waits in the allocator's quarantine (up to 256 MB), which
+            # malloc_trim does not reach: the descriptors are checked there, the RSS is not.
+            if not ctx.asan_runtime and now > base_rss + args.rss_slack * 1024:
                 problems.append(f"round {r + 1}: RSS {now / 1024:.1f} MB, baseline "
                                 f"{base_rss / 1024:.1f} MB (+{args.rss_slack} MB allowed)")
             if nfd != base_fds:
