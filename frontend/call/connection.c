@@ -148,27 +148,8 @@ static sl_code open_session(sl_client *c, sl_error *err, CUresult *rc)
     open.client = client;
     open.pid = (uint32_t)getpid();
     open.hostname = host;
-    Sluice__Wire__ClientMessage m = SLUICE__WIRE__CLIENT_MESSAGE__INIT;
-    m.kind_case = SLUICE__WIRE__CLIENT_MESSAGE__KIND_OPEN;
-    m.open = &open;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    sl_code sc = sl_wire_encode_client(&m, NULL, &buf, &len, err);
-    if (sc)
-        return sc;
-    sc = sl_client_send(c, buf, len, NULL, 0, err);
-    free(buf);
-    if (sc)
-        return sc;
-    const void *msg;
-    uint64_t blen = 0;
-    sc = sl_client_recv(c, &msg, &len, &blen, 30000, err);
-    if (sc)
-        return sc;
-    if (blen)
-        return sl_fail(err, SL_ERR_PROTOCOL, "SessionAccept with bulk");
     Sluice__Wire__ServerMessage *sm = NULL;
-    sc = sl_wire_decode_server(msg, len, NULL, &sm, err);
+    sl_code sc = sl_fe_open_exchange(c, &open, 30000, &sm, err);
     if (sc)
         return sc;
     if (sm->kind_case == SLUICE__WIRE__SERVER_MESSAGE__KIND_CLOSE) {

@@ -17,14 +17,12 @@
 
 #define DIRECT_TIMEOUT_MS 3000 /* the handshake of the one attempt, and the answer */
 
-static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket_len, sl_error *err)
+sl_code sl_fe_open_exchange(sl_client *c, Sluice__Wire__SessionOpen *open, int timeout_ms,
+                            Sluice__Wire__ServerMessage **out, sl_error *err)
 {
-    Sluice__Wire__SessionOpen open = SLUICE__WIRE__SESSION_OPEN__INIT;
-    open.protocol_version = 1;
-    open.ticket = (ProtobufCBinaryData){ticket_len, (uint8_t *)ticket};
     Sluice__Wire__ClientMessage m = SLUICE__WIRE__CLIENT_MESSAGE__INIT;
     m.kind_case = SLUICE__WIRE__CLIENT_MESSAGE__KIND_OPEN;
-    m.open = &open;
+    m.open = open;
     uint8_t *buf = NULL;
     size_t len = 0;
     sl_code sc = sl_wire_encode_client(&m, NULL, &buf, &len, err);
@@ -36,13 +34,21 @@ static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket
         return sc;
     const void *msg;
     uint64_t blen = 0;
-    sc = sl_client_recv(c, &msg, &len, &blen, DIRECT_TIMEOUT_MS, err);
+    sc = sl_client_recv(c, &msg, &len, &blen, timeout_ms, err);
     if (sc)
         return sc;
     if (blen)
-        return sl_fail(err, SL_ERR_PROTOCOL, "the worker's answer came with bulk");
+        return sl_fail(err, SL_ERR_PROTOCOL, "the answer to SessionOpen came with bulk");
+    return sl_wire_decode_server(msg, len, NULL, out, err);
+}
+
+static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket_len, sl_error *err)
+{
+    Sluice__Wire__SessionOpen open = SLUICE__WIRE__SESSION_OPEN__INIT;
+    open.protocol_version = 1;
+    open.ticket = (ProtobufCBinaryData){ticket_len, (uint8_t *)ticket};
     Sluice__Wire__ServerMessage *sm = NULL;
-    sc = sl_wire_decode_server(msg, len, NULL, &sm, err);
+    sl_code sc = sl_fe_open_exchange(c, &open, DIRECT_TIMEOUT_MS, &sm, err);
     if (sc)
         return sc;
     if (sm->kind_case != SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT)

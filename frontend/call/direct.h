@@ -7,6 +7,12 @@
 #include <stdint.h>
 
 #include "sluice/channel.h"
+#include "sluice/wire.h"
+
+/* Sends SessionOpen on c and decodes the answer (no bulk allowed) into *out (free it with
+ * sl_wire_free_server): the backend's admission and the worker's direct channel both open so. */
+sl_code sl_fe_open_exchange(sl_client *c, Sluice__Wire__SessionOpen *open, int timeout_ms,
+                            Sluice__Wire__ServerMessage **out, sl_error *err);
 
 /* Opens the channel to the worker of the session just admitted through endpoint ("tcp://HOST:
  * PORT", the backend's): the same host, the port the backend offered, the same TLS material,
