@@ -9,26 +9,8 @@
 // (kernel_ns within 2% on a GPU; exactly on the driver test double, whose simulated kernel
 // durations stand in for GPU time). Environment: SLUICE_GPU_TIME_LAUNCHES (1000),
 // SLUICE_GPU_TIME_US (1000: microseconds per launch at the rated clock).
-#include "common.cuh"
+#include "spin.cuh"
 #include <cstdlib>
-
-__device__ __forceinline__ unsigned long long globaltimer()
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-__global__ void spin(long long cycles, unsigned long long *ns)
-{
-    if (threadIdx.x != 0 || blockIdx.x != 0)
-        return;
-    unsigned long long g0 = globaltimer();
-    long long t0 = clock64();
-    while (clock64() - t0 < cycles) {
-    }
-    atomicAdd(ns, globaltimer() - g0);
-}
 
 static long env_long(const char *name, long def, long lo, long hi)
 {

@@ -8,39 +8,9 @@
 // [t0_ns, t1_ns] the period in CLOCK_REALTIME nanoseconds (to pick the usage records inside it).
 // Run alone the share is close to 1; run by a tenant capped at a GPU share through Sluice it must
 // come out close to the cap (docs/accounting.md: two tenants at 30% and 70%).
-#include "common.cuh"
+#include "spin.cuh"
 #include <chrono>
 #include <cstdlib>
-
-__device__ __forceinline__ unsigned long long globaltimer()
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-__global__ void spin(long long cycles, unsigned long long *ns)
-{
-    if (threadIdx.x != 0 || blockIdx.x != 0)
-        return;
-    unsigned long long g0 = globaltimer();
-    long long t0 = clock64();
-    while (clock64() - t0 < cycles) {
-    }
-    atomicAdd(ns, globaltimer() - g0);
-}
-
-static double env_num(const char *name, double def, double lo, double hi)
-{
-    const char *s = std::getenv(name);
-    if (!s)
-        return def;
-    char *end;
-    double v = std::strtod(s, &end);
-    if (*end || !(v >= lo && v <= hi))
-        FAIL("%s=%s: must be %g..%g", name, s, lo, hi);
-    return v;
-}
 
 int main()
 {

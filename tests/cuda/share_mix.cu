@@ -11,7 +11,7 @@
 //   SHARE_MIX role=R seconds=S ops=N device_ns=D bytes=B lat_p50_us=. lat_p99_us=. lat_max_us=.
 // ops: kernels completed (heavy, light) or copies (copy); device_ns: the kernels' own
 // %globaltimer durations (heavy); the latencies are the light role's launch + synchronize.
-#include "common.cuh"
+#include "spin.cuh"
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -19,41 +19,11 @@
 #include <thread>
 #include <vector>
 
-__device__ __forceinline__ unsigned long long globaltimer()
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-__global__ void spin(long long cycles, unsigned long long *ns)
-{
-    if (threadIdx.x != 0 || blockIdx.x != 0)
-        return;
-    unsigned long long g0 = globaltimer();
-    long long t0 = clock64();
-    while (clock64() - t0 < cycles) {
-    }
-    atomicAdd(ns, globaltimer() - g0);
-}
-
 // the light role's kernel (named as the driver double's table has it: tests/double/kernels.c)
 __global__ void inc(int *p, int n)
 {
     if (threadIdx.x == 0)
         *p += n;
-}
-
-static double env_num(const char *name, double def, double lo, double hi)
-{
-    const char *s = std::getenv(name);
-    if (!s)
-        return def;
-    char *end;
-    double v = std::strtod(s, &end);
-    if (*end || !(v >= lo && v <= hi))
-        FAIL("%s=%s: must be %g..%g", name, s, lo, hi);
-    return v;
 }
 
 static long long now_ns(void)
