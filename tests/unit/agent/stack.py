@@ -83,8 +83,10 @@ class Stack:
         self.domains = {}  # name -> (instance uuid, project)
         self.agent = None
         self.log = os.path.join(self.work, "agent.log")
-        self.port_min = free_ports(ports)
+        # the backends' ports, then as many for the session workers' direct channels
+        self.port_min = free_ports(2 * ports)
         self.port_max = self.port_min + ports - 1
+        self.direct_min, self.direct_max = self.port_max + 1, self.port_max + ports
         self.enroll_port = self._enroll_port()
         self.programs = []
 
@@ -122,6 +124,8 @@ advertise_address = 127.0.0.1
 backend_bind = 127.0.0.1
 backend_port_min = {self.port_min}
 backend_port_max = {self.port_max}
+direct_port_min = {self.direct_min}
+direct_port_max = {self.direct_max}
 backend_user = nobody
 backend_group = nogroup
 backend_path = {self.bin['backend']}

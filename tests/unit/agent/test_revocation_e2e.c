@@ -412,17 +412,22 @@ int main(int argc, char **argv)
     snprintf(confdir, sizeof confdir, "%s/guest", work);
 
     /* 1. the agent core; the real backend; its log and ours in WORK/agent.log */
+    /* the backends' 21 ports, then 21 for the session workers' direct channels (the default
+     * direct range 48000-49999 may overlap an ephemeral pick) */
     int port = ephemeral_port();
-    int pmax = port + 20 > 65535 ? 65535 : port + 20;
+    if (port > 65535 - 41)
+        port = 65535 - 41;
+    int pmax = port + 20;
     char text[4096];
     snprintf(text, sizeof text,
              "libvirt_uri = test:///default\nadvertise_address = 127.0.0.1\n"
              "backend_bind = 127.0.0.1\nbackend_port_min = %d\nbackend_port_max = %d\n"
+             "direct_port_min = %d\ndirect_port_max = %d\n"
              "run_dir = %s/run\nstate_dir = %s/state\nca_dir = %s/ca\nbackend_path = %s\n"
              "driver_path = %s\ntoken_public_key = /dev/null\n"
              "backend_stop_grace = 2\nrestart_backoff_max = 2\n"
              "[tier gold]\nmax_sessions = 4\n[flavor g1.gpu]\ntier = gold\ngpu_share = 0.5\n",
-             port, pmax, work, work, work, backend_path, double_path);
+             port, pmax, pmax + 1, pmax + 21, work, work, work, backend_path, double_path);
     ag_config_defaults(&cfg);
     sl_error e = {0};
     if (ag_config_parse("revocation_e2e.conf", text, &cfg, &e) != SL_OK)
