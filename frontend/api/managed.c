@@ -76,8 +76,22 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     return CUDA_SUCCESS;
 }
 
+/* A managed base is freed synchronously (its pages go once the backend freed it); the base of a
+ * live device allocation without waiting (call/allocs.c, docs/remoting.md "Frees without a
+ * round trip"); anything else synchronously, with the driver's answer. */
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+    uint64_t base = 0;
+    size_t len = 0;
+    if (!sl_fe_managed_find(dptr, &base, &len) || base != dptr) {
+        Sluice__Cuda__CuMemFreeV2Request req = SLUICE__CUDA__CU_MEM_FREE_V2_REQUEST__INIT;
+        req.dptr = dptr;
+        Sluice__Wire__Call call = SL_FE_CALL(cuMemFree_v2, &req);
+        if (sl_fe_nowait_take(&call)) {
+            call.no_reply = true;
+            return sl_fe_enqueue_async(&call);
+        }
+    }
     CUresult rc = free_remote(dptr);
     if (rc == CUDA_SUCCESS)
         sl_fe_managed_unmap(dptr);

@@ -292,6 +292,13 @@ CUresult sl_fe_enqueue_async(Sluice__Wire__Call *call)
     return earlier;
 }
 
+/* This runtime knows no allocations: every free goes synchronously. */
+int sl_fe_nowait_take(const Sluice__Wire__Call *call)
+{
+    (void)call;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- tests */
 
 static int setup(void **state)
