@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "call/allocs.h"
 #include "call/frame.h"
 #include "call/memo.h"
 #include "call/env.h"
@@ -828,10 +829,12 @@ static void deferred_error_at_next_sync(void **state)
 
 /* A free of a live allocation's base goes without waiting (Call.no_reply, with the next frame);
  * a second free of it, an address inside it, one never allocated, and one whose context was
- * destroyed go synchronously and get the backend's answer at once. */
+ * destroyed go synchronously and get the backend's answer at once. The allocation cache is
+ * off here (test_alloc_cache.c tests it). */
 static void free_of_live_allocation_waits_for_nothing(void **state)
 {
     (void)state;
+    sl_fe_allocs_configure(0, 0, 0);
     CUdeviceptr a = 0, b = 0;
     assert_int_equal(cuMemAlloc_v2(&a, 1 << 20), CUDA_SUCCESS);
     assert_int_equal(cuMemAlloc_v2(&b, 1 << 20), CUDA_SUCCESS);
