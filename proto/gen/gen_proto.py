@@ -59,7 +59,8 @@ message Call {{
   uint64 bulk_length = 3;
   bool per_thread_stream = 4;    // the _ptds/_ptsz variant was called
   uint64 context = 5;            // the calling guest thread's current context id, 0 = none
-  reserved 6 to 99;
+  bool no_reply = 6;             // a nowait call sent without waiting: answered as an async one
+  reserved 7 to 99;
   oneof args {{
 {args}
   }}

@@ -41,7 +41,8 @@ PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback",
             "mem_pool", "graph_kernel", "texture_objects", "mapped_memory",
             "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm",
             "concurrent_threads", "managed_memory", "memcpy_default", "launch_checks",
-            "driver_semantics", "device_assert"]
+            "driver_semantics", "device_assert", "mem_free",
+            "alloc_cache"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
