@@ -41,7 +41,8 @@ PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback",
             "mem_pool", "graph_kernel", "texture_objects", "mapped_memory",
             "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm",
             "concurrent_threads", "managed_memory", "memcpy_default", "launch_checks",
-            "driver_semantics", "device_assert"]
+            "driver_semantics", "device_assert", "capture_host",
+            "mapped_large"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
@@ -50,6 +51,7 @@ EXPECTED = {
     "failures": [re.compile(r"failures: \d+ clean errors, context still usable")],
     "cross_session": ["cross_session: read of the other session's"],
     "graph_host": ["graph_host: 6 host node calls"],
+    "capture_host": ["capture_host: 3 host function calls, 6 launches checked"],
     "managed_memory": ["managed_memory: host and kernels shared 100000 ints, a list of 1000"],
 }
 TIMEOUT = {"large_copy": 300, "many_launches": 300}
