@@ -194,6 +194,10 @@ static uint64_t bulk_total(const struct iovec *in, size_t n)
     return t;
 }
 
+/* Set while this thread asks for the rest of the device's writes to mapped memory. */
+static _Thread_local int t_mapped_rest;
+static void mapped_rest_locked(void);
+
 static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
                             size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply,
                             int retried)
@@ -264,7 +268,27 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
     sl_fe_filters_answered(call, w.reply, memo, rs->seq);
+    if (w.reply->mapped_more && !t_mapped_rest)
+        mapped_rest_locked();
     return CUDA_SUCCESS;
+}
+
+/* The device's writes to mapped memory that one reply could not carry (Reply.mapped_more): asked
+ * for with slFence until a reply has none left, before the call returns to the program. */
+static void mapped_rest_locked(void)
+{
+    t_mapped_rest = 1;
+    for (int more = 1; more;) {
+        Sluice__Cuda__SlFenceRequest req = SLUICE__CUDA__SL_FENCE_REQUEST__INIT;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        SL_FE_SET(slFence, &call, &req);
+        Sluice__Wire__Reply *rep = NULL;
+        sl_fe_rpc_state()->stats.fences++;
+        CUresult rc = call_locked(&call, NULL, 0, NULL, 0, NULL, &rep);
+        more = rc == CUDA_SUCCESS && rep && rep->mapped_more;
+        sl_fe_reply_free(rep);
+    }
+    t_mapped_rest = 0;
 }
 
 CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
@@ -338,6 +362,11 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
         out_len[i] = ws[i].out_len;
         replies[i] = ws[i].reply;
     }
+    for (size_t i = 0; i < k; i++)
+        if (ws[i].reply->mapped_more && !t_mapped_rest) {
+            mapped_rest_locked();
+            break;
+        }
     pthread_mutex_unlock(&rs->io);
     return rc;
 }

@@ -84,7 +84,10 @@ message Reply {{
   bytes stderr_data = 9;         // what the device wrote to stderr up to this reply (failed
                                  // device-side asserts; <= 1 MiB): the frontend writes it to
                                  // its stderr
-  reserved 10 to 99;
+  bool mapped_more = 10;         // more device writes to mapped host memory than one reply
+                                 // carries (8 MiB): the frontend asks again (slFence) until
+                                 // a reply has none left
+  reserved 11 to 99;
   oneof out {{
 {outs}
   }}

@@ -42,7 +42,7 @@ PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback",
             "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm",
             "concurrent_threads", "managed_memory", "memcpy_default", "launch_checks",
             "driver_semantics", "device_assert", "mem_free",
-            "alloc_cache"]
+            "alloc_cache", "capture_host", "mapped_large"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
@@ -51,6 +51,7 @@ EXPECTED = {
     "failures": [re.compile(r"failures: \d+ clean errors, context still usable")],
     "cross_session": ["cross_session: read of the other session's"],
     "graph_host": ["graph_host: 6 host node calls"],
+    "capture_host": ["capture_host: 3 host function calls, 6 launches checked"],
     "managed_memory": ["managed_memory: host and kernels shared 100000 ints, a list of 1000"],
 }
 TIMEOUT = {"large_copy": 300, "many_launches": 300}
