@@ -284,7 +284,7 @@ static void mapped_rest_locked(void)
         SL_FE_SET(slFence, &call, &req);
         Sluice__Wire__Reply *rep = NULL;
         sl_fe_rpc_state()->stats.fences++;
-        CUresult rc = call_locked(&call, NULL, 0, NULL, 0, NULL, &rep);
+        CUresult rc = call_locked(&call, NULL, 0, NULL, 0, NULL, &rep, 1);
         more = rc == CUDA_SUCCESS && rep && rep->mapped_more;
         sl_fe_reply_free(rep);
     }
