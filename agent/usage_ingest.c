@@ -32,7 +32,7 @@ struct ag_usage {
     size_t nq;
     char rejected[REJECT_RING][40]; /* ids already logged as malformed */
     size_t next_reject;
-    int64_t last_tick_ms, last_beat_ms, last_prune_ms;
+    int64_t last_tick_ms, last_beat_ms, last_prune_ms, last_settle_ms;
     int retention_days, keep_unforwarded;
     uint64_t alive_sig;
     pthread_mutex_t mu; /* stats only */
@@ -561,7 +561,10 @@ void ag_usage_tick(ag_usage *u, int libvirt_connected, unsigned backends_running
         return; /* the instance table at most once a second */
     u->last_tick_ms = now;
     beat(u, now);
-    ag_usage_settle(u, NULL);
+    if (!u->last_settle_ms || now - u->last_settle_ms >= AG_USAGE_SHARE_EVERY_S * 1000) {
+        u->last_settle_ms = now;
+        ag_usage_settle(u, NULL);
+    }
     if (u->retention_days > 0 &&
         (!u->last_prune_ms || now - u->last_prune_ms >= AG_USAGE_PRUNE_S * 1000)) {
         u->last_prune_ms = now;

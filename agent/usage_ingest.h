@@ -31,6 +31,7 @@
 #define AG_USAGE_SHARE_WINDOW_S    10
 #define AG_USAGE_SHARE_GRACE_S     2
 #define AG_USAGE_SHARE_MAX_DELAY_S 120
+#define AG_USAGE_SHARE_EVERY_S     2
 
 typedef struct ag_usage ag_usage;
 
@@ -73,8 +74,9 @@ void ag_usage_backend_ended(ag_usage *u, const char *project, const char *why);
  * runs (it ended while no agent watched) are closed the same way, at their last known time. */
 void ag_usage_close_orphans(ag_usage *u, int (*alive)(void *user, const char *project), void *user);
 
-/* Apportions the GPU time that is settled now (ag_usage_tick and ag_usage_commit call it; a
- * test may, with its own options: NULL = the defaults above) and updates the metrics. */
+/* Apportions the GPU time that is settled now (ag_usage_tick calls it every
+ * AG_USAGE_SHARE_EVERY_S; a test may, with its own options: NULL = the defaults above) and
+ * updates the metrics. */
 void ag_usage_settle(ag_usage *u, const ag_usage_settle_opts *o);
 
 /* Lifetime heartbeat (when the set of running GPU instances changed, else every

@@ -190,8 +190,8 @@ static sl_code settle_gpu(sl_db *db, const char *gpu, window *w, settle_args *a,
     while (rc == SL_OK && a->out.windows < a->max_windows) {
         /* the next window with work in it, from the mark */
         int64_t from = have_mark ? mark : INT64_MIN;
-        rc = one_i64(db, "SELECT min(start_ns) FROM busy WHERE gpu_uuid = ?1 AND end_ns > ?2",
-                     gpu, &from, &next, &found, e);
+        rc = one_i64(db, "SELECT min(start_ns) FROM busy WHERE gpu_uuid = ?1 AND end_ns > ?2", gpu,
+                     &from, &next, &found, e);
         if (rc != SL_OK)
             break;
         if (!found) { /* nothing more: the mark moves up to the limit */

@@ -191,12 +191,9 @@ static void test_windows_add_up(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_three_way_by_hand),
-        cmocka_unit_test(test_clip_self_overlap_touching),
-        cmocka_unit_test(test_random_k_way),
-        cmocka_unit_test(test_order_does_not_matter),
-        cmocka_unit_test(test_two_gpus),
-        cmocka_unit_test(test_windows_add_up),
+        cmocka_unit_test(test_three_way_by_hand), cmocka_unit_test(test_clip_self_overlap_touching),
+        cmocka_unit_test(test_random_k_way),      cmocka_unit_test(test_order_does_not_matter),
+        cmocka_unit_test(test_two_gpus),          cmocka_unit_test(test_windows_add_up),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
