@@ -205,9 +205,10 @@ static sl_code settle_gpu(sl_db *db, const char *gpu, window *w, settle_args *a,
             lo -= P;
         if (have_mark && lo < mark)
             lo = mark;
-        if (lo + P > limit) { /* not settled yet */
-            if (!have_mark || lo > mark)
-                mark = lo;
+        if (lo + P > limit) { /* not settled yet; nothing before lo, up to the limit */
+            int64_t upto = lo < limit ? lo : limit;
+            if (!have_mark || upto > mark)
+                mark = upto;
             have_mark = 1;
             break;
         }

@@ -261,6 +261,25 @@ static void test_two_gpus_delay_late(void **st)
     assert_int_equal(read_sums(f).shared, 16 * NS);
 }
 
+/* The mark never passes what is settled, even where no interval lies yet: a record that comes
+ * later for a time between the limit and the next interval is still shared. */
+static void test_mark_stops_at_limit(void **st)
+{
+    fixture *f = *st;
+    recbuf r[2];
+    const int64_t b0[][2] = {{100 * NS, 105 * NS}};
+    const int64_t b1[][2] = {{22 * NS, 26 * NS}};
+    mk(&r[0], 31, 0, 1, GPU_A, 100, 110, b0, 1);
+    r[0].r.final = 1;
+    put(f, &r[0], 1);
+    assert_int_equal(settle(f, T0 + 25 * NS).windows, 0); /* settled up to T0 + 20 s only */
+    mk(&r[1], 32, 1, 2, GPU_A, 20, 30, b1, 1);
+    r[1].r.final = 1;
+    put(f, &r[1], 1);
+    assert_int_equal(settle(f, T0 + 200 * NS).windows, 2);
+    assert_int_equal(read_sums(f).shared, 9 * NS);
+}
+
 /* A store of version 2 (before shared time) is upgraded when opened, its records kept. */
 static void test_upgrade_from_v2(void **st)
 {
@@ -346,6 +365,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_two_backends_one_gpu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_gpus_delay_late, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mark_stops_at_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_from_v2, setup, teardown),
         cmocka_unit_test(test_busy_checks),
     };
