@@ -208,10 +208,14 @@ class Run:
         shutil.copytree(os.path.join(self.w, "creds"), os.path.join(stage, "creds"))
         setup = ("mkdir -p /etc/sluice && cp /mnt/progs/creds/* /etc/sluice/ && "
                  "chmod 600 /etc/sluice/client.key\nexport SLUICE_SERVER_NAME=localhost\n")
-        if self.mode == "tap":  # no DHCP on the bridge: the address of ip= set here as well
+        if self.mode == "tap":  # no DHCP on the tap: the address of ip= set here as well
             setup += ("dev=$(ls /sys/class/net | grep -m1 '^en'); ip link set \"$dev\" up; "
                       f"ip addr replace {self.net.guest_ip}/24 dev \"$dev\"; "
-                      "ip -br addr show \"$dev\"\n")
+                      "ip -br addr show \"$dev\"\n"
+                      f"timeout 10 bash -c ': </dev/tcp/{self.net.host_ip}/{FLOORS_PORT}' && "
+                      f"echo 'tap: {self.net.host_ip}:{FLOORS_PORT} reached' || "
+                      f"echo 'tap: {self.net.host_ip}:{FLOORS_PORT} NOT reached (a firewall on "
+                      "the host? try --net user)'\n")
         with open(os.path.join(stage, "job.sh"), "w") as f:
             f.write(guest_job.script(self.steps(), enroll_timeout=5, setup=setup))
         os.chmod(os.path.join(stage, "job.sh"), 0o755)
