@@ -2,14 +2,13 @@
  * TEST DOUBLE: never a GPU result (README.md). */
 #include "core.h"
 
-#include "capture.h"
 #include "stream.h"
 
 EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
     dbl_lock();
-    CUresult rc = capture_of(hStream) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED /* capture.c */
-                                      : stream_sync(hStream);
+    CUresult rc = dbl_capture_of(hStream) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED /* capture.c */
+                                          : stream_sync(hStream);
     if (!rc && !fn)
         rc = CUDA_ERROR_INVALID_VALUE;
     dbl_unlock();

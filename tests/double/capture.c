@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "copy.h"
+#include "core.h"
 
 #define MAX_CAPTURING 64
 
@@ -137,11 +137,22 @@ CUresult capture_wait(CUstream s, CUevent e, int *joined)
     return CUDA_SUCCESS;
 }
 
+/* A launch on a capturing stream: a kernel node of the capture's graph. */
+static CUresult capture_kernel(struct dbl_capture *c, const CUDA_KERNEL_NODE_PARAMS *kp)
+{
+    struct dbl_gnode proto;
+    CUresult rc = kernel_proto(&proto, kp);
+    return rc ? rc : capture_node(c, &proto);
+}
+
+/* What the copies, launches and graph queries reach through core (core.h). */
+static const struct dbl_capture_hooks hooks = {capture_of, capture_kernel, capture_state};
+
 static CUresult begin(CUstream s, CUstreamCaptureMode mode)
 {
-    CUresult rc = check_stream(s);
-    if (rc)
-        return rc;
+    dbl_capture_hooks_set(&hooks);
+    if ((uintptr_t)s > 2 && !obj_get(s, K_STREAM)) /* check_stream (copy.c) without the circle */
+        return CUDA_ERROR_INVALID_HANDLE;
     if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_ERROR_INVALID_VALUE;
     if ((uintptr_t)s <= 2)

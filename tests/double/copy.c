@@ -5,7 +5,6 @@
 
 #include <string.h>
 
-#include "capture.h"
 #include "context.h"
 #include "timing.h"
 
@@ -51,7 +50,7 @@ static CUresult copy(void *dst, const void *src, size_t n, CUdeviceptr ddst, CUd
         return rc;
     if ((rc = check_stream(s)))
         return rc;
-    if (capture_of(s)) /* not modelled (capture.c) */
+    if (dbl_capture_of(s)) /* not modelled (capture.c) */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (ddst && !(dst = dev_range(ddst, n)))
         return CUDA_ERROR_INVALID_VALUE;
@@ -131,7 +130,7 @@ CUresult memset_n(CUdeviceptr dst, unsigned v, size_t width, size_t n, CUstream 
         return rc;
     if ((rc = check_stream(s)))
         return rc;
-    if (capture_of(s)) /* not modelled (capture.c) */
+    if (dbl_capture_of(s)) /* not modelled (capture.c) */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (n > SIZE_MAX / width || (dst & (width - 1)))
         return CUDA_ERROR_INVALID_VALUE;

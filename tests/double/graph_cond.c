@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture.h"
 #include "copy.h"
 #include "graph.h"
 
@@ -112,7 +111,7 @@ static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64
     CUresult rc = check_stream(s);
     if (rc || !status)
         return rc ? rc : CUDA_ERROR_INVALID_VALUE;
-    const struct dbl_capture *c = capture_of(s);
+    const struct dbl_capture *c = dbl_capture_of(s);
     *status = c ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
     if (id)
         *id = 0;
@@ -125,7 +124,7 @@ static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64
     if (n)
         *n = 0;
     if (c)
-        capture_state(c, graph, id, deps, n);
+        dbl_capture_state(c, graph, id, deps, n);
     return CUDA_SUCCESS;
 }
 

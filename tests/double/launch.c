@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture.h"
 #include "context.h"
 #include "copy.h"
 #include "timing.h"
@@ -47,7 +46,7 @@ CUresult launch(void *h, const unsigned grid[3], const unsigned block[3], size_t
         return CUDA_ERROR_INVALID_VALUE;
     if (shared > 49152 + (size_t)f->max_dynamic_shared)
         return CUDA_ERROR_INVALID_VALUE;
-    struct dbl_capture *cap = capture_of(s);
+    struct dbl_capture *cap = dbl_capture_of(s);
     if (cap) { /* a kernel node of the capture's graph (capture.c) */
         CUDA_KERNEL_NODE_PARAMS kp = {.func = (CUfunction)h,
                                       .gridDimX = grid[0],
@@ -59,9 +58,7 @@ CUresult launch(void *h, const unsigned grid[3], const unsigned block[3], size_t
                                       .sharedMemBytes = (unsigned)shared,
                                       .kernelParams = params,
                                       .extra = extra};
-        struct dbl_gnode proto;
-        rc = kernel_proto(&proto, &kp);
-        return rc ? rc : capture_node(cap, &proto);
+        return dbl_capture_kernel(cap, &kp);
     }
     const struct dbl_kernel *k = f->kernel;
     /* crash knob for the backend's worker-death test: this kernel aborts the process */
