@@ -9,6 +9,7 @@
  * without waiting names a live allocation and the session runs it before any later call. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "call/allocs.h"
@@ -46,6 +47,10 @@ static struct {
  * return (the call layer's lock; read without it) */
 static atomic_uint_fast64_t g_touch;
 
+/* Set while g.release holds frees to send: every synchronous call-out asks (sync_out), and
+ * without the cache there never are any, so it asks without the lock. */
+static atomic_bool g_release_pending;
+
 static unsigned bucket_of(uint64_t base)
 {
     uint64_t h = base * 0x9E3779B97F4A7C15ull;
@@ -79,6 +84,7 @@ static void to_release(struct node *n)
     n->next = g.release;
     g.release = n;
     g.releasing++;
+    atomic_store_explicit(&g_release_pending, true, memory_order_release);
 }
 
 /* Unlinks the cache entry at *pp. Lock held. */
@@ -175,7 +181,10 @@ void sl_fe_allocs_appended(const Sluice__Wire__Call *call, const struct sl_call_
 
 CUresult sl_fe_allocs_sync_out(CUresult (*release)(uint64_t dptr, uint64_t ctx))
 {
+    if (!atomic_load_explicit(&g_release_pending, memory_order_acquire))
+        return CUDA_SUCCESS;
     pthread_mutex_lock(&g.lock);
+    atomic_store_explicit(&g_release_pending, false, memory_order_relaxed);
     struct node *list = g.release;
     g.release = NULL;
     g.releasing = 0;
@@ -305,6 +314,7 @@ void sl_fe_allocs_clear(void)
     g.cache = g.release = NULL;
     g.cached = g.releasing = 0;
     g.cached_bytes = 0;
+    atomic_store_explicit(&g_release_pending, false, memory_order_relaxed);
     pthread_mutex_unlock(&g.lock);
 }
 
