@@ -45,11 +45,34 @@ static int peer_of(int fd, char *addr, size_t n, unsigned *port)
     return 0; /* ipc: no address; counted in all, not per address */
 }
 
-static ch_conn *by_fd(sl_server *s, int fd)
+/* The record of the connection now on fd: a descriptor number ZeroMQ closed and used again is
+ * another connection, told apart by the remote address and port. */
+static ch_conn *current(sl_server *s, int fd)
+{
+    char addr[64];
+    unsigned port;
+    int known = peer_of(fd, addr, sizeof addr, &port) == 0;
+    for (ch_conn *c = s->conns; c; c = c->next)
+        if (c->fd == fd && !c->shut && (!known || (c->port == port && strcmp(c->addr, addr) == 0)))
+            return c;
+    return NULL;
+}
+
+static ch_conn *of_peer(sl_server *s, const peer *p)
 {
     for (ch_conn *c = s->conns; c; c = c->next)
-        if (c->fd == fd && !c->shut)
+        if (c->peer == p->id && !c->shut)
             return c;
+    return NULL;
+}
+
+/* A session whose first frame came on fd from addr and is not closed. */
+static peer *peer_on(sl_server *s, int fd, const char *addr)
+{
+    for (peer *p = s->peers; p; p = p->next)
+        if (p->fd == fd && (p->state == P_HANDSHAKE || p->state == P_LIVE) &&
+            (!addr[0] || !p->address[0] || strcmp(p->address, addr) == 0))
+            return p;
     return NULL;
 }
 
@@ -121,12 +144,13 @@ static void enforce(sl_server *s, const ch_conn *c)
     }
 }
 
-static ch_conn *add(sl_server *s, int fd)
+static ch_conn *add(sl_server *s, int fd, int seen)
 {
     ch_conn *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->fd = fd;
+    c->seen = seen;
     c->since_ms = ch_now_ms();
     peer_of(fd, c->addr, sizeof c->addr, &c->port);
     c->next = s->conns;
@@ -135,22 +159,26 @@ static ch_conn *add(sl_server *s, int fd)
     return c;
 }
 
-/* The connections on fd are gone (closed, or the number used again): the session on each is
- * probed, so that the server learns whether ZeroMQ dropped its routing id (server.c timers). */
+/* The connection on fd is gone (closed, or the number used again). Its record goes, but not the
+ * record of a newer connection on the same number whose first frame was read before its
+ * ACCEPTED event (not seen yet: the monitor's events come in order, so it is not the one that
+ * closed). Every session whose first frame came on fd is probed, so that the server learns
+ * whether ZeroMQ dropped its routing id (server.c timers): found by the session's own
+ * descriptor, not through the record, which a frame read before its event may have lost. */
 static void remove_fd(sl_server *s, int fd)
 {
     for (ch_conn **pp = &s->conns; *pp;) {
         ch_conn *c = *pp;
-        if (c->fd == fd) {
-            peer *p = c->peer ? ch_srv_find_id(s, c->peer) : NULL;
-            if (p)
-                p->probes = PROBES_AFTER_CLOSE;
+        if (c->fd == fd && (c->seen || c->shut)) {
             *pp = c->next;
             free(c);
         } else {
             pp = &c->next;
         }
     }
+    for (peer *p = s->peers; p; p = p->next)
+        if (p->fd == fd)
+            p->probes = PROBES_AFTER_CLOSE;
 }
 
 void ch_conn_event(sl_server *s, int event, int fd)
@@ -158,8 +186,13 @@ void ch_conn_event(sl_server *s, int event, int fd)
     if (fd < 0)
         return;
     if (event == ZMQ_EVENT_ACCEPTED) {
+        ch_conn *c = current(s, fd);
+        if (c && !c->seen) { /* its first frame was read before this event */
+            c->seen = 1;
+            return;
+        }
         remove_fd(s, fd); /* a descriptor number used again: the old connection is gone */
-        add(s, fd);
+        add(s, fd, 1);
     } else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CLOSED) {
         remove_fd(s, fd);
     }
@@ -170,9 +203,9 @@ void ch_conn_bind_peer(sl_server *s, peer *p, int fd)
     p->fd = fd;
     if (fd < 0)
         return;
-    ch_conn *c = by_fd(s, fd);
+    ch_conn *c = current(s, fd);
     if (!c) /* its ACCEPTED event is not read yet */
-        c = add(s, fd);
+        c = add(s, fd, 0);
     if (c && !c->shut)
         c->peer = p->id;
     else
@@ -181,8 +214,8 @@ void ch_conn_bind_peer(sl_server *s, peer *p, int fd)
 
 void ch_conn_authed(sl_server *s, const peer *p)
 {
-    ch_conn *c = p->fd >= 0 ? by_fd(s, p->fd) : NULL;
-    if (c && c->peer == p->id)
+    ch_conn *c = of_peer(s, p);
+    if (c)
         c->authed = 1;
 }
 
@@ -191,8 +224,8 @@ void ch_conn_shutdown(sl_server *s, peer *p)
     if (p->shut)
         return;
     p->shut = 1;
-    ch_conn *c = p->fd >= 0 ? by_fd(s, p->fd) : NULL;
-    if (c && c->peer == p->id)
+    ch_conn *c = of_peer(s, p);
+    if (c)
         shut(s, c);
 }
 
@@ -208,6 +241,12 @@ void ch_conn_timers(sl_server *s, int64_t now)
         pp = &c->next;
         if (c->shut || c->authed || c->peer || now - c->since_ms <= s->opts.handshake_timeout_ms)
             continue;
+        peer *p = peer_on(s, c->fd, c->addr);
+        if (p) { /* a session is on it: a record made again after its first frame */
+            c->peer = p->id;
+            c->authed = p->state == P_LIVE && p->ident.authenticated;
+            continue;
+        }
         shut(s, c); /* connected, but not one frame in time */
         s->expired++;
     }

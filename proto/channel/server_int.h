@@ -59,6 +59,7 @@ typedef struct ch_conn {
     sl_peer peer; /* the session on it, 0 none yet */
     int authed;   /* its session was accepted with a certificate: no longer counted */
     int shut;     /* shutdown() was called; waiting for ZeroMQ's CLOSED event */
+    int seen;     /* its ACCEPTED event was read (else made from a first frame that came first) */
     struct ch_conn *next;
 } ch_conn;
 
