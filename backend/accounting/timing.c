@@ -262,20 +262,7 @@ static uint64_t merge_new(struct be_acct *a)
 
 /* Event queries are "potentially unsafe" calls: during a stream capture in global or
  * thread-local mode they would invalidate the guest's capture (PyTorch's CUDA graphs). The
- * worker measures in relaxed mode, then gives the guest's mode back. */
-static CUstreamCaptureMode relaxed_begin(sl_be_session *s)
-{
-    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-    if (s->api->cuThreadExchangeStreamCaptureMode)
-        s->api->cuThreadExchangeStreamCaptureMode(&m);
-    return m;
-}
-
-static void relaxed_end(sl_be_session *s, CUstreamCaptureMode m)
-{
-    if (s->api->cuThreadExchangeStreamCaptureMode)
-        s->api->cuThreadExchangeStreamCaptureMode(&m);
-}
+ * worker measures in relaxed mode, then gives the guest's mode back (session/streams.c). */
 
 /* Measures the pairs that finished, and the oldest `wait` pairs in any case (waiting for them);
  * returns the busy time added. The pairs of a stream finish in order, so a stream's first
@@ -292,7 +279,7 @@ uint64_t be_acct_measure(sl_be_session *s, size_t wait)
     size_t k = 0, nbusy = 0;
     int any = 0;
     struct busy_stream busy[MEASURE_STREAMS];
-    CUstreamCaptureMode m = relaxed_begin(s);
+    CUstreamCaptureMode m = be_capture_relax(s);
     for (size_t i = 0; i < a->npairs; i++) {
         struct be_acct_pair *p = &a->pairs[i];
         int sync = i < wait, skip = !sync && nbusy == MEASURE_STREAMS;
@@ -306,7 +293,7 @@ uint64_t be_acct_measure(sl_be_session *s, size_t wait)
         }
         any |= r > 0;
     }
-    relaxed_end(s, m);
+    be_capture_restore(s, m);
     a->npairs = k;
     return any ? merge_new(a) : 0;
 }

@@ -42,6 +42,18 @@ CUresult be_layout_get(sl_be_session *s, uint64_t fid, struct be_layout **out, v
         *out = h->layout;
         return CUDA_SUCCESS;
     }
+    if (kernel && s->api->cuKernelGetFunction) {
+        /* A kernel's first use here (its layout, before its first launch): loaded into the
+         * context now, in relaxed capture mode. Left to the launch (lazy loading), the load
+         * would happen inside the program's stream capture when the first launch is captured,
+         * where the driver refuses it (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and invalidates
+         * the capture; natively cudart loaded the library at its start. A failure here is the
+         * launch's to report. */
+        CUfunction f = NULL;
+        CUstreamCaptureMode mode = be_capture_relax(s);
+        s->api->cuKernelGetFunction(&f, (CUkernel)h->native);
+        be_capture_restore(s, mode);
+    }
     CUresult (*fn)(void *, size_t, size_t *, size_t *) =
         kernel ? (CUresult(*)(void *, size_t, size_t *, size_t *))s->api->cuKernelGetParamInfo
                : (CUresult(*)(void *, size_t, size_t *, size_t *))s->api->cuFuncGetParamInfo;

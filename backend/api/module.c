@@ -16,6 +16,7 @@
 #include "session/contexts.h"
 #include "session/handles.h"
 #include "session/image_cache.h"
+#include "session/streams.h"
 #include "session/image_store.h"
 #include "session/ranges.h"
 #include "session/state.h"
@@ -254,9 +255,13 @@ CUresult be_h_slLoadImage(struct sl_be_call *c)
     } else {
         kind = SL_H_LIBRARY;
         CUlibrary l = NULL;
+        /* cudart loaded it at its start; the frontend ships it at its first use, which may be
+         * inside the program's stream capture: the load is not the program's call there */
+        CUstreamCaptureMode mode = be_capture_relax(s);
         rc = api->cuLibraryLoadData ? api->cuLibraryLoadData(&l, code, n ? opts : NULL,
                                                              n ? vals : NULL, n, NULL, NULL, 0)
                                     : CUDA_ERROR_NOT_SUPPORTED;
+        be_capture_restore(s, mode);
         native = l;
     }
     if (rc != CUDA_SUCCESS) {

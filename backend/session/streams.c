@@ -26,6 +26,20 @@ int be_stream_capturing(sl_be_session *s, CUstream st, int per_thread)
     return cs != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+CUstreamCaptureMode be_capture_relax(sl_be_session *s)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (s->api->cuThreadExchangeStreamCaptureMode)
+        s->api->cuThreadExchangeStreamCaptureMode(&m);
+    return m;
+}
+
+void be_capture_restore(sl_be_session *s, CUstreamCaptureMode m)
+{
+    if (s->api->cuThreadExchangeStreamCaptureMode)
+        s->api->cuThreadExchangeStreamCaptureMode(&m);
+}
+
 CUresult be_refuse_if_capturing(sl_be_session *s, Sluice__Wire__Reply *reply, CUstream st,
                                 int per_thread, const char *what)
 {

@@ -17,5 +17,12 @@ int be_stream_capturing(sl_be_session *s, CUstream st, int per_thread);
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED with a detail naming what when st is capturing. */
 CUresult be_refuse_if_capturing(sl_be_session *s, Sluice__Wire__Reply *reply, CUstream st,
                                 int per_thread, const char *what);
+/* The backend's own driver calls behind a guest's call (the load of a library the frontend
+ * ships at its first use, a kernel's first load into the context, timing events) are
+ * "potentially unsafe" calls during a stream capture in global or thread-local mode: the
+ * driver would refuse them and invalidate the guest's capture. They are made in relaxed mode,
+ * then the guest's mode is given back (be_capture_restore with what be_capture_relax gave). */
+CUstreamCaptureMode be_capture_relax(sl_be_session *s);
+void be_capture_restore(sl_be_session *s, CUstreamCaptureMode m);
 
 #endif

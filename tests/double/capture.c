@@ -4,6 +4,11 @@
  * capture (fork) and leave when the origin waits on theirs (join). Copies, memsets and host
  * functions issued on a capturing stream are refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
  * (not modelled), as are capture modes' cross-thread rules. The legacy stream cannot capture.
+ * What the driver forbids while a capture runs is refused as the driver does, and invalidates
+ * the capture (cuStreamEndCapture then fails): synchronizing or querying a capturing stream, an
+ * event last recorded in a capture, or the context while any of its streams captures (CUDA
+ * Programming Guide, "Prohibited and Unhandled Operations"). The backend must never do these
+ * behind a program's capture (its accounting's timing events, its waits).
  * TEST DOUBLE: never a GPU result (README.md). */
 #include "capture.h"
 
@@ -17,6 +22,7 @@
 struct dbl_capture {
     CUstream s; /* NULL: a free slot */
     bool origin;
+    bool invalid; /* a prohibited operation happened: the capture cannot end well */
     struct dbl_graph *g;
     unsigned long long id;
     CUgraphNode deps[DBL_MAX_DEPS];
@@ -137,6 +143,43 @@ CUresult capture_wait(CUstream s, CUevent e, int *joined)
     return CUDA_SUCCESS;
 }
 
+void capture_invalidate(unsigned long long id)
+{
+    for (size_t i = 0; i < MAX_CAPTURING; i++)
+        if (caps[i].s && caps[i].id == id)
+            caps[i].invalid = true;
+}
+
+int capture_invalidate_all(void)
+{
+    int n = 0;
+    for (size_t i = 0; i < MAX_CAPTURING; i++)
+        if (caps[i].s) {
+            caps[i].invalid = true;
+            n++;
+        }
+    return n;
+}
+
+unsigned long long capture_id_of(CUstream s)
+{
+    const struct dbl_capture *c = capture_of(s);
+    return c ? c->id : 0;
+}
+
+unsigned long long capture_id_of_event(CUevent e)
+{
+    for (size_t i = 0; e && i < MAX_CAPTURING; i++)
+        if (recs[i].e == e)
+            return recs[i].id;
+    return 0;
+}
+
+static int capture_invalid(const struct dbl_capture *c)
+{
+    return c->invalid;
+}
+
 /* A launch on a capturing stream: a kernel node of the capture's graph. */
 static CUresult capture_kernel(struct dbl_capture *c, const CUDA_KERNEL_NODE_PARAMS *kp)
 {
@@ -146,7 +189,8 @@ static CUresult capture_kernel(struct dbl_capture *c, const CUDA_KERNEL_NODE_PAR
 }
 
 /* What the copies, launches and graph queries reach through core (core.h). */
-static const struct dbl_capture_hooks hooks = {capture_of, capture_kernel, capture_state};
+static const struct dbl_capture_hooks hooks = {capture_of, capture_kernel, capture_state,
+                                               capture_invalid, capture_invalidate_all};
 
 static CUresult begin(CUstream s, CUstreamCaptureMode mode)
 {
@@ -188,13 +232,19 @@ static CUresult end(CUstream s, CUgraph *ph)
     struct dbl_capture *c = capture_of(s);
     if (!c || !c->origin)
         return CUDA_ERROR_ILLEGAL_STATE;
-    *ph = (CUgraph)c->g;
+    bool invalid = c->invalid;
+    struct dbl_graph *g = c->g;
+    *ph = invalid ? NULL : (CUgraph)g;
     unsigned long long id = c->id;
     for (size_t i = 0; i < MAX_CAPTURING; i++) { /* joined streams leave with it */
         if (caps[i].s && caps[i].id == id)
             caps[i].s = NULL;
         if (recs[i].e && recs[i].id == id)
             recs[i].e = NULL;
+    }
+    if (invalid) {
+        graph_free(g);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
     return CUDA_SUCCESS;
 }

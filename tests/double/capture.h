@@ -19,6 +19,15 @@ void capture_state(const struct dbl_capture *c, CUgraph *graph, cuuint64_t *id,
  * stream that waits on it joins the capture (fork and join). 1 when s captures. */
 int capture_record(CUevent e, CUstream s);
 
+/* The id of the capture stream s or event e (last recorded in a capture) takes part in, 0 none. */
+unsigned long long capture_id_of(CUstream s);
+unsigned long long capture_id_of_event(CUevent e);
+
+/* A prohibited operation during capture: the capture id (all: every capture, returning how many
+ * there were) is invalidated, as the driver does. */
+void capture_invalidate(unsigned long long id);
+int capture_invalidate_all(void);
+
 /* cuStreamWaitEvent: 1 when the event was recorded in a capture (s now takes part in it). */
 CUresult capture_wait(CUstream s, CUevent e, int *joined);
 

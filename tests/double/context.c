@@ -191,7 +191,10 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 static CUresult ctx_sync(void)
 {
     struct dbl_ctx *c;
-    return need_ctx(&c);
+    CUresult rc = need_ctx(&c);
+    if (rc == CUDA_SUCCESS && dbl_capture_forbid_ctx_sync())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* a capture runs (capture.c) */
+    return rc;
 }
 
 EXPORT CUresult cuCtxSynchronize(void)
@@ -206,6 +209,8 @@ static CUresult ctx_sync_v2(CUcontext ctx)
     struct dbl_ctx *c = obj_get(ctx, K_CTX);
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if (dbl_capture_forbid_ctx_sync())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return c->sticky;
 }
 

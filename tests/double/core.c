@@ -322,3 +322,13 @@ void dbl_capture_state(const struct dbl_capture *c, CUgraph *graph, cuuint64_t *
     if (capture_hooks)
         capture_hooks->state(c, graph, id, deps, n);
 }
+
+int dbl_capture_invalid(const struct dbl_capture *c)
+{
+    return capture_hooks && c && capture_hooks->invalid(c);
+}
+
+int dbl_capture_forbid_ctx_sync(void)
+{
+    return capture_hooks && capture_hooks->invalidate_all() > 0;
+}

@@ -155,11 +155,17 @@ struct dbl_capture_hooks {
     CUresult (*kernel)(struct dbl_capture *c, const CUDA_KERNEL_NODE_PARAMS *kp);
     void (*state)(const struct dbl_capture *c, CUgraph *graph, cuuint64_t *id,
                   const CUgraphNode **deps, size_t *n);
+    int (*invalid)(const struct dbl_capture *c);
+    int (*invalidate_all)(void);
 };
 void dbl_capture_hooks_set(const struct dbl_capture_hooks *h);
 struct dbl_capture *dbl_capture_of(CUstream s);
 CUresult dbl_capture_kernel(struct dbl_capture *c, const CUDA_KERNEL_NODE_PARAMS *kp);
 void dbl_capture_state(const struct dbl_capture *c, CUgraph *graph, cuuint64_t *id,
                        const CUgraphNode **deps, size_t *n);
+int dbl_capture_invalid(const struct dbl_capture *c);
+/* 1 (and every capture invalidated, as the driver does) when a capture runs: a context-wide
+ * synchronization is prohibited then. */
+int dbl_capture_forbid_ctx_sync(void);
 
 #endif

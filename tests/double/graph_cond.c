@@ -112,7 +112,9 @@ static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64
     if (rc || !status)
         return rc ? rc : CUDA_ERROR_INVALID_VALUE;
     const struct dbl_capture *c = dbl_capture_of(s);
-    *status = c ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    *status = !c                       ? CU_STREAM_CAPTURE_STATUS_NONE
+              : dbl_capture_invalid(c) ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                       : CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (id)
         *id = 0;
     if (graph)

@@ -63,15 +63,31 @@ CUresult stream_sync(CUstream h)
     return rc ? rc : check_stream(h);
 }
 
+/* Synchronizing or querying a capturing stream: refused, and the capture invalidated. */
+static CUresult not_capturing(CUstream h)
+{
+    unsigned long long id = capture_id_of(h);
+    if (!id)
+        return CUDA_SUCCESS;
+    capture_invalidate(id);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+static CUresult stream_sync_checked(CUstream h)
+{
+    CUresult rc = not_capturing(h);
+    return rc ? rc : stream_sync(h);
+}
+
 EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 {
-    LOCKED_THEN_SLEEP(stream_sync(hStream), dbl_time_stream_end(cur(), hStream));
+    LOCKED_THEN_SLEEP(stream_sync_checked(hStream), dbl_time_stream_end(cur(), hStream));
 }
 
 /* Not ready while the stream's simulated work runs (timing.c). */
 static CUresult stream_query(CUstream h)
 {
-    CUresult rc = stream_sync(h);
+    CUresult rc = stream_sync_checked(h);
     if (rc == CUDA_SUCCESS && dbl_time_stream_end(cur(), h) > dbl_time_now_us())
         rc = CUDA_ERROR_NOT_READY;
     return rc;
@@ -211,6 +227,11 @@ static CUresult event_sync(CUevent h, double *until)
     struct dbl_event *e = obj_get(h, K_EVENT);
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
+    unsigned long long id = capture_id_of_event(h);
+    if (id) { /* last recorded in a capture: it stands for no work that runs */
+        capture_invalidate(id);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     *until = e->recorded ? e->t_us : 0;
     return CUDA_SUCCESS;
 }

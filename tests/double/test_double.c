@@ -304,6 +304,45 @@ static void test_host_func(void **state)
     assert_int_equal(SYM(cuCtxDestroy_v2)(c), CUDA_SUCCESS);
 }
 
+/* What the driver forbids while a capture runs: refused, and the capture invalidated. */
+static void test_capture_prohibited(void **state)
+{
+    (void)state;
+    CUcontext c = ctx_new();
+    CUstream s = NULL;
+    CUevent e = NULL;
+    CUgraph g = NULL;
+    CUstreamCaptureStatus st;
+    assert_int_equal(SYM(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuEventCreate)(&e, 0), CUDA_SUCCESS);
+    /* a stream's synchronization */
+    assert_int_equal(SYM(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuStreamSynchronize)(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_int_equal(SYM(cuStreamIsCapturing)(s, &st), CUDA_SUCCESS);
+    assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    assert_int_equal(SYM(cuStreamEndCapture)(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    assert_null(g);
+    assert_int_equal(SYM(cuStreamSynchronize)(s), CUDA_SUCCESS); /* no capture any more */
+    /* an event recorded in the capture */
+    assert_int_equal(SYM(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuEventRecord)(e, s), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuEventQuery)(e), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_int_equal(SYM(cuStreamEndCapture)(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* the context's synchronization while a stream captures */
+    assert_int_equal(SYM(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuCtxSynchronize)(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_int_equal(SYM(cuStreamEndCapture)(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* a capture without them ends well */
+    assert_int_equal(SYM(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuStreamEndCapture)(s, &g), CUDA_SUCCESS);
+    assert_non_null(g);
+    assert_int_equal(SYM(cuGraphDestroy)(g), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuCtxSynchronize)(), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuEventDestroy_v2)(e), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuStreamDestroy_v2)(s), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuCtxDestroy_v2)(c), CUDA_SUCCESS);
+}
+
 int main(void)
 {
     setenv("SLUICE_DOUBLE_MEM_MIB", "64", 1);
@@ -321,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_library_launch),
         cmocka_unit_test(test_globals_and_sticky),
         cmocka_unit_test(test_host_func),
+        cmocka_unit_test(test_capture_prohibited),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

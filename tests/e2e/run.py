@@ -528,7 +528,7 @@ def main():
                       + (f" ({rec['reason']})" if rec["reason"] else ""), flush=True)
                 if not rec["ok"] or args.verbose:
                     print("---- program output ----")
-                    print(rec.get("output", "(none)")[-6000:].rstrip())
+                    print(rec.get("output", "(none)")[-int(os.environ.get("SLUICE_E2E_OUTPUT_TAIL", "6000")):].rstrip())
                     if backend:
                         print("---- backend: " + " ".join(backend.argv))
                         print(tail(backend.log, 60).rstrip())
