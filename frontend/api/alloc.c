@@ -45,10 +45,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return rc;
 }
 
-/* The driver's answer for the address, as if the cache never held it. */
+/* The driver's answer for the address, as if the cache never held it: the call filters give a
+ * cached allocation holding dptr up before the call goes (call/allocs.c), as for every call
+ * that names a device address. */
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
-    sl_fe_allocs_asking(dptr);
     Sluice__Cuda__CuMemGetAddressRangeV2Request req =
         SLUICE__CUDA__CU_MEM_GET_ADDRESS_RANGE_V2_REQUEST__INIT;
     req.dptr = dptr;

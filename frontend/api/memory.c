@@ -19,7 +19,6 @@
 #include "api/memory.h"
 #include "call/managed.h"
 #include "api/mapped.h"
-#include "call/allocs.h"
 #include "call/contexts.h"
 #include "call/mapped_sync.h"
 #include "call/rpc.h"
@@ -441,7 +440,6 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     struct range r = {0};
     if (tracked((void *)(uintptr_t)ptr, &r))
         return host_attr(&r, attribute, data, (uintptr_t)ptr);
-    sl_fe_allocs_asking(ptr); /* a freed allocation still cached is given up first */
     /* Anything else is asked of the backend, which knows the session's device memory: an
      * address mapped in this process may still be a device address (the guest has no driver
      * reserving the device's part of the address space). The backend refuses unregistered

@@ -1,18 +1,23 @@
 /* The device allocations the guest saw made (allocs.h): a hash set of the live bases, the cache
- * of freed ones (a short list, newest first) and the list of those the cache gave up, whose
- * frees go ahead of the next call that leaves; all under one lock.
+ * of freed ones (a short list, newest first, and their ranges sorted by address: ranges.c) and
+ * the list of those the cache gave up, whose frees go ahead of the next call that leaves; all
+ * under one lock. How many are cached is also kept in an atomic, so that a call asks about its
+ * device addresses without the lock while the cache is empty.
  *
  * Forgetting a live base is always safe (its free then goes synchronously). A cached allocation
  * is never forgotten without its free while the session lives: it holds device memory and
  * quota. Only an address the backend answered for a synchronous allocation of this session is
  * ever added, and it is removed before any call that releases it leaves, so a free sent
- * without waiting names a live allocation and the session runs it before any later call. */
+ * without waiting names a live allocation and the session runs it before any later call. A
+ * call naming an address inside a cached allocation gives that allocation up first: its free
+ * goes ahead of the call, and the driver answers for a freed address. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
 #include "call/allocs.h"
+#include "call/ranges.h"
 #include "sluice/call_facts.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -30,7 +35,8 @@ static struct {
     pthread_mutex_t lock;
     struct node *bucket[BUCKETS];
     size_t live;
-    struct node *cache; /* newest first */
+    struct node *cache;          /* newest first */
+    struct sl_fe_ranges *ranges; /* the cache's ranges (made with the first entry) */
     size_t cached;
     uint64_t cached_bytes;
     struct node *release; /* given up: freed ahead of the next call */
@@ -46,6 +52,9 @@ static struct {
 /* How many calls were appended that may leave device work using memory running after they
  * return (the call layer's lock; read without it) */
 static atomic_uint_fast64_t g_touch;
+
+/* g.cached, read without the lock: 0 lets a call's addresses go unasked. */
+static atomic_size_t g_cached_n;
 
 /* Set while g.release holds frees to send: every synchronous call-out asks (sync_out), and
  * without the cache there never are any, so it asks without the lock. */
@@ -94,6 +103,8 @@ static struct node *unlink_cached(struct node **pp)
     *pp = n->next;
     g.cached--;
     g.cached_bytes -= n->size;
+    sl_fe_ranges_remove(g.ranges, n->base);
+    atomic_store_explicit(&g_cached_n, g.cached, memory_order_relaxed);
     return n;
 }
 
@@ -107,12 +118,18 @@ static size_t release_cached_locked(void)
     return k;
 }
 
-/* 1 when p lies in a cached allocation. Lock held. */
-static int in_cache(uint64_t p)
+/* Gives up the cached allocation holding p, if one does: 1 when one did. Lock held. */
+static int release_holding(uint64_t p)
 {
-    for (const struct node *n = g.cache; n; n = n->next)
-        if (p >= n->base && p - n->base < n->size)
+    uint64_t base = 0;
+    if (!p || !g.ranges || !sl_fe_ranges_find(g.ranges, p, &base))
+        return 0;
+    for (struct node **pp = &g.cache; *pp; pp = &(*pp)->next) {
+        if ((*pp)->base == base) {
+            to_release(unlink_cached(pp));
             return 1;
+        }
+    }
     return 0;
 }
 
@@ -146,15 +163,24 @@ void sl_fe_allocs_before(const Sluice__Wire__Call *call, uint32_t flags, uint64_
     (void)flags;
     (void)seq_now;
     const struct sl_call_info *ci = sl_call_lookup(call->call_id);
-    int meminfo = ci && ci->quota == SL_QUOTA_MEMINFO;
     uint64_t released = sl_call_released_devptr(call);
-    if (!meminfo && !released)
+    if (released) {
+        pthread_mutex_lock(&g.lock);
+        free(unlink_live(released));
+        pthread_mutex_unlock(&g.lock);
+    }
+    if (!atomic_load_explicit(&g_cached_n, memory_order_relaxed))
+        return; /* the fast path: nothing cached, nothing to ask */
+    int meminfo = ci && ci->quota == SL_QUOTA_MEMINFO;
+    uint64_t p[SL_CALL_DEVPTRS_MAX];
+    size_t n = meminfo ? 0 : sl_call_devptrs(call, p);
+    if (!meminfo && !n)
         return;
     pthread_mutex_lock(&g.lock);
-    if (released)
-        free(unlink_live(released));
-    if (g.cache && (meminfo || in_cache(released)))
-        release_cached_locked(); /* the driver's answer, as if the cache never held it */
+    if (meminfo)
+        release_cached_locked(); /* cuMemGetInfo reports it free, as natively */
+    for (size_t i = 0; i < n; i++)
+        release_holding(p[i]); /* the driver's answer, as if the cache never held it */
     pthread_mutex_unlock(&g.lock);
 }
 
@@ -201,6 +227,19 @@ CUresult sl_fe_allocs_sync_out(CUresult (*release)(uint64_t dptr, uint64_t ctx))
     return first;
 }
 
+/* 1 when the live allocation n, freed in context ctx, may go into the cache: only memory no
+ * device work can have touched (work queued since may still use it, and a native free, and the
+ * next allocation, would come after that work). Lock held. */
+static int may_cache(const struct node *n, uint64_t ctx)
+{
+    if (!g.on || !n->cacheable || n->ctx != ctx || n->size > g.max_bytes || !g.max_entries ||
+        n->touch != atomic_load(&g_touch))
+        return 0;
+    if (!g.ranges)
+        g.ranges = sl_fe_ranges_new(SL_FE_ALLOC_CACHE_ENTRIES_MAX);
+    return g.ranges != NULL; /* without memory for them, nothing is cached */
+}
+
 enum sl_fe_free_way sl_fe_allocs_free(uint64_t base, uint64_t ctx)
 {
     if (!base)
@@ -208,10 +247,7 @@ enum sl_fe_free_way sl_fe_allocs_free(uint64_t base, uint64_t ctx)
     pthread_mutex_lock(&g.lock);
     struct node *n = unlink_live(base);
     enum sl_fe_free_way way = n ? SL_FE_FREE_NOWAIT : SL_FE_FREE_SYNC;
-    /* only memory no device work can have touched: work queued since may still use it, and a
-     * native free (and the next allocation) would come after that work */
-    if (n && g.on && n->cacheable && n->ctx == ctx && n->size <= g.max_bytes && g.max_entries &&
-        n->touch == atomic_load(&g_touch)) {
+    if (n && may_cache(n, ctx)) {
         /* room first: the oldest entries are given up */
         while (g.cache && (g.cached >= g.max_entries || g.cached_bytes + n->size > g.max_bytes)) {
             struct node **pp = &g.cache;
@@ -219,14 +255,17 @@ enum sl_fe_free_way sl_fe_allocs_free(uint64_t base, uint64_t ctx)
                 pp = &(*pp)->next;
             to_release(unlink_cached(pp));
         }
-        n->next = g.cache;
-        g.cache = n;
-        g.cached++;
-        g.cached_bytes += n->size;
-        way = SL_FE_FREE_CACHED;
-    } else {
-        free(n);
+        if (!sl_fe_ranges_add(g.ranges, n->base, n->size)) { /* never over a cached range */
+            n->next = g.cache;
+            g.cache = n;
+            g.cached++;
+            g.cached_bytes += n->size;
+            atomic_store_explicit(&g_cached_n, g.cached, memory_order_relaxed);
+            way = SL_FE_FREE_CACHED;
+            n = NULL;
+        }
     }
+    free(n);
     pthread_mutex_unlock(&g.lock);
     return way;
 }
@@ -259,14 +298,6 @@ void sl_fe_allocs_cacheable(uint64_t base, uint64_t size)
             break;
         }
     }
-    pthread_mutex_unlock(&g.lock);
-}
-
-void sl_fe_allocs_asking(uint64_t p)
-{
-    pthread_mutex_lock(&g.lock);
-    if (g.cache && in_cache(p))
-        release_cached_locked();
     pthread_mutex_unlock(&g.lock);
 }
 
@@ -314,6 +345,9 @@ void sl_fe_allocs_clear(void)
     g.cache = g.release = NULL;
     g.cached = g.releasing = 0;
     g.cached_bytes = 0;
+    if (g.ranges)
+        sl_fe_ranges_clear(g.ranges);
+    atomic_store_explicit(&g_cached_n, 0, memory_order_relaxed);
     atomic_store_explicit(&g_release_pending, false, memory_order_relaxed);
     pthread_mutex_unlock(&g.lock);
 }

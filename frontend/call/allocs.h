@@ -7,8 +7,10 @@
  *   (bounded in bytes and entries, SLUICE_ALLOC_CACHE*). An allocation of a cached size in the
  *   same context is served from it; what the cache gives up is released by frees queued ahead
  *   of the next call that leaves (the filters' sync_out), before anything could observe the
- *   memory: cuMemGetInfo, a pointer query or a free of an address in a cached allocation, a
- *   context destroyed or reset, an allocation refused for memory (retried once, rpc.c).
+ *   memory: cuMemGetInfo (all of it); any call naming an address inside a cached allocation
+ *   (a copy, a memset, a pointer query, a second free: sl_call_devptrs), that allocation, so
+ *   that the driver answers as for a freed address; a context destroyed or reset; an
+ *   allocation refused for memory (retried once, rpc.c). Kernel arguments are not seen.
  * Its own lock: the API functions ask it without the call layer's. */
 #ifndef SLUICE_FRONTEND_CALL_ALLOCS_H
 #define SLUICE_FRONTEND_CALL_ALLOCS_H
@@ -30,9 +32,10 @@
 /* A synchronous allocation succeeded (the filters' answered hook): its base is live.
  * Stream-ordered and managed allocations and any other call are ignored. */
 void sl_fe_allocs_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *reply);
-/* A call is about to go (the filters' before hook): an address it releases is not live; a call
- * that could observe a cached allocation (cuMemGetInfo, a free of an address in one) releases
- * the cache first. */
+/* A call is about to go (the filters' before hook): an address it releases is not live;
+ * cuMemGetInfo gives the whole cache up, and a call naming an address inside a cached
+ * allocation gives that one up (its free goes first). Without the lock while nothing is
+ * cached. */
 void sl_fe_allocs_before(const Sluice__Wire__Call *call, uint32_t flags, uint64_t seq_now);
 /* A call joined the pending frame (the filters' appended hook): device work it may leave
  * running keeps the allocations made before it out of the cache. */
@@ -53,9 +56,6 @@ enum sl_fe_free_way sl_fe_allocs_free(uint64_t base, uint64_t ctx);
 int sl_fe_allocs_reuse(uint64_t ctx, uint64_t size, uint64_t *base);
 /* The live allocation at base is a cuMemAlloc_v2 allocation of size bytes: it may be cached. */
 void sl_fe_allocs_cacheable(uint64_t base, uint64_t size);
-/* A pointer query of p is about to go: when p lies in a cached allocation, the cache is given up
- * first (the driver answers for a freed address). */
-void sl_fe_allocs_asking(uint64_t p);
 /* Gives up every cached allocation (their frees go ahead of the next call): how many. */
 size_t sl_fe_allocs_release_cached(void);
 /* A context is destroyed or reset: the cache is released (its frees go before that call) and

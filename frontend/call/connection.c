@@ -231,7 +231,7 @@ static CUresult connect_now(void)
                                    (unsigned)opts.spin_us};
     sl_fe_rpc_set_limits(&lim);
     sl_fe_allocs_configure(
-        (int)sl_fe_env_uint("SLUICE_ALLOC_CACHE", 0, 1),
+        (int)sl_fe_env_uint("SLUICE_ALLOC_CACHE", 1, 1),
         (uint64_t)sl_fe_env_uint("SLUICE_ALLOC_CACHE_MB", SL_FE_ALLOC_CACHE_MB_DEFAULT,
                                  SL_FE_ALLOC_CACHE_MB_MAX)
             << 20,

@@ -323,12 +323,17 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
         pthread_mutex_unlock(&rs->io);
         return rc;
     }
+    /* every call's before first, so that what they give up (a cached allocation a copy names:
+     * allocs.c) goes out ahead of the batch with the rest of sync_out. A batch's answers teach
+     * the memo nothing, so no answer of its own calls is kept that a forget here would miss. */
+    for (size_t i = 0; i < n; i++) {
+        const struct sl_call_info *ci = sl_call_lookup(calls[i]->call_id);
+        if (!calls[i]->context)
+            calls[i]->context = sl_fe_current_ctx_id();
+        sl_fe_filters_before(calls[i], ci ? ci->flags : 0, rs->seq);
+    }
     if ((rc = sl_fe_filters_sync_out(&g_emit)) == CUDA_SUCCESS) {
         for (; k < n; k++) {
-            const struct sl_call_info *ci = sl_call_lookup(calls[k]->call_id);
-            sl_fe_filters_before(calls[k], ci ? ci->flags : 0, rs->seq);
-            if (!calls[k]->context)
-                calls[k]->context = sl_fe_current_ctx_id();
             calls[k]->seq = ++rs->seq;
             calls[k]->bulk_length = 0;
             if ((rc = pending_append(calls[k])) != CUDA_SUCCESS) {

@@ -26,6 +26,27 @@ uint64_t sl_pod_copy_CUDA_MEMCPY3D(const CUDA_MEMCPY3D *p, enum sl_call_dir *dir
     return (uint64_t)p->WidthInBytes * p->Height * p->Depth;
 }
 
+static size_t device_sides(CUmemorytype st, CUdeviceptr s, CUmemorytype dt, CUdeviceptr d,
+                           uint64_t out[2])
+{
+    size_t n = 0;
+    if (st == CU_MEMORYTYPE_DEVICE || st == CU_MEMORYTYPE_UNIFIED)
+        out[n++] = s;
+    if (dt == CU_MEMORYTYPE_DEVICE || dt == CU_MEMORYTYPE_UNIFIED)
+        out[n++] = d;
+    return n;
+}
+
+size_t sl_pod_devptrs_CUDA_MEMCPY2D(const CUDA_MEMCPY2D *p, uint64_t out[2])
+{
+    return device_sides(p->srcMemoryType, p->srcDevice, p->dstMemoryType, p->dstDevice, out);
+}
+
+size_t sl_pod_devptrs_CUDA_MEMCPY3D(const CUDA_MEMCPY3D *p, uint64_t out[2])
+{
+    return device_sides(p->srcMemoryType, p->srcDevice, p->dstMemoryType, p->dstDevice, out);
+}
+
 size_t sl_array_format_bytes(CUarray_format f)
 {
     switch (f) {

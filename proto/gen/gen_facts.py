@@ -229,6 +229,43 @@ def handle_arg_accessor(calls, fname, kind, doc, release=False, arg_kind="handle
                                        cases)
 
 
+# The struct types whose device sides sl_call_devptrs reads (sl_pod_devptrs_<type> in
+# proto/codec/pod_facts.c).
+DEVPTR_PODS = ("CUDA_MEMCPY2D", "CUDA_MEMCPY3D")
+DEVPTRS_MAX = 4  # SL_CALL_DEVPTRS_MAX in sluice/call_facts.h
+
+
+def devptrs_accessor(calls):
+    """Every device address a call names as an in-parameter: its @devptr scalars and the device
+    sides of a copy pod."""
+    cases = []
+    for c in calls:
+        if c.refused:
+            continue
+        body, most = [], 0
+        for p in c.params:
+            if p.direction != "in" or p.is_array:
+                continue
+            if p.kind == "devptr":
+                body.append(f"out[n++] = rq->{p.field};")
+                most += 1
+            elif p.kind == "pod" and p.value_type.replace("const ", "") in DEVPTR_PODS:
+                t = p.value_type.replace("const ", "")
+                body += [f"if (rq->{p.field}.len == sizeof({t})) {{", f"    {t} v;",
+                         f"    memcpy(&v, rq->{p.field}.data, sizeof v);",
+                         f"    n += sl_pod_devptrs_{t}(&v, out + n);", "}"]
+                most += 2
+        if not body:
+            continue
+        if most > DEVPTRS_MAX:
+            raise apitable.TableError(f"{c.name}: more than {DEVPTRS_MAX} device addresses")
+        cases.append(_case(c, ["size_t n = 0;"] + body + ["return n;"]))
+    return ("/* The device addresses a call names (@devptr in-parameters, copy pods' device "
+            "sides). */\n" +
+            _switch("devptrs", "size_t sl_call_devptrs(const Sluice__Wire__Call *c, "
+                    "uint64_t out[SL_CALL_DEVPTRS_MAX])", cases))
+
+
 def reply_accessor(calls, fname, kinds, doc):
     """A pointer to the reply's first out field of these kinds (the layer may clear it)."""
     from gen_c import rep_type
@@ -269,6 +306,7 @@ def call_facts_c(calls):
         handle_arg_accessor(calls, "sl_call_released_devptr", None,
                             "The device address a call releases (@release), 0: none.",
                             release=True, arg_kind="devptr"),
+        devptrs_accessor(calls),
         reply_accessor(calls, "sl_reply_out_devptr", ("devptr",),
                        "The device address a quota call's reply carries."),
         reply_accessor(calls, "sl_reply_out_handle", ("handle",),

@@ -8,6 +8,9 @@
 //     address again answers both as a new allocation of its size does;
 //   - a second free of an address fails with CUDA_ERROR_INVALID_VALUE; so does a free inside
 //     an allocation, which stays live;
+//   - copies (host to device, device to host, device to device, 2D) and memsets that name an
+//     address in a freed allocation fail, each with the driver's answer for a freed address
+//     (printed), also when the next allocation of that size follows (and then works);
 //   - asynchronous work in an allocation freed and allocated again by the next cuMemAlloc
 //     gives its result (memory device work used goes back to the driver, not into the cache);
 //   - allocations of a second context are freed with it; the primary context's reset frees
@@ -36,6 +39,15 @@ static void expect_freed(CUdeviceptr p, const char *what)
     CUresult b = cuMemGetAddressRange(&base, &size, p);
     if (a == CUDA_SUCCESS || b == CUDA_SUCCESS)
         FAIL("%s: the pointer queries answered %d / %d for a freed address", what, (int)a, (int)b);
+}
+
+// A call on a freed address must fail as the driver fails it (the code is printed: the native
+// run shows what the driver answers).
+static void expect_refused(CUresult rc, const char *what)
+{
+    std::printf("alloc_cache: %s of a freed address -> %d\n", what, (int)rc);
+    if (rc == CUDA_SUCCESS)
+        FAIL("%s of a freed address succeeded", what);
 }
 
 static void expect_live(CUdeviceptr p, size_t n, const char *what)
@@ -98,6 +110,49 @@ int main()
     CU(cuMemAlloc(&a, MIB));
     expect_live(a, MIB, b == a ? "an address allocated again" : "another allocation");
     use(a, MIB, 9);
+
+    // copies and memsets on a freed address: refused, as natively
+    CU(cuMemFree(a));
+    {
+        unsigned char host[256] = {0};
+        CUdeviceptr live = 0;
+        CU(cuMemAlloc(&live, 2 * MIB));
+        CUDA_MEMCPY2D m = {};
+        m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+        m.srcDevice = live;
+        m.srcPitch = 256;
+        m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        m.dstPitch = 256;
+        m.WidthInBytes = 64;
+        m.Height = 2;
+        for (int k = 0; k < 5; k++) {
+            CU(cuMemAlloc(&a, MIB));
+            CU(cuMemFree(a));
+            CUdeviceptr in = a + 4096;
+            switch (k) {
+            case 0:
+                expect_refused(cuMemcpyHtoD(in, host, sizeof host), "cuMemcpyHtoD");
+                break;
+            case 1:
+                expect_refused(cuMemcpyDtoH(host, in, sizeof host), "cuMemcpyDtoH");
+                break;
+            case 2:
+                expect_refused(cuMemsetD8(in, 1, sizeof host), "cuMemsetD8");
+                break;
+            case 3:
+                expect_refused(cuMemcpyDtoD(live, in, sizeof host), "cuMemcpyDtoD");
+                break;
+            default:
+                m.dstDevice = in;
+                expect_refused(cuMemcpy2D(&m), "cuMemcpy2D");
+            }
+            CU(cuMemAlloc(&b, MIB)); // the size again: a usable allocation
+            use(b, MIB, (unsigned char)(20 + k));
+            CU(cuMemFree(b));
+        }
+        CU(cuMemFree(live));
+    }
+    CU(cuMemAlloc(&a, MIB));
 
     // frees the driver refuses
     CU(cuMemFree(a));

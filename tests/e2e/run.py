@@ -225,8 +225,6 @@ def run_one(args, name, variant, mode, pki, work, driver, frontend_dir):
             env["SLUICE_CONFIG_DIR"] = backend.conf
             env["LD_LIBRARY_PATH"] = ":".join(
                 p for p in [frontend_dir, cuda_lib, env.get("LD_LIBRARY_PATH", "")] if p)
-            if name == "alloc_cache":  # the opt-in allocation cache (docs/remoting.md)
-                env.setdefault("SLUICE_ALLOC_CACHE", "1")
             if args.asan_runtime:
                 # The program is not sanitized; our libcuda.so.1 is. Leak checking is off: the
                 # program's cudart never frees its globals, and the frontend's own leaks are the

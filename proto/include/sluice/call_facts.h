@@ -5,6 +5,7 @@
 #ifndef SLUICE_CALL_FACTS_H
 #define SLUICE_CALL_FACTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sluice/wire.h"
@@ -25,6 +26,12 @@ uint64_t sl_call_released(const Sluice__Wire__Call *c);
 /* The device address a call releases (@release devptr: cuMemFree_v2, cuMemFreeAsync); 0 when
  * none. */
 uint64_t sl_call_released_devptr(const Sluice__Wire__Call *c);
+/* The most device addresses sl_call_devptrs gives for one call. */
+#define SL_CALL_DEVPTRS_MAX 4
+/* The device addresses a call names as in-parameters: its @devptr parameters (a released one
+ * too) and the device or unified sides of a CUDA_MEMCPY2D/3D parameter; how many, into out (0
+ * for a call that names none). The frontend's allocation cache asks it (frontend/call/allocs.c). */
+size_t sl_call_devptrs(const Sluice__Wire__Call *c, uint64_t out[SL_CALL_DEVPTRS_MAX]);
 /* A quota call's reply: where its out device address / handle is (the quota layer may take
  * an allocation back); NULL when the reply carries none. */
 uint64_t *sl_reply_out_devptr(Sluice__Wire__Reply *r);

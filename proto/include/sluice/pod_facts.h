@@ -16,6 +16,10 @@ int sl_pod_stream_CUlaunchConfig(const CUlaunchConfig *p, uint64_t *stream);
  * types (host to device, device to host, or neither). */
 uint64_t sl_pod_copy_CUDA_MEMCPY2D(const CUDA_MEMCPY2D *p, enum sl_call_dir *dir);
 uint64_t sl_pod_copy_CUDA_MEMCPY3D(const CUDA_MEMCPY3D *p, enum sl_call_dir *dir);
+/* The device addresses of a copy's device or unified sides (an array or host side has none):
+ * how many (0, 1 or 2) into out. */
+size_t sl_pod_devptrs_CUDA_MEMCPY2D(const CUDA_MEMCPY2D *p, uint64_t out[2]);
+size_t sl_pod_devptrs_CUDA_MEMCPY3D(const CUDA_MEMCPY3D *p, uint64_t out[2]);
 /* @quota of an array descriptor: the bytes the array holds (UINT64_MAX on overflow). */
 uint64_t sl_pod_quota_CUDA_ARRAY_DESCRIPTOR(const CUDA_ARRAY_DESCRIPTOR *p);
 uint64_t sl_pod_quota_CUDA_ARRAY3D_DESCRIPTOR(const CUDA_ARRAY3D_DESCRIPTOR *p);

@@ -44,7 +44,7 @@ static struct {
     int frames, calls;
     uint32_t ids[256];
     int nowait[256]; /* ids[i] was sent with no_reply */
-    int allocs, sync_frees, nowait_frees, failed_nowait;
+    int allocs, sync_frees, nowait_frees, failed_nowait, async_memset_failed;
 } F;
 
 static void queue(Sluice__Wire__Reply *r, const void *bulk, size_t blen)
@@ -115,6 +115,30 @@ static CUresult run(const Sluice__Wire__Call *c, uint64_t *dptr, uint64_t out[2]
             return CUDA_ERROR_INVALID_VALUE;
         out[0] = CU_MEMORYTYPE_DEVICE;
         return CUDA_SUCCESS;
+    /* the copies and memsets: every device address must lie in a live allocation */
+    case SL_CALL_cuMemcpyHtoD_v2:
+        return find(c->cu_memcpy_hto_d_v2->dst_device) < 0 ? CUDA_ERROR_INVALID_VALUE
+                                                           : CUDA_SUCCESS;
+    case SL_CALL_cuMemcpyDtoH_v2:
+        return find(c->cu_memcpy_dto_h_v2->src_device) < 0 ? CUDA_ERROR_INVALID_VALUE
+                                                           : CUDA_SUCCESS;
+    case SL_CALL_cuMemcpyDtoD_v2:
+        return find(c->cu_memcpy_dto_d_v2->dst_device) < 0 ||
+                       find(c->cu_memcpy_dto_d_v2->src_device) < 0
+                   ? CUDA_ERROR_INVALID_VALUE
+                   : CUDA_SUCCESS;
+    case SL_CALL_cuMemsetD8_v2:
+        return find(c->cu_memset_d8_v2->dst_device) < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    case SL_CALL_cuMemcpy2D_v2: {
+        CUDA_MEMCPY2D m;
+        if (c->cu_memcpy2_d_v2->p_copy.len != sizeof m)
+            return CUDA_ERROR_INVALID_VALUE;
+        memcpy(&m, c->cu_memcpy2_d_v2->p_copy.data, sizeof m);
+        if ((m.srcMemoryType == CU_MEMORYTYPE_DEVICE && find(m.srcDevice) < 0) ||
+            (m.dstMemoryType == CU_MEMORYTYPE_DEVICE && find(m.dstDevice) < 0))
+            return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+    }
     default:
         return CUDA_SUCCESS;
     }
@@ -148,12 +172,16 @@ static void answer(const Sluice__Wire__Call *c)
         r.out_case = SLUICE__WIRE__REPLY__OUT_CU_MEM_GET_ADDRESS_RANGE_V2;
         r.cu_mem_get_address_range_v2 = &range;
     }
-    int bulk = r.result == CUDA_SUCCESS && c->call_id == SL_CALL_cuPointerGetAttribute;
+    size_t bulk = r.result == CUDA_SUCCESS && c->call_id == SL_CALL_cuPointerGetAttribute ? 4 : 0;
+    if (r.result == CUDA_SUCCESS && c->call_id == SL_CALL_cuMemcpyDtoH_v2) {
+        assert_true(c->cu_memcpy_dto_h_v2->byte_count <= sizeof out);
+        bulk = c->cu_memcpy_dto_h_v2->byte_count;
+    }
     if (c->no_reply) { /* a free sent without waiting: no reply, a failure is deferred */
         F.failed_nowait += r.result != CUDA_SUCCESS;
         return;
     }
-    queue(&r, out, bulk ? 4 : 0); /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE: 4 bytes */
+    queue(&r, out, bulk); /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE: 4 bytes; a DtoH copy's bytes */
 }
 
 static sl_code fake_send(void *t, const void *msg, size_t len, const struct iovec *bulk, size_t n,
@@ -176,6 +204,8 @@ static sl_code fake_send(void *t, const void *msg, size_t len, const struct iove
             F.calls++;
             if (c->call_id == SL_CALL_cuMemFree_v2)
                 c->no_reply ? F.nowait_frees++ : F.sync_frees++;
+            if (c->call_id == SL_CALL_cuMemsetD8Async) /* queued: its error would be deferred */
+                F.async_memset_failed += find(c->cu_memset_d8_async->dst_device) < 0;
             if (!sl_call_is_async(sl_call_lookup(c->call_id), c) || c->no_reply)
                 answer(c);
         }
@@ -457,6 +487,116 @@ static void new_session_forgets(void **state)
     assert_int_equal(F.allocs, 2);
 }
 
+/* 1 when the fake saw a free of dptr sent (without waiting) ahead of the last call, of id. */
+static int freed_just_before(uint32_t id)
+{
+    return F.calls >= 2 && F.ids[F.calls - 1] == id && F.ids[F.calls - 2] == SL_CALL_cuMemFree_v2 &&
+           F.nowait[F.calls - 2];
+}
+
+/* A freed allocation still cached, then the copies and memsets that name an address in it: each
+ * gives that allocation up first (its free goes just before), and the driver refuses the call as
+ * for any freed address (CUDA_ERROR_INVALID_VALUE), as with the cache off. */
+static void copies_and_memsets_see_freed_memory(void **state)
+{
+    (void)state;
+    uint8_t host[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    CUdeviceptr p = 0, live = 0;
+    assert_int_equal(cuMemAlloc_v2(&live, 2 * MIB), CUDA_SUCCESS);
+
+    assert_int_equal(cuMemAlloc_v2(&p, MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(counts().cached, 1);
+    assert_int_equal(cuMemcpyHtoD_v2(p, host, sizeof host), CUDA_ERROR_INVALID_VALUE);
+    assert_true(freed_just_before(SL_CALL_cuMemcpyHtoD_v2));
+    assert_int_equal(counts().cached, 0);
+
+    /* device to host goes as a batch (api/copy.c): the free still goes first */
+    assert_int_equal(cuMemAlloc_v2(&p, MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(cuMemcpyDtoH_v2(host, p + 64, sizeof host), CUDA_ERROR_INVALID_VALUE);
+    assert_true(freed_just_before(SL_CALL_cuMemcpyDtoH_v2));
+
+    assert_int_equal(cuMemAlloc_v2(&p, MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8_v2(p + MIB - 1, 0, 1), CUDA_ERROR_INVALID_VALUE); /* last byte */
+    assert_true(freed_just_before(SL_CALL_cuMemsetD8_v2));
+
+    assert_int_equal(cuMemAlloc_v2(&p, MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(cuMemcpyDtoD_v2(live, p, 64), CUDA_ERROR_INVALID_VALUE); /* the source */
+    assert_true(freed_just_before(SL_CALL_cuMemcpyDtoD_v2));
+
+    /* the device side of a 2D copy, inside its pod */
+    assert_int_equal(cuMemAlloc_v2(&p, MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    CUDA_MEMCPY2D m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = live;
+    m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.dstDevice = p + 4096;
+    m.WidthInBytes = 16;
+    m.Height = 2;
+    m.srcPitch = m.dstPitch = 64;
+    assert_int_equal(cuMemcpy2D_v2(&m), CUDA_ERROR_INVALID_VALUE);
+    assert_true(freed_just_before(SL_CALL_cuMemcpy2D_v2));
+
+    /* the live allocation answers as one; the releases themselves all succeeded */
+    assert_int_equal(cuMemcpyHtoD_v2(live + 8, host, sizeof host), CUDA_SUCCESS);
+    assert_int_equal(cuMemcpyDtoH_v2(host, live, sizeof host), CUDA_SUCCESS);
+    assert_int_equal(F.nowait_frees, 5);
+    assert_int_equal(F.failed_nowait, 0);
+    assert_int_equal(F.na, 1);
+}
+
+/* A queued memset of a freed address: its free goes ahead of it in the same frame, so the
+ * backend refuses it (a deferred error, as with the cache off). */
+static void async_memset_of_freed_memory(void **state)
+{
+    (void)state;
+    CUdeviceptr p = 0;
+    assert_int_equal(cuMemAlloc_v2(&p, MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8Async(p + 8, 0, 8, NULL), CUDA_SUCCESS);
+    assert_int_equal(counts().cached, 0);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(F.async_memset_failed, 1);
+    int memset_at = -1, free_at = -1;
+    for (int i = 0; i < F.calls && i < 256; i++) {
+        if (F.ids[i] == SL_CALL_cuMemsetD8Async)
+            memset_at = i;
+        if (F.ids[i] == SL_CALL_cuMemFree_v2)
+            free_at = i;
+    }
+    assert_true(free_at >= 0 && free_at < memset_at);
+}
+
+/* Only the allocation a call names is given up: the others stay cached and are reused without
+ * a round trip; an address between cached allocations gives none up. */
+static void only_the_named_allocation_is_given_up(void **state)
+{
+    (void)state;
+    uint8_t host[8] = {0};
+    CUdeviceptr a = 0, b = 0, q = 0;
+    assert_int_equal(cuMemAlloc_v2(&a, MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, 3 * MIB), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+    assert_int_equal(counts().cached, 2);
+    /* the fake places allocations 2 MiB apart: a + MIB is between a and b, in neither */
+    assert_int_equal(cuMemcpyHtoD_v2(a + MIB, host, sizeof host), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(counts().cached, 2);
+    assert_int_equal(cuMemcpyHtoD_v2(a + 5, host, sizeof host), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(counts().cached, 1);
+    int allocs = F.allocs;
+    assert_int_equal(cuMemAlloc_v2(&q, 3 * MIB), CUDA_SUCCESS);
+    assert_int_equal(q, b);
+    assert_int_equal(F.allocs, allocs);                                    /* from the cache */
+    assert_int_equal(cuMemcpyHtoD_v2(b, host, sizeof host), CUDA_SUCCESS); /* live again */
+    assert_int_equal(F.failed_nowait, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +610,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(bounds_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(context_destroy_releases_the_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(new_session_forgets, setup, teardown),
+        cmocka_unit_test_setup_teardown(copies_and_memsets_see_freed_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(async_memset_of_freed_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(only_the_named_allocation_is_given_up, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
