@@ -238,6 +238,8 @@ void ag_usage_settle(ag_usage *u, const ag_usage_settle_opts *o)
         sl_log(SL_LOG_WARNING, COMPONENT, "usage store: shared GPU time: %s (tried again)", e.msg);
         return;
     }
+    if (done.released && u->stored) /* records whose shared time is now final: forward them */
+        u->stored(u->stored_user);
     if (!done.windows)
         return;
     count(u, &u->st.shared_windows, done.windows);

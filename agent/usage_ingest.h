@@ -36,10 +36,12 @@
 typedef struct ag_usage ag_usage;
 
 typedef struct ag_usage_opts {
-    ag_usage_store *store;      /* required */
-    ag_metrics *metrics;        /* NULL: no metrics */
-    ag_instances *instances;    /* required */
-    void (*stored)(void *user); /* after new records were committed (wakes the forwarder) */
+    ag_usage_store *store;   /* required */
+    ag_metrics *metrics;     /* NULL: no metrics */
+    ag_instances *instances; /* required */
+    /* after new records were committed, or records' shared time became final (wakes the
+     * forwarder) */
+    void (*stored)(void *user);
     void *stored_user;
     int retention_days;   /* > 0: records and closed lifetimes older than that are deleted */
     int keep_unforwarded; /* records the registry has not acknowledged stay whatever their age */

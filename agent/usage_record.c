@@ -66,6 +66,8 @@ int ag_usage_record_check(const Sluice__Control__UsageRecord *r, const char *pro
         return bad(why, n, "%s: not the project of the backend that sent it", "project_id");
     if (r->closed_by_agent)
         return bad(why, n, "%s: only the agent writes it", "closed_by_agent");
+    if (r->shared)
+        return bad(why, n, "%s: only the agent writes it", "shared");
     const struct {
         const char *name, *v;
         size_t max;

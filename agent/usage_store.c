@@ -403,6 +403,12 @@ static char *sdup(const char *s, int *oom)
     return d;
 }
 
+/* A record to forward and its shared time, in one allocation (r first: free(r) frees both). */
+typedef struct fwd_rec {
+    Sluice__Control__UsageRecord r;
+    Sluice__Control__SharedTime shared;
+} fwd_rec;
+
 static void free_rec(Sluice__Control__UsageRecord *r)
 {
     if (!r)
@@ -417,10 +423,15 @@ static void free_rec(Sluice__Control__UsageRecord *r)
 
 static Sluice__Control__UsageRecord *rec_of(sl_db_stmt *st)
 {
-    Sluice__Control__UsageRecord *r = malloc(sizeof *r);
-    if (!r)
+    fwd_rec *f = malloc(sizeof *f);
+    if (!f)
         return NULL;
+    Sluice__Control__UsageRecord *r = &f->r;
     sluice__control__usage_record__init(r);
+    sluice__control__shared_time__init(&f->shared);
+    /* final: the record's windows are settled (the query keeps to those) */
+    f->shared.gpu_shared_ns = sl_db_col_u64(st, 25);
+    r->shared = &f->shared;
     int oom = 0;
     r->record_id = sdup(sl_db_col_text(st, 0), &oom);
     r->instance_uuid = sdup(sl_db_col_text(st, 1), &oom);
@@ -482,6 +493,13 @@ static int on_unforwarded(sl_db_stmt *st, void *ud)
     return 0;
 }
 
+/* A record whose busy intervals are not all apportioned yet: its shared time is not final, so
+ * it waits (the settled windows' intervals are deleted, usage_store_shared.c). The range on
+ * (gpu_uuid, end_ns) lets the query use the busy table's index. */
+#define UNSETTLED                                                                                  \
+    "SELECT 1 FROM busy b WHERE b.gpu_uuid = records.gpu_uuid AND b.end_ns >= records.start_ns "   \
+    "AND b.end_ns <= records.end_ns AND b.record_id = records.record_id"
+
 static sl_code unforwarded_txn(sl_db *db, void *ud, sl_error *e)
 {
     batch_args *a = ud;
@@ -492,7 +510,7 @@ static sl_code unforwarded_txn(sl_db *db, void *ud, sl_error *e)
     sl_db_stmt *st;
     sl_code rc = sl_db_prepare(db,
                                "SELECT " RECORD_COLS " FROM records WHERE forwarded = 0 "
-                               "ORDER BY received, rowid LIMIT ?1",
+                               "AND NOT EXISTS (" UNSETTLED ") ORDER BY received, rowid LIMIT ?1",
                                &st, e);
     if (rc != SL_OK)
         return rc;

@@ -67,7 +67,10 @@ typedef struct ag_usage_batch {
     size_t n;
 } ag_usage_batch;
 
-/* Up to max records not forwarded yet, oldest first (free with ag_usage_batch_free). */
+/* Up to max records not forwarded yet, oldest first (free with ag_usage_batch_free), each with
+ * its shared GPU time (UsageRecord.shared). Only records whose shared time is final: a record
+ * with busy intervals in a window not settled yet waits until ag_usage_store_settle has
+ * apportioned it (docs/usage.md, "How records flow"). */
 sl_code ag_usage_store_unforwarded(ag_usage_store *s, size_t max, ag_usage_batch *b, sl_error *e);
 void ag_usage_batch_free(ag_usage_batch *b);
 /* Marks these records forwarded (now_s); *marked counts rows changed (may be NULL). */
@@ -121,8 +124,10 @@ typedef struct ag_usage_settle_opts {
     size_t max_windows;   /* at most this many windows per call (one transaction) */
 } ag_usage_settle_opts;
 typedef struct ag_usage_settled {
-    uint64_t windows; /* windows apportioned by this call */
-    uint64_t busy_ns; /* the GPUs' busy time in them (the shares added sum to it) */
+    uint64_t windows;  /* windows apportioned by this call */
+    uint64_t busy_ns;  /* the GPUs' busy time in them (the shares added sum to it) */
+    uint64_t released; /* busy intervals dropped once apportioned: their records' shared time
+                        * may now be final, ready to forward */
 } ag_usage_settled;
 /* One transaction: apportions every GPU's settled windows past its mark among the records
  * whose busy intervals fall in them, adding each record's share to records.gpu_shared_ns and

@@ -236,6 +236,8 @@ static sl_code settle_gpu(sl_db *db, const char *gpu, window *w, settle_args *a,
         sl_db_bind_text(st, 1, gpu);
         sl_db_bind_i64(st, 2, mark);
         rc = sl_db_run(st, "dropping apportioned busy intervals", e);
+        if (rc == SL_OK)
+            a->out.released += (uint64_t)sl_db_changes(st);
         sl_db_finalize(st);
     }
     return rc;
@@ -301,7 +303,7 @@ sl_code ag_usage_store_settle(ag_usage_store *s, const ag_usage_settle_opts *o, 
         limit = h;
     if (limit < now_ns - o->max_delay_ns) /* a session silent for that long waits no more */
         limit = now_ns - o->max_delay_ns;
-    settle_args a = {limit, o->window_ns, o->max_windows ? o->max_windows : 1, {0, 0}};
+    settle_args a = {limit, o->window_ns, o->max_windows ? o->max_windows : 1, {0, 0, 0}};
     rc = ag_usage_store_txn(s, SL_DB_TXN_WRITE, settle_txn, &a, e);
     if (rc == SL_OK && out)
         *out = a.out;

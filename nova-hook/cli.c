@@ -23,11 +23,13 @@ typedef struct usage_ctx {
     sl_usage_report *r;
     sl_error *e;
     sl_code rc;
+    int shared; /* a record of the period carries its shared GPU time */
 } usage_ctx;
 
 static int on_usage(const sl_usage_rec *u, void *ud)
 {
     usage_ctx *c = ud;
+    c->shared |= !u->shared_unknown;
     return (c->rc = sl_usage_report_add(c->r, u, c->e)) != SL_OK;
 }
 
@@ -87,12 +89,14 @@ static int usage_report(nh_store *s, sl_usage_options *uo)
         return 2;
     }
     const char *project = uo->project[0] ? uo->project : NULL;
-    usage_ctx c = {NULL, &e, SL_OK};
+    usage_ctx c = {NULL, &e, SL_OK, 0};
     sl_code rc = sl_usage_report_new(uo->from_ns, uo->to_ns, project, &c.r, &e);
     if (rc == SL_OK)
         rc = nh_store_usage_records(s, uo->from_ns, uo->to_ns, project, on_usage, &c, &e);
     if (rc == SL_OK && (rc = c.rc) == SL_OK)
         rc = nh_store_lifetimes(s, uo->from_ns, uo->to_ns, project, now, on_life, &c, &e);
+    if (rc == SL_OK && c.shared) /* agents that forward it: the shared figure beside the raw */
+        sl_usage_report_with_shared(c.r);
     if (rc == SL_OK && (rc = c.rc) == SL_OK)
         rc = sl_usage_report_finish(c.r, &e);
     if (rc == SL_OK)

@@ -214,7 +214,10 @@ static int valid_record(const Sluice__Control__UsageRecord *u)
            nh_valid_printable(u->instance_name, 0, 255) &&
            nh_valid_printable(u->domain_name, 0, 255) && nh_valid_printable(u->sla_tier, 0, 32) &&
            u->gpu_share >= 0 && u->gpu_share <= 1 && /* false for NaN too */
-           u->interval_start_ns >= 0 && u->interval_end_ns >= u->interval_start_ns;
+           u->interval_start_ns >= 0 && u->interval_end_ns >= u->interval_start_ns &&
+           /* a record's share of the GPU's busy time lies within its interval */
+           (!u->shared ||
+            u->shared->gpu_shared_ns <= (uint64_t)(u->interval_end_ns - u->interval_start_ns));
 }
 
 static sl_code do_usage(nh_store *s, const nh_peer *p, const char *host,
@@ -226,8 +229,8 @@ static sl_code do_usage(nh_store *s, const nh_peer *p, const char *host,
     for (size_t i = 0; i < u->n_records; i++)
         if (!valid_record(u->records[i]))
             return refuse(r,
-                          "usage: record %zu is malformed (ids, strings or interval); "
-                          "nothing stored",
+                          "usage: record %zu is malformed (ids, strings, interval or shared "
+                          "time longer than the interval); nothing stored",
                           i);
     r->ids = calloc(u->n_records ? u->n_records : 1, sizeof *r->ids);
     if (!r->ids)

@@ -17,7 +17,7 @@
 #include "sluice/usage_report.h"
 #include "sluice_control.pb-c.h"
 
-#define NH_STORE_SCHEMA_VERSION 4
+#define NH_STORE_SCHEMA_VERSION 5
 
 typedef struct nh_store nh_store;
 
@@ -84,7 +84,8 @@ sl_code nh_store_usage_insert(nh_store *s, const char *host,
 sl_code nh_store_usage_count(nh_store *s, int64_t *count, sl_error *e);
 
 /* Usage records touching [from_ns, to_ns) (project NULL: all), as report rows valid during the
- * callback; a non-zero return stops. */
+ * callback (shared_unknown: the record came without its shared time, from an older agent); a
+ * non-zero return stops. */
 typedef int (*nh_usage_cb)(const sl_usage_rec *r, void *ud);
 sl_code nh_store_usage_records(nh_store *s, int64_t from_ns, int64_t to_ns, const char *project,
                                nh_usage_cb cb, void *ud, sl_error *e);

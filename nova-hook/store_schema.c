@@ -1,4 +1,4 @@
-/* The registry's schema: one definition of version 4 for SQLite and MariaDB (portable types:
+/* The registry's schema: one definition of version 5 for SQLite and MariaDB (portable types:
  * VARCHAR(n) keys, BIGINT counters, DOUBLE, TEXT), and the upgrades SQLite files written by
  * earlier releases need (versions 1 to 3 existed only in SQLite; they named the usage table
  * `usage`, a reserved word in MariaDB). Upgrades from version 4 on must be portable: they run
@@ -6,7 +6,7 @@
  * two's-complement BIGINT. */
 #include "store_internal.h"
 
-static const char *const create_v4[] = {
+static const char *const create_v5[] = {
     "CREATE TABLE agents ("
     " host VARCHAR(255) NOT NULL PRIMARY KEY,"
     " endpoint VARCHAR(255) NOT NULL,"
@@ -53,7 +53,8 @@ static const char *const create_v4[] = {
     " domain_name VARCHAR(255) NOT NULL DEFAULT '',"
     " sla_tier VARCHAR(32) NOT NULL DEFAULT '',"
     " gpu_share DOUBLE NOT NULL DEFAULT 0,"
-    " closed_by_agent BIGINT NOT NULL DEFAULT 0)",
+    " closed_by_agent BIGINT NOT NULL DEFAULT 0,"
+    " gpu_shared_ns BIGINT)", /* NULL: not reported (an agent older than the field) */
     "CREATE INDEX usage_project ON usage_records (project, interval_start_ns)",
     "CREATE INDEX usage_end ON usage_records (interval_end_ns)",
     "CREATE TABLE placement_history ("
@@ -120,12 +121,22 @@ static const char *const upgrade_3_to_4[] = {
     NULL,
 };
 
-static const char *const *const upgrades[] = {upgrade_1_to_2, upgrade_2_to_3, upgrade_3_to_4};
+/* ---- both engines (sluice-registry db-sync) */
+
+/* Each record's shared GPU time as its agent apportioned it (docs/accounting.md); the records
+ * stored before stay NULL: not reported. */
+static const char *const upgrade_4_to_5[] = {
+    "ALTER TABLE usage_records ADD COLUMN gpu_shared_ns BIGINT",
+    NULL,
+};
+
+static const char *const *const upgrades[] = {upgrade_1_to_2, upgrade_2_to_3, upgrade_3_to_4,
+                                              upgrade_4_to_5};
 
 const sl_db_schema nh_registry_schema = {
     "registry",
     NH_STORE_SCHEMA_VERSION,
-    create_v4,
+    create_v5,
     upgrades,
     1,
     4,

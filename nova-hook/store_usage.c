@@ -46,6 +46,10 @@ static void bind_record(sl_db_stmt *st, const char *host, const Sluice__Control_
     sl_db_bind_text(st, 25, r->sla_tier ? r->sla_tier : "");
     sl_db_bind_double(st, 26, r->gpu_share);
     sl_db_bind_i64(st, 27, r->closed_by_agent ? 1 : 0);
+    if (r->shared) /* the agent's apportioned figure, final when sent */
+        sl_db_bind_i64(st, 28, (int64_t)r->shared->gpu_shared_ns);
+    else /* an agent older than the field: not reported */
+        sl_db_bind_null(st, 28);
 }
 
 static sl_code usage_txn(sl_db *db, void *ud, sl_error *e)
@@ -59,8 +63,8 @@ static sl_code usage_txn(sl_db *db, void *ud, sl_error *e)
         "session_id, interval_start_ns, interval_end_ns, gpu_busy_ns, kernel_ns, kernels, "
         "bytes_htod, bytes_dtoh, memory_high_water, calls, errors, throttled_ns, quota_refusals, "
         "measurement, final, received, instance_name, domain_name, sla_tier, gpu_share, "
-        "closed_by_agent) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-        "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
+        "closed_by_agent, gpu_shared_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+        "?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
         &st, e);
     for (size_t i = 0; rc == SL_OK && i < a->n; i++) {
         sl_db_reset(st);
@@ -173,6 +177,8 @@ static int on_usage(sl_db_stmt *st, void *ud)
     for (int i = 0; i < 10; i++)
         *v[i] = sl_db_col_u64(st, 11 + i);
     u.closed_by_agent = sl_db_col_i64(st, 21) != 0;
+    u.shared_unknown = sl_db_col_null(st, 22);
+    u.gpu_shared_ns = u.shared_unknown ? 0 : sl_db_col_u64(st, 22);
     return a->cb(&u, a->ud);
 }
 
@@ -184,7 +190,8 @@ sl_code nh_store_usage_records(nh_store *s, int64_t from_ns, int64_t to_ns, cons
         "SELECT record_id, instance, project, flavor, gpu_uuid, instance_name, "
         "domain_name, sla_tier, gpu_share, interval_start_ns, interval_end_ns, "
         "gpu_busy_ns, kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water, "
-        "calls, errors, throttled_ns, quota_refusals, closed_by_agent FROM usage_records "
+        "calls, errors, throttled_ns, quota_refusals, closed_by_agent, gpu_shared_ns FROM "
+        "usage_records "
         "WHERE "
         "interval_end_ns >= ?1 AND interval_start_ns < ?2 AND (?3 IS NULL OR "
         "project = ?3) ORDER BY interval_end_ns, record_id",

@@ -202,6 +202,7 @@ sl_code sl_usage_report_add(sl_usage_report *r, const sl_usage_rec *u, sl_error 
     s->busy_s += part(u->gpu_busy_ns, u->start_ns, u->end_ns, r->from, r->to) / 1e9;
     s->kernel_s += part(u->kernel_ns, u->start_ns, u->end_ns, r->from, r->to) / 1e9;
     s->shared_s += part(u->gpu_shared_ns, u->start_ns, u->end_ns, r->from, r->to) / 1e9;
+    s->shared_unknown += u->shared_unknown != 0;
     s->throttled_s += part(u->throttled_ns, u->start_ns, u->end_ns, r->from, r->to) / 1e9;
     for (size_t k = 0; k < r->view.n_buckets; k++) {
         int64_t lo = r->from + (int64_t)k * r->view.bucket_ns;
@@ -315,6 +316,7 @@ static void add_total(sl_usage_server *t, const sl_usage_server *s)
     t->wall_s += s->wall_s;
     t->busy_s += s->busy_s;
     t->shared_s += s->shared_s;
+    t->shared_unknown = sat_add(t->shared_unknown, s->shared_unknown);
     t->kernel_s += s->kernel_s;
     t->throttled_s += s->throttled_s;
     t->entitled_s += s->entitled_s;

@@ -76,8 +76,11 @@ static void row(FILE *f, const sl_usage_view *v, const char *level, const char *
     field(f, b, 0);
     snprintf(b, sizeof b, "%llu", (unsigned long long)s->closed_by_agent);
     field(f, b, !v->shared);
-    if (v->shared) {
-        snprintf(b, sizeof b, "%.10g", s->shared_s / 3600.0);
+    if (v->shared) { /* empty: not reported */
+        if (s->shared_unknown)
+            b[0] = '\0';
+        else
+            snprintf(b, sizeof b, "%.10g", s->shared_s / 3600.0);
         field(f, b, 1);
     }
 }

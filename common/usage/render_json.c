@@ -59,8 +59,9 @@ static void figures(json_t *o, const sl_usage_server *s, const char *pre, int sh
     char k[64];
 #define K(name) (snprintf(k, sizeof k, "%s%s", pre, name), k)
     set(o, K("gpu_hours"), jreal(s->busy_s / 3600.0), bad);
-    if (shared)
-        set(o, K("gpu_shared_hours"), jreal(s->shared_s / 3600.0), bad);
+    if (shared) /* null: not reported */
+        set(o, K("gpu_shared_hours"), s->shared_unknown ? json_null() : jreal(s->shared_s / 3600.0),
+            bad);
     set(o, K("kernel_hours"), jreal(s->kernel_s / 3600.0), bad);
     set(o, K("kernels"), jint(s->kernels), bad);
     set(o, K("bytes_htod"), jint(s->bytes_htod), bad);

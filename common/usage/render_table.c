@@ -43,7 +43,10 @@ static int row(tab *t, const sl_usage_server *s, const char *first, int total)
     snprintf(c[3], CELL, "%s", s->state);
     sl_usage_hours(s->wall_s, c[4], CELL);
     sl_usage_duration(s->busy_s, c[5], CELL);
-    sl_usage_duration(s->shared_s, c[SHARED_COL], CELL);
+    if (s->shared_unknown) /* a record without it: the sum would be too low */
+        snprintf(c[SHARED_COL], CELL, "-");
+    else
+        sl_usage_duration(s->shared_s, c[SHARED_COL], CELL);
     if (total)
         snprintf(c[7], CELL, "%s", "");
     else if (s->gpu_share > 0)
@@ -107,6 +110,7 @@ sl_code sl_usage_render_table(const sl_usage_view *v, FILE *f)
         grand.wall_s += s->wall_s;
         grand.busy_s += s->busy_s;
         grand.shared_s += s->shared_s;
+        grand.shared_unknown += s->shared_unknown;
         grand.kernel_s += s->kernel_s;
         grand.throttled_s += s->throttled_s;
         grand.entitled_s += s->entitled_s;
@@ -134,6 +138,11 @@ sl_code sl_usage_render_table(const sl_usage_view *v, FILE *f)
                             "kept a GPU busy together shared equally among them (GPU TIME counts "
                             "it for each).\n"
                           : "");
+    if (!oom && v->shared && grand.shared_unknown)
+        fprintf(f,
+                "GPU SHARED -: not reported: %llu record%s of the period came from an agent that "
+                "does not forward shared time.\n",
+                (unsigned long long)grand.shared_unknown, grand.shared_unknown == 1 ? "" : "s");
     if (!oom && grand.closed_by_agent)
         fprintf(f,
                 "CLOSED BY THE AGENT: %llu session%s ended with %s backend (killed or crashed) "

@@ -105,7 +105,7 @@ def check_installed(ctx, db):
     check(pub.count("BEGIN PUBLIC KEY") == len(keys),
           "token.pub: the public keys of every repository key (what agents get)")
     version = mariadb.run(db, "SELECT version FROM sluice_schema")[0][0]
-    check(version == "4", f"the role's db-sync made the schema: version {version}")
+    check(version == "5", f"the role's db-sync made the schema: version {version}")
     c.sh("runuser", "-u", "sluice", "--", "/usr/bin/sluice-novahook", "--config",
          "/etc/sluice/novahook.conf", "--check-config")
     log("ok: sluice-novahook --check-config passes as user sluice")

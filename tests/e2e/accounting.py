@@ -16,7 +16,9 @@ Parts (all by default; --part to pick):
              GPU time over the measured period is within 5 points of its cap, throttled > 0
   shared     two tenants, four concurrent sessions on one GPU: their records' busy intervals
              through the agent's checks, store and apportioning (sluice-share-check): the shared
-             figures add up to the GPU's busy time within 2%, the raw ones to more
+             figures add up to the GPU's busy time within 2%, the raw ones to more; forwarded
+             to a registry database (sluice-registry-push), sluice-registry usage's per-project
+             raw and shared sums are the agent's
   limits     sessions per instance (the SLA) and per tenant (--max-sessions) are refused at
              open, with REFUSED session events (reason limit); so are a certificate of another
              project (reason grant) and one of another CA (reason certificate, no instance)
@@ -422,7 +424,8 @@ def part_shared(ctx):
     """Two tenants, four concurrent uncapped sessions on one GPU: their records' busy intervals
     through the agent's own checks, store and apportioning (tests/e2e/share_check.c): the shared
     figures add up to the GPU's busy time (the union of every session's intervals) within 2%,
-    where the raw figures add up to more."""
+    where the raw figures add up to more; forwarded to a registry, its per-project sums are the
+    agent's."""
     problems = []
     secs = "10" if ctx.real else "3"
     ta = Tenant(ctx, "shared-a", PROJECT_A, [(GUEST_A, "g1.test", 1, 0, 0)])
@@ -486,8 +489,56 @@ def part_shared(ctx):
                             f"with four concurrent sessions")
         if len(got["projects"]) != 2 or min(v[1] for v in per.values()) <= 0:
             problems.append(f"both tenants should have shared time: {per}")
+        problems += registry_sums(ctx, got["projects"])
     finally:
         problems += ta.stop() + tb.stop()
+    return problems
+
+
+def registry_sums(ctx, projects):
+    """The agent's store forwarded to a registry database as the agent forwards it
+    (sluice-registry-push: the agent's batches, the registry's handler and store), then
+    sluice-registry usage: per project, the registry's shared (and raw) sum is the agent's."""
+    push = os.path.join(ctx.build, "tests", "e2e", "sluice-registry-push")
+    cli = os.path.join(ctx.build, "nova-hook", "sluice-registry")
+    if not (os.path.exists(push) and os.path.exists(cli)):
+        if ctx.real:  # a GPU bundle without the registry's programs
+            print("  registry sums not checked: no sluice-registry-push or sluice-registry")
+            return []
+        return [f"no {push} or {cli}"]
+    reg = os.path.join(ctx.work, "registry.db")
+    out = subprocess.run([push, os.path.join(ctx.work, "shared.db"), reg, "agent-host-1"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        return [f"sluice-registry-push failed: {out.stderr[-800:]}"]
+    fwd = json.loads(out.stdout)
+    day = 86400
+    now = time.time()
+    period = ["--from", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now - day)),
+              "--to", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now + day))]
+    out = subprocess.run([cli, "--db", reg, "usage", *period, "--format", "json"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        return [f"sluice-registry usage failed: {out.stderr[-800:]}"]
+    tenants = {t["tenant_id"]: t for t in json.loads(out.stdout)["tenant_usages"]}
+    problems = []
+    if fwd["pending"]:
+        problems.append(f"{fwd['pending']} records not forwarded (shared time not final?)")
+    print(f"  registry: {fwd['forwarded']} records forwarded; per project (raw, shared) s: " +
+          str({p[:8]: (round(t["total_gpu_hours"] * 3600, 6),
+                       round((t.get("total_gpu_shared_hours") or 0) * 3600, 6))
+               for p, t in tenants.items()}))
+    for p, v in projects.items():
+        t = tenants.get(p)
+        if not t or t.get("total_gpu_shared_hours") is None:
+            problems.append(f"registry: project {p[:8]} has no shared GPU time")
+            continue
+        # the JSON's hours have 10 significant digits
+        for what, hours, ns in (("shared", t["total_gpu_shared_hours"], v["shared_ns"]),
+                                ("raw", t["total_gpu_hours"], v["raw_ns"])):
+            if abs(hours * 3600e9 - ns) > max(1000, ns * 1e-9):
+                problems.append(f"registry: project {p[:8]} {what} {hours * 3600:.9f} s, the "
+                                f"agent's {ns / 1e9:.9f} s")
     return problems
 
 

@@ -37,6 +37,8 @@ typedef struct sl_usage_rec {
     /* the record's part of the GPU's busy time when sessions overlapping on the GPU share it
      * (docs/accounting.md, "Shared GPU time"); gpu_busy_ns is its own, raw figure */
     uint64_t gpu_shared_ns;
+    /* gpu_shared_ns is not known: a registry record from an agent older than the field */
+    int shared_unknown;
 } sl_usage_rec;
 
 /* One span of an instance's existence (running on a host). open: still running at end_ns. */
@@ -57,6 +59,9 @@ typedef struct sl_usage_server {
     double wall_s;                /* existence inside the period */
     double busy_s, kernel_s, throttled_s, entitled_s;
     double shared_s; /* its part of the GPUs' busy time (records' gpu_shared_ns) */
+    /* records touching the period without a shared figure: shared_s is then not reported (the
+     * renderers say so: "-", an empty CSV field, JSON null) */
+    uint64_t shared_unknown;
     uint64_t kernels, bytes_htod, bytes_dtoh, calls, errors, quota_refusals;
     uint64_t memory_high_water, records;
     uint64_t closed_by_agent; /* sessions the agent closed (records so marked) */
@@ -101,8 +106,9 @@ void sl_usage_format_time(int64_t ns, int frac, char *out, size_t cap);
 /* project: only this project (NULL: every one). */
 sl_code sl_usage_report_new(int64_t from_ns, int64_t to_ns, const char *project,
                             sl_usage_report **out, sl_error *e);
-/* The records' gpu_shared_ns is known (the agent's store): table, CSV and JSON show the
- * shared GPU time beside the raw one. Without it they leave it out. */
+/* The records carry gpu_shared_ns (the agent's store, or a registry with records of agents that
+ * forward it): table, CSV and JSON show the shared GPU time beside the raw one, "not reported"
+ * where a record of the instance lacks it (shared_unknown). Without it they leave it out. */
 void sl_usage_report_with_shared(sl_usage_report *r);
 /* Records and lifetimes outside the period (or of another project) are ignored. */
 sl_code sl_usage_report_add(sl_usage_report *r, const sl_usage_rec *rec, sl_error *e);

@@ -175,8 +175,8 @@ def main():
         assert "gpu-a" in run(registry, "--db", rdb, "hosts").stdout
 
         # a registry database of schema version 1 (before usage reports): the CLI says to
-        # run db-sync; the daemon's read-write open of a SQLite file upgrades it (to 4: the
-        # usage table renamed usage_records), keeping placements and usage
+        # run db-sync; the daemon's read-write open of a SQLite file upgrades it (to 5: the
+        # usage table renamed usage_records, gpu_shared_ns added), keeping placements and usage
         old = f"{d}/registry-v1.db"
         make_v1(old)
         assert "db-sync" in run(registry, "--db", old, "usage", rc=1).stderr
@@ -187,7 +187,7 @@ def main():
         assert old_server["instance_id"] == "cccccccc-0000-4000-8000-000000000001"
         assert old_server["existence"] == "lifetime" and old_server["kernels"] == 5
         db = sqlite3.connect(old)
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 5
         db.close()
         # the session closed by the agent, in both stores' reports (docs/usage.md)
         for argv in ([usage, "--db", f"{d}/usage.db"], [registry, "--db", rdb, "usage"]):

@@ -3,7 +3,8 @@
 OU=sluice-agent), usage_forward (the agent's registry thread over its usage store) started while
 the registry is still down, sluice-novahook started a second later; every record must reach the
 registry, and again after the forwarded marks are lost, and be stored there exactly once, with
-what the agent adds (name, domain, tier, share).
+what the agent adds (name, domain, tier, share) and its shared GPU time, only once that is final:
+the registry's sum of it is the agent's.
 usage: test_forward.py USAGE_FORWARD SLUICE_NOVAHOOK"""
 import os
 import socket
@@ -63,6 +64,13 @@ registry_key = {server[0]}
         hosts = {h for (h,) in nhtest.query(rdb, "SELECT DISTINCT host FROM usage_records")}
         assert (rows, distinct, named) == (N, N, N), (rows, distinct, named)
         assert hosts == {"agent-host-1"}, hosts
+        reported, shared = nhtest.query(
+            rdb, "SELECT count(gpu_shared_ns), sum(gpu_shared_ns) FROM usage_records")[0]
+        agent = [int(line.split()[1]) for line in out.splitlines()
+                 if line.startswith("agent_shared_ns")]
+        # N - 4 records busy in pairs for 1 s: 0.5 s each
+        assert reported == N and agent == [int(shared)] and int(shared) == (N - 4) * 500000000, \
+            (reported, shared, agent)
         forwarded = [int(line.split()[1]) for line in out.splitlines()
                      if line.startswith("forwarded")]
         assert forwarded[0] == N and forwarded[-1] == 2 * N, forwarded

@@ -2,7 +2,8 @@
  * with their records, windows apportioned once settled (every open session reported past them,
  * or the longest delay passed), the shares added to the records and their totals exactly once
  * (across a reopen), two backends' records arriving at different times, two GPUs, intervals of
- * a window settled before they came, and the record checks of the new fields. */
+ * a window settled before they came, forwarding only once a record's shared time is final, and
+ * the record checks of the new fields. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -313,6 +314,81 @@ static void test_upgrade_from_v2(void **st)
     assert_int_equal(read_sums(f).shared, 5 * NS);
 }
 
+/* The records ready to forward: each one's shared time (UINT64_MAX: not in the batch). */
+static void ready(fixture *f, const recbuf *x, size_t n, uint64_t *shared)
+{
+    ag_usage_batch b;
+    sl_error e;
+    assert_int_equal(ag_usage_store_unforwarded(f->s, 100, &b, &e), SL_OK);
+    for (size_t i = 0; i < n; i++) {
+        shared[i] = UINT64_MAX;
+        for (size_t k = 0; k < b.n; k++)
+            if (!strcmp(b.recs[k]->record_id, x[i].id)) {
+                assert_non_null(b.recs[k]->shared);
+                shared[i] = b.recs[k]->shared->gpu_shared_ns;
+            }
+    }
+    ag_usage_batch_free(&b);
+}
+
+/* Forwarding waits for the shared time to be final: a record with busy intervals in a window
+ * not settled yet is held back, one without intervals goes at once (its shared time is 0); a
+ * settled window releases its records with their shares; a record arriving for a window
+ * already settled goes after the next settling, with the shares it got (none). */
+static void test_forward_when_settled(void **st)
+{
+    fixture *f = *st;
+    recbuf r[5];
+    const int64_t b0[][2] = {{0, 6 * NS}};
+    const int64_t b1[][2] = {{3 * NS, 9 * NS}};
+    const int64_t b2[][2] = {{12 * NS, 20 * NS}};
+    const int64_t b4[][2] = {{1 * NS, 2 * NS}};
+    mk(&r[0], 21, 0, 1, GPU_A, 0, 10, b0, 1);
+    mk(&r[1], 22, 1, 2, GPU_A, 0, 10, b1, 1);
+    mk(&r[2], 23, 2, 7, GPU_A, 10, 20, b2, 1);
+    mk(&r[3], 24, 0, 3, GPU_A, 10, 20, NULL, 0); /* idle */
+    mk(&r[4], 25, 2, 8, GPU_A, 0, 10, b4, 1);    /* late, below */
+    for (int i = 0; i < 5; i++)
+        r[i].r.final = 1;
+    put(f, r, 4);
+    uint64_t sh[5];
+    ready(f, r, 4, sh);
+    assert_true(sh[0] == UINT64_MAX && sh[1] == UINT64_MAX && sh[2] == UINT64_MAX);
+    assert_int_equal(sh[3], 0);
+    /* [0, 10) settled: [0,3) r0; [3,6) r0 r1; [6,9) r1 */
+    ag_usage_settled d = settle(f, T0 + 13 * NS);
+    assert_int_equal(d.windows, 1);
+    assert_true(d.released > 0);
+    ready(f, r, 4, sh);
+    assert_int_equal(sh[0], 3 * NS + 3 * NS / 2);
+    assert_int_equal(sh[1], 3 * NS / 2 + 3 * NS);
+    assert_true(sh[2] == UINT64_MAX); /* its window [10, 20) is not settled */
+    d = settle(f, T0 + 30 * NS);
+    assert_int_equal(d.windows, 1);
+    ready(f, r, 4, sh);
+    assert_int_equal(sh[2], 8 * NS);
+    /* forwarded and acknowledged */
+    char *ids[5];
+    for (int i = 0; i < 5; i++)
+        ids[i] = r[i].id;
+    size_t marked;
+    sl_error e;
+    assert_int_equal(ag_usage_store_mark_forwarded(f->s, ids, 4, 1800000000, &marked, &e), SL_OK);
+    assert_int_equal(marked, 4);
+    /* late: held until the next settling drops its interval, then sent unshared */
+    put(f, &r[4], 1);
+    ready(f, r, 5, sh);
+    assert_true(sh[4] == UINT64_MAX);
+    d = settle(f, T0 + 40 * NS);
+    assert_int_equal(d.windows, 0);
+    assert_int_equal(d.released, 1);
+    ready(f, r, 5, sh);
+    assert_int_equal(sh[4], 0);
+    uint64_t pending;
+    assert_int_equal(ag_usage_store_pending(f->s, &pending, &e), SL_OK);
+    assert_int_equal(pending, 1);
+}
+
 /* The record checks of busy and busy_widened_ns. */
 static void test_busy_checks(void **st)
 {
@@ -367,6 +443,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_gpus_delay_late, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mark_stops_at_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_from_v2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forward_when_settled, setup, teardown),
         cmocka_unit_test(test_busy_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

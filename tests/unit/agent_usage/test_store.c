@@ -77,7 +77,8 @@ static void test_record_check(void **st)
         "interval_end_ns",   "interval_end_ns", "interval_end_ns", "gpu_busy_ns",
         "throttled_ns",      "kernel_ns",       "kernels",         "bytes_htod",
         "memory_high_water", "gpu_share",       "gpu_share",       "measurement",
-        "domain_name",       "closed_by_agent"};
+        "domain_name",       "closed_by_agent", "shared"};
+    Sluice__Control__SharedTime sh = SLUICE__CONTROL__SHARED_TIME__INIT;
     char longs[300];
     memset(longs, 'x', sizeof longs - 1);
     longs[sizeof longs - 1] = '\0';
@@ -151,6 +152,9 @@ static void test_record_check(void **st)
         case 21:
             r.closed_by_agent = 1; /* the agent's own mark: never from a backend */
             break;
+        case 22:
+            r.shared = &sh; /* the agent's figure, written when it forwards: never from a backend */
+            break;
         }
         if (ag_usage_record_check(&r, PROJ, now, why, sizeof why) == 0)
             fail_msg("case %zu (%s) accepted", k, fields[k]);
@@ -209,7 +213,11 @@ static void test_encoding(void **st)
     ag_usage_batch b;
     assert_int_equal(ag_usage_store_unforwarded(s, 10, &b, &e), SL_OK);
     assert_int_equal(b.n, 1);
-    /* packed again, the stored copy is the same message */
+    /* the agent adds the record's shared time (none: it has no busy intervals) */
+    assert_non_null(b.recs[0]->shared);
+    assert_int_equal(b.recs[0]->shared->gpu_shared_ns, 0);
+    b.recs[0]->shared = NULL;
+    /* packed again, the stored copy is otherwise the same message */
     size_t n2 = sluice__control__usage_record__get_packed_size(b.recs[0]);
     size_t n1 = sluice__control__usage_record__get_packed_size(u);
     assert_int_equal(n1, n2);

@@ -1,8 +1,12 @@
 /* Usage forwarding to a real registry (run by test_forward.py, which makes the PKI and starts
  * sluice-novahook, possibly later than this program): N records in a fresh agent usage store,
- * forwarded by the agent's registry thread (agent/report.c) in batches of 7 until none is
+ * pairs of sessions busy together for a second of each record (their shared time is half of
+ * it), the last 4 records idle; forwarded by the agent's registry thread (agent/report.c) in
+ * batches of 7. Until the windows are settled only the idle records go (the others' shared
+ * time is not final); once settled, every record goes, with its shared time, until none is
  * pending; then every forwarded mark is cleared (as if the agent died between the push and the
  * mark) and they are all forwarded again: the registry must still hold each record once.
+ * Prints "agent_shared_ns SUM" for the caller to compare with the registry's.
  * usage: usage_forward DB ENDPOINT CA CERT KEY N */
 #include <sqlite3.h>
 #include <stdio.h>
@@ -15,22 +19,30 @@
 #include "report.h"
 #include "usage_store.h"
 
-static int wait_pending(ag_usage_store *s, ag_report *r, int secs)
+/* Waits until at most `left` records are pending. */
+static int wait_pending(ag_usage_store *s, ag_report *r, int secs, uint64_t left)
 {
     for (int i = 0; i < secs * 20; i++) {
-        uint64_t pending = 1;
+        uint64_t pending = UINT64_MAX;
         sl_error e;
         if (ag_usage_store_pending(s, &pending, &e) != SL_OK) {
             fprintf(stderr, "usage_forward: %s\n", e.msg);
             return -1;
         }
-        if (!pending)
+        if (pending <= left)
             return 0;
         if (i % 20 == 0)
             ag_report_usage_kick(r);
         usleep(50000);
     }
     return -1;
+}
+
+static int shared_sum(const sl_usage_rec *sum, uint64_t records, void *ud)
+{
+    (void)records;
+    *(uint64_t *)ud += sum->gpu_shared_ns;
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -50,8 +62,10 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t now = (int64_t)ts.tv_sec * 1000000000LL;
     static char ids[5000][40];
+    int idle = n >= 8 ? 4 : 0;
     for (int i = 0; i < n; i++) {
         Sluice__Control__UsageRecord u = SLUICE__CONTROL__USAGE_RECORD__INIT;
+        Sluice__Control__BusyInterval iv = SLUICE__CONTROL__BUSY_INTERVAL__INIT, *ivp = &iv;
         snprintf(ids[i], sizeof ids[i], "%08x-0000-4000-8000-%012d", (unsigned)ts.tv_sec, i);
         u.record_id = ids[i];
         u.instance_uuid = "3d6b0f5e-9a1c-4e27-8f34-1b2c3d4e5f60";
@@ -62,10 +76,19 @@ int main(int argc, char **argv)
         u.domain_name = "instance-00000001";
         u.sla_tier = "silver";
         u.gpu_share = 0.5;
-        u.interval_start_ns = now - 10000000000LL * (n - i);
+        /* records 2k and 2k + 1: two sessions over the same 10 s, busy together its first second */
+        u.session_id = (uint64_t)i + 1;
+        u.final = 1;
+        u.interval_start_ns = now - 10000000000LL * ((n - i + 1) / 2);
         u.interval_end_ns = u.interval_start_ns + 10000000000LL;
-        u.gpu_busy_ns = 1000000000ULL;
         u.kernels = 3;
+        if (i < n - idle) {
+            iv.start_ns = u.interval_start_ns;
+            iv.end_ns = iv.start_ns + 1000000000LL;
+            u.busy = &ivp;
+            u.n_busy = 1;
+            u.gpu_busy_ns = 1000000000ULL;
+        }
         const Sluice__Control__UsageRecord *p[] = {&u};
         if (ag_usage_store_put(s, p, 1, ts.tv_sec, NULL, &e) != SL_OK) {
             fprintf(stderr, "usage_forward: %s\n", e.msg);
@@ -91,7 +114,31 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    if (wait_pending(s, r, 40) != 0) {
+    /* the idle records go; the others wait for their windows to be settled */
+    if (wait_pending(s, r, 40, (uint64_t)(n - idle)) != 0) {
+        fprintf(stderr, "usage_forward: idle records still pending after 40 s\n");
+        rc = 1;
+    }
+    usleep(1000000);
+    ag_report_usage_kick(r);
+    usleep(500000);
+    uint64_t held = 0;
+    ag_usage_store_pending(s, &held, &e);
+    printf("held %llu\n", (unsigned long long)held);
+    if (!rc && held != (uint64_t)(n - idle)) {
+        fprintf(stderr, "usage_forward: %llu records pending before the settling, want %d\n",
+                (unsigned long long)held, n - idle);
+        rc = 1;
+    }
+    /* every session ended: all windows settled (what the agent's loop does every 2 s) */
+    const ag_usage_settle_opts so = {10000000000LL, 0, 0, 100000};
+    ag_usage_settled done;
+    if (!rc && ag_usage_store_settle(s, &so, now + 20000000000LL, &done, &e) != SL_OK) {
+        fprintf(stderr, "usage_forward: %s\n", e.msg);
+        rc = 1;
+    }
+    ag_report_usage_kick(r); /* as the agent does when settling released records */
+    if (!rc && wait_pending(s, r, 40, 0) != 0) {
         fprintf(stderr, "usage_forward: records still pending after 40 s\n");
         rc = 1;
     }
@@ -127,7 +174,7 @@ int main(int argc, char **argv)
         }
         sqlite3_close(h);
         ag_report_usage_kick(r);
-        if (!rc && wait_pending(s, r, 40) != 0) {
+        if (!rc && wait_pending(s, r, 40, 0) != 0) {
             fprintf(stderr, "usage_forward: re-sent records still pending after 40 s\n");
             rc = 1;
         }
@@ -140,6 +187,9 @@ int main(int argc, char **argv)
         printf("forwarded %llu\n", (unsigned long long)st.usage_forwarded);
     }
     ag_report_stop(r);
+    uint64_t shared = 0;
+    if (!rc && ag_usage_store_totals(s, shared_sum, &shared, &e) == SL_OK)
+        printf("agent_shared_ns %llu\n", (unsigned long long)shared);
     ag_metrics_free(m);
     ag_usage_store_close(s);
     return rc;

@@ -1,7 +1,9 @@
 /* Test helper: drives the registry handler on a database, as an agent over the channel would.
  *   nh_seed DB register HOST ENDPOINT SLOTS [LAST_SEEN_UNIX]
  *   nh_seed DB place HOST INSTANCE PROJECT FLAVOR
- *   nh_seed DB usage-loop HOST PREFIX N     (prints "acked ID" once each record is stored) */
+ *   nh_seed DB usage-loop HOST PREFIX N     (prints "acked ID" once each record is stored)
+ *   nh_seed DB usage HOST ID INSTANCE PROJECT START_S END_S BUSY_NS [SHARED_NS]
+ *     one record; without SHARED_NS as an agent older than the shared time sends it */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,10 +102,42 @@ static int do_usage_loop(nh_store *s, char **a, int n)
     return 0;
 }
 
+static int do_usage(nh_store *s, char **a, int n)
+{
+    if (n < 7)
+        return 2;
+    Sluice__Control__UsageRecord u = SLUICE__CONTROL__USAGE_RECORD__INIT;
+    Sluice__Control__SharedTime sh = SLUICE__CONTROL__SHARED_TIME__INIT;
+    u.record_id = a[1];
+    u.instance_uuid = a[2];
+    u.project_id = a[3];
+    u.flavor = "g1.small";
+    u.gpu_uuid = "GPU-5e1c0000-0000-0000-0000-000000000001";
+    u.measurement = "events";
+    u.interval_start_ns = strtoll(a[4], NULL, 10) * 1000000000LL;
+    u.interval_end_ns = strtoll(a[5], NULL, 10) * 1000000000LL;
+    u.gpu_busy_ns = strtoull(a[6], NULL, 10);
+    if (n > 7) {
+        sh.gpu_shared_ns = strtoull(a[7], NULL, 10);
+        u.shared = &sh;
+    }
+    Sluice__Control__UsageRecord *recs[] = {&u};
+    Sluice__Control__UsagePush up = SLUICE__CONTROL__USAGE_PUSH__INIT;
+    up.records = recs;
+    up.n_records = 1;
+    Sluice__Control__RegistryRequest req = SLUICE__CONTROL__REGISTRY_REQUEST__INIT;
+    req.kind_case = SLUICE__CONTROL__REGISTRY_REQUEST__KIND_USAGE;
+    req.usage = &up;
+    nh_reply r;
+    int rc = handle(s, a[0], (int64_t)time(NULL), &req, &r);
+    nh_reply_free(&r);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: nh_seed DB register|place|usage-loop ARGS...\n");
+        fprintf(stderr, "usage: nh_seed DB register|place|usage-loop|usage ARGS...\n");
         return 2;
     }
     nh_store *s;
@@ -119,6 +153,8 @@ int main(int argc, char **argv)
         rc = do_place(s, argv + 3, argc - 3);
     else if (!strcmp(argv[2], "usage-loop"))
         rc = do_usage_loop(s, argv + 3, argc - 3);
+    else if (!strcmp(argv[2], "usage"))
+        rc = do_usage(s, argv + 3, argc - 3);
     nh_store_close(s);
     if (rc == 2)
         fprintf(stderr, "nh_seed: bad arguments\n");

@@ -1,6 +1,7 @@
 /* Registry handler + store (SQLite, or MariaDB in the .mariadb twin): several agents register,
- * place, remove; refusals; usage records stored once however often pushed; a close and reopen of
- * the store loses nothing. */
+ * place, remove; refusals; usage records stored once however often pushed; the shared GPU time a
+ * record carries stored with it, a record of an older agent (without it) kept as not reported,
+ * one longer than its interval refused; a close and reopen of the store loses nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -313,6 +314,63 @@ static void usage_stored_once(void **state)
     assert_false(ok);
 }
 
+typedef struct shared_seen {
+    int n, unknown;
+    uint64_t ns;
+} shared_seen;
+
+static int on_shared(const sl_usage_rec *u, void *ud)
+{
+    shared_seen *s = ud;
+    s->n++;
+    if (u->shared_unknown) {
+        s->unknown++;
+        assert_int_equal(u->gpu_shared_ns, 0);
+    } else {
+        s->ns += u->gpu_shared_ns;
+    }
+    return 0;
+}
+
+static void usage_shared_time(void **state)
+{
+    fx *f = *state;
+    assert_true(reg(f, "gpu1", "gpu1", "tcp://192.0.2.1:7400", 8));
+    Sluice__Control__UsageRecord a, b, c, old;
+    Sluice__Control__SharedTime sa = SLUICE__CONTROL__SHARED_TIME__INIT;
+    Sluice__Control__SharedTime sb = SLUICE__CONTROL__SHARED_TIME__INIT;
+    Sluice__Control__SharedTime zero = SLUICE__CONTROL__SHARED_TIME__INIT;
+    sa.gpu_shared_ns = 4500000000ULL;
+    sb.gpu_shared_ns = 10000000000ULL; /* the whole interval */
+    record(&a, "rec-1")->shared = &sa;
+    record(&b, "rec-2")->shared = &sb;
+    record(&c, "rec-3")->shared = &zero; /* idle, or nothing to share: 0, reported */
+    record(&old, "rec-4");               /* an agent older than the field */
+    Sluice__Control__UsageRecord *recs[] = {&a, &b, &c, &old};
+    int ok;
+    assert_int_equal(push(f, "gpu1", recs, 4, &ok), 4);
+    assert_true(ok);
+    shared_seen s = {0};
+    sl_error e;
+    int64_t t0 = NOW * 1000000000LL;
+    assert_int_equal(
+        nh_store_usage_records(f->s, t0, t0 + 3600000000000LL, NULL, on_shared, &s, &e), SL_OK);
+    assert_int_equal(s.n, 4);
+    assert_int_equal(s.unknown, 1);
+    assert_int_equal(s.ns, 14500000000ULL);
+    /* more than its interval: malformed, the whole push refused */
+    Sluice__Control__UsageRecord bad;
+    Sluice__Control__SharedTime sbad = SLUICE__CONTROL__SHARED_TIME__INIT;
+    sbad.gpu_shared_ns = 10000000001ULL;
+    record(&bad, "rec-5")->shared = &sbad;
+    Sluice__Control__UsageRecord *one[] = {&bad};
+    assert_int_equal(push(f, "gpu1", one, 1, &ok), 0);
+    assert_false(ok);
+    int64_t n;
+    assert_int_equal(nh_store_usage_count(f->s, &n, &e), SL_OK);
+    assert_int_equal(n, 4);
+}
+
 static int host_row_check(const nh_host_row *r, void *ud)
 {
     (void)ud;
@@ -361,6 +419,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(ping_is_heartbeat, setup, teardown),
         cmocka_unit_test_setup_teardown(usage_stored_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(usage_shared_time, setup, teardown),
         cmocka_unit_test_setup_teardown(restart_loses_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

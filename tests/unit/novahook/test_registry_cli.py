@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The registry on disk and sluice-registry: several agents and placements seeded through the
 registry handler; hosts / instances / stale as tables and JSON; a writer killed with SIGKILL
-mid-stream loses no acknowledged usage record, and a restart finds everything.
+mid-stream loses no acknowledged usage record, and a restart finds everything; the usage report's
+shared GPU time (GPU SHARED, gpu_shared_hours) from records that carry it, "not reported" where a
+record of an older agent does not.
 usage: test_registry_cli.py SLUICE_REGISTRY NH_SEED"""
 import json
 import os
@@ -124,7 +126,7 @@ def main():
 
         # --- management: the schema version, retention now
         rc, out, _ = run("db-version")
-        check(rc == 0 and "schema version 4" in out, f"db-version: {out.strip()}")
+        check(rc == 0 and "schema version 5" in out, f"db-version: {out.strip()}")
         before = nhtest.query(db, "SELECT count(*) FROM usage_records")[0][0]
         rc, out, _ = run("prune", "--days", "30")  # nh_seed's records ended in 1970
         after = nhtest.query(db, "SELECT count(*) FROM usage_records")[0][0]
@@ -138,6 +140,57 @@ def main():
         check(rc == 2, "db-sync takes no argument")
         rc, _, err = run("token-keys", "spin", "--repository", f"{d}/keys")
         check(rc == 2 and "setup, rotate or public" in err, "token-keys: unknown action refused")
+        shared_report(s, run, now)
+
+
+def shared_report(s, run, now):
+    """Two agents' records in one period: P1's instances with their shared time (5 s and 3 s
+    of 8 s and 4 s busy), P2's from an agent older than the field (not reported)."""
+    day = (now // 86400 - 2) * 86400
+    t = day + 3600
+    s("usage", "gpu-a", "22222222-0000-4000-8000-000000000001", inst(1), P1, str(t),
+      str(t + 10), str(8 * 10**9), str(5 * 10**9))
+    s("usage", "gpu-b", "22222222-0000-4000-8000-000000000002", inst(3), P1, str(t),
+      str(t + 10), str(4 * 10**9), str(3 * 10**9))
+    s("usage", "gpu-a", "22222222-0000-4000-8000-000000000003", inst(2), P2, str(t),
+      str(t + 10), str(6 * 10**9))
+    period = ["--from", time.strftime("%Y-%m-%d", time.gmtime(day)),
+              "--to", time.strftime("%Y-%m-%d", time.gmtime(day + 86400))]
+    rc, out, err = run("usage", *period, "--format", "csv")
+    print(out, err)
+    rows = [r.split(",") for r in out.strip().splitlines()]
+    head = rows[0]
+    check(rc == 0 and head[-1] == "gpu_shared_hours", "csv: gpu_shared_hours, the last column")
+    col = {(r[0], r[3], r[4]): r for r in rows[1:]}
+    sh = head.index("gpu_shared_hours")
+
+    def near(v, want):
+        return v != "" and abs(float(v) - want) < 1e-9
+
+    check(near(col[("project", P1, "")][sh], 8 / 3600), "csv: P1's shared total 8 s")
+    check(near(col[("instance", P1, inst(1))][sh], 5 / 3600)
+          and near(col[("instance", P1, inst(3))][sh], 3 / 3600), "csv: P1's instances 5 s, 3 s")
+    check(near(col[("instance", P1, inst(1))][head.index("gpu_hours")], 8 / 3600),
+          "csv: the raw gpu_hours beside it")
+    check(col[("project", P2, "")][sh] == "" and col[("instance", P2, inst(2))][sh] == "",
+          "csv: P2 (an older agent) not reported: empty")
+    rc, out, _ = run("usage", *period, "--format", "json")
+    j = {t["tenant_id"]: t for t in json.loads(out)["tenant_usages"]}
+    check(abs(j[P1]["total_gpu_shared_hours"] - 8 / 3600) < 1e-9
+          and j[P2]["total_gpu_shared_hours"] is None
+          and j[P2]["server_usages"][0]["gpu_shared_hours"] is None,
+          "json: total_gpu_shared_hours 8 s for P1, null for P2")
+    rc, out, _ = run("usage", *period)
+    print(out)
+    lines = out.splitlines()
+    hdr = next(x for x in lines if x.startswith("PROJECT"))
+    p2 = next(x for x in lines if x.startswith(P2))
+    check("GPU SHARED" in hdr and p2[hdr.index("GPU SHARED") + 9] == "-",
+          "table: GPU SHARED, '-' for P2")
+    check(any("not reported: 1 record" in x for x in lines), "table: the legend says why")
+    rc, out, _ = run("usage", *period, "--project", P2, "--format", "csv")
+    check(rc == 0 and "gpu_shared_hours" not in out,
+          "only older agents' records: no shared column, as before")
     if FAILS:
         print(f"{len(FAILS)} check(s) failed")
         return 1

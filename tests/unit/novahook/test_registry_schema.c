@@ -2,8 +2,9 @@
  * release 1 wrote it) is upgraded to the current version by the daemon's open, its data kept and
  * its tables ending with the columns of a fresh database; on MariaDB the daemon and the CLI's
  * reports refuse a database without the current schema and say to run db-sync, which makes it
- * (twice is harmless) and refuses the SQLite-only versions; retention removes old usage and
- * closed placement history, on both engines. */
+ * (twice is harmless) and refuses the SQLite-only versions; a version 4 database (before shared
+ * GPU time) is upgraded on both engines, its records then read as "shared time not reported";
+ * retention removes old usage and closed placement history, on both engines. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,6 +99,14 @@ static void columns(const char *path, char *out, size_t cap)
     sl_db_close(db);
 }
 
+static int on_old_record(const sl_usage_rec *u, void *ud)
+{
+    assert_true(u->shared_unknown);
+    assert_int_equal(u->gpu_busy_ns, 5);
+    (*(int *)ud)++;
+    return 0;
+}
+
 static void legacy_sqlite_upgrade(void **state)
 {
     (void)state;
@@ -135,6 +144,9 @@ static void legacy_sqlite_upgrade(void **state)
     int64_t n = 0;
     assert_int_equal(nh_store_usage_count(s, &n, &e), SL_OK);
     assert_int_equal(n, 1);
+    int seen = 0; /* from before shared GPU time: not reported */
+    assert_int_equal(nh_store_usage_records(s, 0, 100, NULL, on_old_record, &seen, &e), SL_OK);
+    assert_int_equal(seen, 1);
     nh_store_close(s);
 
     nh_testdb_make(&fresh);
@@ -181,6 +193,55 @@ static void mariadb_needs_db_sync(void **state)
     sl_db_close(db);
     assert_int_equal(nh_store_open(t.url, NH_STORE_SYNC, &s, &e), SL_ERR_CONFIG);
     assert_non_null(strstr(e.msg, "only in SQLite files"));
+    nh_testdb_drop(&t);
+}
+
+/* A database of version 4, as the release before shared GPU time left it, with one record. */
+static void make_v4(nh_testdb *t)
+{
+    nh_testdb_make(t);
+    nh_store *s;
+    sl_error e;
+    assert_int_equal(nh_store_open(t->url, NH_STORE_SERVE, &s, &e), SL_OK);
+    nh_store_close(s);
+    sl_db *db;
+    assert_int_equal(sl_db_open(t->url, 0, "test", &db, &e), SL_OK);
+    const char *const v4[] = {
+        "ALTER TABLE usage_records DROP COLUMN gpu_shared_ns",
+        t->mariadb ? "UPDATE sluice_schema SET version = 4" : "PRAGMA user_version = 4",
+        "INSERT INTO usage_records (record_id, host, instance, project, flavor, gpu_uuid, "
+        "session_id, interval_start_ns, interval_end_ns, gpu_busy_ns, kernel_ns, kernels, "
+        "bytes_htod, bytes_dtoh, memory_high_water, calls, errors, throttled_ns, quota_refusals, "
+        "measurement, final, received) VALUES ('rec-1', 'gpu1', '" INST "', '" PROJ "', "
+        "'g1.small', 'GPU-1', 1, 10, 20, 5, 5, 1, 0, 0, 0, 1, 0, 0, 0, 'events', 1, 30)",
+        NULL,
+    };
+    exec_all(db, v4);
+    sl_db_close(db);
+}
+
+static void v4_upgrade_shared_not_reported(void **state)
+{
+    (void)state;
+    nh_testdb t;
+    make_v4(&t);
+    nh_store *s;
+    sl_error e;
+    assert_int_equal(nh_store_open(t.url, NH_STORE_READ, &s, &e), SL_ERR_CONFIG);
+    assert_non_null(strstr(e.msg, "db-sync"));
+    if (t.mariadb) { /* the daemon refuses it: db-sync first */
+        assert_int_equal(nh_store_open(t.url, NH_STORE_SERVE, &s, &e), SL_ERR_CONFIG);
+        assert_int_equal(nh_store_open(t.url, NH_STORE_SYNC, &s, &e), SL_OK);
+    } else { /* a SQLite file is upgraded by the daemon's open */
+        assert_int_equal(nh_store_open(t.url, NH_STORE_SERVE, &s, &e), SL_OK);
+    }
+    assert_int_equal(nh_store_found_version(s), 4);
+    nh_store_close(s);
+    assert_int_equal(nh_store_open(t.url, NH_STORE_READ, &s, &e), SL_OK);
+    int n = 0;
+    assert_int_equal(nh_store_usage_records(s, 0, 100, NULL, on_old_record, &n, &e), SL_OK);
+    assert_int_equal(n, 1);
+    nh_store_close(s);
     nh_testdb_drop(&t);
 }
 
@@ -240,6 +301,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(legacy_sqlite_upgrade),
         cmocka_unit_test(mariadb_needs_db_sync),
+        cmocka_unit_test(v4_upgrade_shared_not_reported),
         cmocka_unit_test(prune_old_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
