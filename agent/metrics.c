@@ -62,29 +62,38 @@ void ag_metrics_record(ag_metrics *m, const sl_usage_rec *r)
     ag_metrics_seed(m, r, 1);
 }
 
-void ag_metrics_seed(ag_metrics *m, const sl_usage_rec *r, uint64_t records)
+/* The series of r's (project, instance, domain, gpu), made when new; NULL when out of memory.
+ * Under m->mu. */
+static useries *series_of(ag_metrics *m, const sl_usage_rec *r)
 {
-    if (!m)
-        return;
     char p[65], i[65], d[256], g[65];
     put(p, sizeof p, r->project);
     put(i, sizeof i, r->instance);
     put(d, sizeof d, r->domain);
     put(g, sizeof g, r->gpu_uuid);
-    pthread_mutex_lock(&m->mu);
-    useries *u = NULL;
-    for (size_t k = 0; k < m->nu && !u; k++)
+    for (size_t k = 0; k < m->nu; k++)
         if (!strcmp(m->u[k].instance, i) && !strcmp(m->u[k].gpu, g) &&
             !strcmp(m->u[k].project, p) && !strcmp(m->u[k].domain, d))
-            u = &m->u[k];
-    if (!u && (u = grow((void **)&m->u, &m->nu, &m->capu, sizeof *u))) {
+            return &m->u[k];
+    useries *u = grow((void **)&m->u, &m->nu, &m->capu, sizeof *u);
+    if (u) {
         memcpy(u->project, p, sizeof p);
         memcpy(u->instance, i, sizeof i);
         memcpy(u->domain, d, sizeof d);
         memcpy(u->gpu, g, sizeof g);
     }
+    return u;
+}
+
+void ag_metrics_seed(ag_metrics *m, const sl_usage_rec *r, uint64_t records)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    useries *u = series_of(m, r);
     if (u) {
         u->busy_ns = add(u->busy_ns, r->gpu_busy_ns);
+        u->shared_ns = add(u->shared_ns, r->gpu_shared_ns);
         u->kernel_ns = add(u->kernel_ns, r->kernel_ns);
         u->kernels = add(u->kernels, r->kernels);
         u->htod = add(u->htod, r->bytes_htod);
@@ -99,6 +108,17 @@ void ag_metrics_seed(ag_metrics *m, const sl_usage_rec *r, uint64_t records)
             u->last_end_ns = r->end_ns;
         }
     }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ag_metrics_shared(ag_metrics *m, const sl_usage_rec *sum)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    useries *u = series_of(m, sum);
+    if (u && sum->gpu_shared_ns > u->shared_ns) /* a counter: never down */
+        u->shared_ns = sum->gpu_shared_ns;
     pthread_mutex_unlock(&m->mu);
 }
 

@@ -27,6 +27,8 @@ void ag_metrics_free(ag_metrics *m);
 void ag_metrics_record(ag_metrics *m, const sl_usage_rec *r);
 /* The sums of records records of one series (the store's totals, at start). */
 void ag_metrics_seed(ag_metrics *m, const sl_usage_rec *sum, uint64_t records);
+/* A series' shared GPU time as the store's totals hold it now (after apportioning). */
+void ag_metrics_shared(ag_metrics *m, const sl_usage_rec *sum);
 
 enum {
     AG_SESSION_OPENED = 1,

@@ -14,6 +14,7 @@ extern const char *const ag_refuse_names[AG_REFUSE_N];
 typedef struct useries {
     char project[65], instance[65], domain[256], gpu[65];
     uint64_t busy_ns, kernel_ns, kernels, htod, dtoh, throttled_ns, refusals, records, mem_hw;
+    uint64_t shared_ns;   /* apportioned GPU time (docs/accounting.md, "Shared GPU time") */
     uint64_t mem_last;    /* memory high-water of the latest record */
     int64_t last_end_ns;  /* that record's end */
     int64_t absent_since; /* monotonic ms the instance was first missed, 0 = present */

@@ -109,8 +109,13 @@ static void gauge(buf *b, const char *name, const char *help, long long v, const
 static void usage_families(buf *b, const ag_metrics *m)
 {
     ufamily(b, m, "sluice_gpu_busy_seconds_total", "counter",
-            "GPU time the instance's work occupied the device (overlapping work counted once).",
+            "GPU time the instance's work occupied the device (overlapping work counted once), "
+            "raw: including time the GPU gave to other sessions.",
             offsetof(useries, busy_ns), 1);
+    ufamily(b, m, "sluice_gpu_shared_seconds_total", "counter",
+            "The instance's part of the GPU's busy time: time several sessions were busy on the "
+            "GPU shared equally among them (apportioned once settled).",
+            offsetof(useries, shared_ns), 1);
     ufamily(b, m, "sluice_kernel_seconds_total", "counter",
             "Sum of the instance's kernel durations on the device.", offsetof(useries, kernel_ns),
             1);

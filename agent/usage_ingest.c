@@ -32,7 +32,7 @@ struct ag_usage {
     size_t nq;
     char rejected[REJECT_RING][40]; /* ids already logged as malformed */
     size_t next_reject;
-    int64_t last_tick_ms, last_beat_ms, last_prune_ms;
+    int64_t last_tick_ms, last_beat_ms, last_prune_ms, last_settle_ms;
     int retention_days, keep_unforwarded;
     uint64_t alive_sig;
     pthread_mutex_t mu; /* stats only */
@@ -213,6 +213,38 @@ int ag_usage_take(ag_usage *u, const char *project, Sluice__Control__BackendRepo
     q->rec = *r;
     complete(u, q);
     return 1;
+}
+
+static int shared_total(const sl_usage_rec *sum, uint64_t records, void *ud)
+{
+    (void)records;
+    ag_metrics_shared(ud, sum);
+    return 0;
+}
+
+void ag_usage_settle(ag_usage *u, const ag_usage_settle_opts *o)
+{
+    if (!u)
+        return;
+    const ag_usage_settle_opts dflt = {
+        (int64_t)AG_USAGE_SHARE_WINDOW_S * 1000000000LL,
+        (int64_t)AG_USAGE_SHARE_GRACE_S * 1000000000LL,
+        (int64_t)AG_USAGE_SHARE_MAX_DELAY_S * 1000000000LL,
+        360,
+    };
+    ag_usage_settled done;
+    sl_error e;
+    if (ag_usage_store_settle(u->store, o ? o : &dflt, now_ns(), &done, &e) != SL_OK) {
+        sl_log(SL_LOG_WARNING, COMPONENT, "usage store: shared GPU time: %s (tried again)", e.msg);
+        return;
+    }
+    if (!done.windows)
+        return;
+    count(u, &u->st.shared_windows, done.windows);
+    sl_log(SL_LOG_DEBUG, COMPONENT, "usage store: %llu windows apportioned, %.6f s busy",
+           (unsigned long long)done.windows, (double)done.busy_ns / 1e9);
+    if (u->metrics && ag_usage_store_totals(u->store, shared_total, u->metrics, &e) != SL_OK)
+        sl_log(SL_LOG_WARNING, COMPONENT, "usage store: shared GPU time for /metrics: %s", e.msg);
 }
 
 void ag_usage_commit(ag_usage *u, ag_usage_ack_fn ack, void *user)
@@ -529,6 +561,10 @@ void ag_usage_tick(ag_usage *u, int libvirt_connected, unsigned backends_running
         return; /* the instance table at most once a second */
     u->last_tick_ms = now;
     beat(u, now);
+    if (!u->last_settle_ms || now - u->last_settle_ms >= AG_USAGE_SHARE_EVERY_S * 1000) {
+        u->last_settle_ms = now;
+        ag_usage_settle(u, NULL);
+    }
     if (u->retention_days > 0 &&
         (!u->last_prune_ms || now - u->last_prune_ms >= AG_USAGE_PRUNE_S * 1000)) {
         u->last_prune_ms = now;

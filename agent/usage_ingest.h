@@ -24,6 +24,14 @@
 #define AG_USAGE_QUEUE_MAX 1024 /* records queued between two commits (a drain reads <= 1000) */
 #define AG_USAGE_BEAT_S    30   /* lifetime heartbeat when nothing changes */
 #define AG_USAGE_PRUNE_S   3600 /* retention, when usage_retention_days is set */
+/* Shared GPU time (docs/accounting.md, "Shared GPU time"): each GPU's time is apportioned in
+ * windows of AG_USAGE_SHARE_WINDOW_S, a window once AG_USAGE_SHARE_GRACE_S have passed since
+ * its end and every open session has sent records past its end, or AG_USAGE_SHARE_MAX_DELAY_S
+ * after its end whatever the sessions sent. */
+#define AG_USAGE_SHARE_WINDOW_S    10
+#define AG_USAGE_SHARE_GRACE_S     2
+#define AG_USAGE_SHARE_MAX_DELAY_S 120
+#define AG_USAGE_SHARE_EVERY_S     2
 
 typedef struct ag_usage ag_usage;
 
@@ -66,6 +74,11 @@ void ag_usage_backend_ended(ag_usage *u, const char *project, const char *why);
  * runs (it ended while no agent watched) are closed the same way, at their last known time. */
 void ag_usage_close_orphans(ag_usage *u, int (*alive)(void *user, const char *project), void *user);
 
+/* Apportions the GPU time that is settled now (ag_usage_tick calls it every
+ * AG_USAGE_SHARE_EVERY_S; a test may, with its own options: NULL = the defaults above) and
+ * updates the metrics. */
+void ag_usage_settle(ag_usage *u, const ag_usage_settle_opts *o);
+
 /* Lifetime heartbeat (when the set of running GPU instances changed, else every
  * AG_USAGE_BEAT_S), the instances' SLA gauges (series of departed instances end) and health
  * gauges; cheap to call often. */
@@ -74,6 +87,7 @@ void ag_usage_tick(ag_usage *u, int libvirt_connected, unsigned backends_running
 /* Counters for tests and logs. */
 typedef struct ag_usage_stats {
     uint64_t stored, duplicates, rejected, commits, failed_commits;
+    uint64_t shared_windows; /* windows of GPU time apportioned */
 } ag_usage_stats;
 void ag_usage_get_stats(const ag_usage *u, ag_usage_stats *st);
 

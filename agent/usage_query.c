@@ -5,11 +5,13 @@ typedef struct ctx {
     sl_usage_report *r;
     sl_error *e;
     sl_code rc;
+    int shared; /* a record of the period has shared GPU time */
 } ctx;
 
 static int on_rec(const sl_usage_rec *rec, void *ud)
 {
     ctx *c = ud;
+    c->shared |= rec->gpu_shared_ns > 0;
     c->rc = sl_usage_report_add(c->r, rec, c->e);
     return c->rc != SL_OK;
 }
@@ -26,7 +28,7 @@ sl_code ag_usage_query(ag_usage_store *s, int64_t from_ns, int64_t to_ns, const 
 {
     if (project && !*project)
         project = NULL;
-    ctx c = {NULL, e, SL_OK};
+    ctx c = {NULL, e, SL_OK, 0};
     sl_code rc = sl_usage_report_new(from_ns, to_ns, project, &c.r, e);
     if (rc == SL_OK)
         rc = ag_usage_store_records(s, from_ns, to_ns, project, on_rec, &c, e);
@@ -36,6 +38,8 @@ sl_code ag_usage_query(ag_usage_store *s, int64_t from_ns, int64_t to_ns, const 
         rc = ag_usage_store_lives(s, from_ns, to_ns, project, on_life, &c, e);
     if (rc == SL_OK)
         rc = c.rc;
+    if (rc == SL_OK && c.shared) /* apportioned: the shared figure beside the raw one */
+        sl_usage_report_with_shared(c.r);
     if (rc == SL_OK)
         rc = sl_usage_report_finish(c.r, e);
     if (rc != SL_OK) {

@@ -105,6 +105,21 @@ int ag_usage_record_check(const Sluice__Control__UsageRecord *r, const char *pro
             return bad(why, n, "%s: implausibly large", nums[i].name);
     if (!isfinite(r->gpu_share) || r->gpu_share < 0 || r->gpu_share > 1)
         return bad(why, n, "%s: not within 0..1", "gpu_share");
+    if (r->n_busy > AG_USAGE_MAX_BUSY)
+        return bad(why, n, "%s: more than 256 intervals", "busy");
+    int64_t prev = a;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < r->n_busy; i++) {
+        const Sluice__Control__BusyInterval *v = r->busy[i];
+        if (!v || v->start_ns < prev || v->end_ns <= v->start_ns || v->end_ns > b)
+            return bad(why, n,
+                       "%s: not sorted, disjoint, non-empty intervals within the record's interval",
+                       "busy");
+        sum += (uint64_t)(v->end_ns - v->start_ns);
+        prev = v->end_ns;
+    }
+    if (r->busy_widened_ns > sum || (r->n_busy && sum - r->busy_widened_ns != r->gpu_busy_ns))
+        return bad(why, n, "%s: does not match gpu_busy_ns and busy", "busy_widened_ns");
     return 0;
 }
 

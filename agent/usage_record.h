@@ -16,6 +16,7 @@
 #define AG_USAGE_MAX_BYTES      (1ULL << 50)          /* per record: bytes, memory */
 #define AG_USAGE_MAX_COUNT      (1ULL << 40)          /* per record: kernels, calls, errors */
 #define AG_USAGE_MAX_CONCURRENT 128 /* kernel time may exceed the interval this many times */
+#define AG_USAGE_MAX_BUSY       256 /* busy intervals per record (UsageRecord.busy) */
 
 /* 1 if s is a UUID in its 8-4-4-4-12 hexadecimal form (either case). */
 int ag_usage_is_uuid(const char *s);

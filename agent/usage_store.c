@@ -21,8 +21,23 @@
     " last_end_ns INTEGER NOT NULL,"                                                               \
     " PRIMARY KEY (project, session_id))"
 
-/* Version 2 from nothing (version 1 had neither closed_by_agent nor open_sessions). */
-static const char *const create_v2[] = {
+/* Version 3's additions: each record's busy intervals (written with the record, so they are
+ * durable when it is acknowledged), the shared GPU time apportioned to it so far, and how far
+ * each GPU's time is apportioned (usage_store_shared.c). */
+#define SHARED_V3                                                                                  \
+    "ALTER TABLE records ADD COLUMN gpu_shared_ns INTEGER NOT NULL DEFAULT 0",                     \
+        "ALTER TABLE totals ADD COLUMN gpu_shared_ns INTEGER NOT NULL DEFAULT 0",                  \
+        "CREATE TABLE busy ("                                                                      \
+        " record_id TEXT NOT NULL,"                                                                \
+        " gpu_uuid TEXT NOT NULL,"                                                                 \
+        " start_ns INTEGER NOT NULL,"                                                              \
+        " end_ns INTEGER NOT NULL)",                                                               \
+        "CREATE INDEX busy_gpu_end ON busy(gpu_uuid, end_ns)",                                     \
+        "CREATE TABLE settled (gpu_uuid TEXT PRIMARY KEY NOT NULL, until_ns INTEGER NOT NULL)"
+
+/* Version 3 from nothing (version 1 had neither closed_by_agent nor open_sessions, version 2
+ * no shared time). */
+static const char *const create_v3[] = {
     "CREATE TABLE records ("
     " record_id TEXT PRIMARY KEY NOT NULL,"
     " instance TEXT NOT NULL,"
@@ -84,6 +99,7 @@ static const char *const create_v2[] = {
     " records INTEGER NOT NULL,"
     " PRIMARY KEY (project, instance, domain, gpu_uuid))",
     OPEN_SESSIONS,
+    SHARED_V3,
     NULL,
 };
 
@@ -95,12 +111,18 @@ static const char *const upgrade_v1[] = {
     NULL,
 };
 
-static const char *const *const upgrades[] = {upgrade_v1};
+/* Version 2 to 3: shared GPU time. */
+static const char *const upgrade_v2[] = {
+    SHARED_V3,
+    NULL,
+};
+
+static const char *const *const upgrades[] = {upgrade_v1, upgrade_v2};
 
 static const sl_db_schema schema = {
     "usage",
     AG_USAGE_STORE_SCHEMA,
-    create_v2,
+    create_v3,
     upgrades,
     1,
     0,
@@ -155,7 +177,7 @@ void ag_usage_store_bind_text(sl_db_stmt *st, int i, const char *v)
     "record_id, instance, project, flavor, gpu_uuid, session_id, start_ns, end_ns, gpu_busy_ns, "  \
     "kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water, calls, errors, throttled_ns, " \
     "quota_refusals, measurement, final, instance_name, domain, sla_tier, gpu_share, "             \
-    "closed_by_agent"
+    "closed_by_agent, gpu_shared_ns"
 
 static void bind_record(sl_db_stmt *st, const Sluice__Control__UsageRecord *r, int64_t now_s)
 {
@@ -181,7 +203,8 @@ static void bind_record(sl_db_stmt *st, const Sluice__Control__UsageRecord *r, i
     ag_usage_store_bind_text(st, 23, r->sla_tier);
     sl_db_bind_double(st, 24, r->gpu_share);
     sl_db_bind_i64(st, 25, r->closed_by_agent ? 1 : 0);
-    sl_db_bind_i64(st, 26, now_s);
+    sl_db_bind_i64(st, 26, 0); /* gpu_shared_ns: apportioned later (usage_store_shared.c) */
+    sl_db_bind_i64(st, 27, now_s);
 }
 
 /* Adds a new record to its series' running sums. */
@@ -214,12 +237,12 @@ static sl_code put_txn(sl_db *db, void *ud, sl_error *e)
     sl_code rc = sl_db_prepare(db,
                                "INSERT OR IGNORE INTO records(" RECORD_COLS ", received) VALUES "
                                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                               "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+                               "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
                                &st, e);
     if (rc == SL_OK)
         rc = sl_db_prepare(
             db,
-            "INSERT INTO totals VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 1) "
+            "INSERT INTO totals VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 1, 0) "
             "ON CONFLICT(project, instance, domain, gpu_uuid) DO UPDATE SET gpu_busy_ns = "
             "gpu_busy_ns + ?5, kernel_ns = kernel_ns + ?6, kernels = kernels + ?7, bytes_htod = "
             "bytes_htod + ?8, bytes_dtoh = bytes_dtoh + ?9, memory_high_water = "
@@ -237,6 +260,8 @@ static sl_code put_txn(sl_db *db, void *ud, sl_error *e)
             rc = sl_db_run(tot, "adding to the usage totals", e);
             if (rc == SL_OK)
                 rc = ag_usage_store_session_record(db, a->recs[i], e);
+            if (rc == SL_OK)
+                rc = ag_usage_store_busy_put(db, a->recs[i], e);
         }
         if (a->is_new)
             a->is_new[i] = (unsigned char)added;
@@ -278,6 +303,7 @@ static void row_of(sl_db_stmt *st, sl_usage_rec *r)
     r->tier = sl_db_col_text(st, 22);
     r->gpu_share = sl_db_col_double(st, 23);
     r->closed_by_agent = sl_db_col_i64(st, 24) != 0;
+    r->gpu_shared_ns = sl_db_col_u64(st, 25);
 }
 
 typedef struct walk {
@@ -353,6 +379,7 @@ static int on_total(sl_db_stmt *st, void *ud)
                      &t.bytes_dtoh,  &t.memory_high_water, &t.throttled_ns, &t.quota_refusals};
     for (int i = 0; i < 8; i++)
         *v[i] = sl_db_col_u64(st, 4 + i);
+    t.gpu_shared_ns = sl_db_col_u64(st, 13);
     return c->cb(&t, sl_db_col_u64(st, 12), c->ud);
 }
 
@@ -362,7 +389,7 @@ sl_code ag_usage_store_totals(ag_usage_store *s, ag_usage_total_cb cb, void *ud,
     return ag_usage_store_walk(s,
                                "SELECT project, instance, domain, gpu_uuid, gpu_busy_ns, "
                                "kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water, "
-                               "throttled_ns, quota_refusals, records FROM totals "
+                               "throttled_ns, quota_refusals, records, gpu_shared_ns FROM totals "
                                "ORDER BY 1, 2, 3, 4",
                                "reading the usage totals", NULL, on_total, &c, e);
 }

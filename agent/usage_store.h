@@ -25,7 +25,7 @@
 #include "sluice/usage_report.h"
 #include "sluice_control.pb-c.h"
 
-#define AG_USAGE_STORE_SCHEMA 2
+#define AG_USAGE_STORE_SCHEMA 3
 /* A lifetime whose last heartbeat is older than this is not extended: a new one starts. */
 #define AG_USAGE_LIFE_GAP_S 300
 /* An open lifetime whose instance is no longer alive ends at the closing heartbeat when its
@@ -111,6 +111,25 @@ typedef struct ag_usage_info {
 } ag_usage_info;
 sl_code ag_usage_store_info(ag_usage_store *s, const char *instance, ag_usage_info *out, int *found,
                             sl_error *e);
+
+/* ---- shared GPU time (docs/accounting.md, "Shared GPU time"; usage_store_shared.c) */
+typedef struct ag_usage_settle_opts {
+    int64_t window_ns;    /* apportioned window by window, aligned to multiples of this */
+    int64_t grace_ns;     /* a window is settled this long after its end at the earliest, */
+    int64_t max_delay_ns; /* and once every open session reported past its end or this long
+                           * after its end, whichever comes first */
+    size_t max_windows;   /* at most this many windows per call (one transaction) */
+} ag_usage_settle_opts;
+typedef struct ag_usage_settled {
+    uint64_t windows; /* windows apportioned by this call */
+    uint64_t busy_ns; /* the GPUs' busy time in them (the shares added sum to it) */
+} ag_usage_settled;
+/* One transaction: apportions every GPU's settled windows past its mark among the records
+ * whose busy intervals fall in them, adding each record's share to records.gpu_shared_ns and
+ * its series' totals, and moves the marks. Intervals of a window already settled when they
+ * arrive are not shared (their records keep their raw figures). */
+sl_code ag_usage_store_settle(ag_usage_store *s, const ag_usage_settle_opts *o, int64_t now_ns,
+                              ag_usage_settled *out, sl_error *e);
 
 /* ---- retention (usage_retention_days, docs/usage.md) */
 typedef struct ag_usage_pruned {

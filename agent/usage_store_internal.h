@@ -36,4 +36,7 @@ sl_code ag_usage_store_walk(ag_usage_store *s, const char *sql, const char *what
 sl_code ag_usage_store_session_record(sl_db *db, const Sluice__Control__UsageRecord *r,
                                       sl_error *e);
 
+/* In a records transaction: a new record's busy intervals (usage_store_shared.c). */
+sl_code ag_usage_store_busy_put(sl_db *db, const Sluice__Control__UsageRecord *r, sl_error *e);
+
 #endif

@@ -64,3 +64,55 @@ size_t be_iv_union_more(struct be_iv *v, size_t merged, size_t n, uint64_t *tota
     *total = sum;
     return m;
 }
+
+struct gap {
+    int64_t len;
+    size_t at; /* the gap between v[at] and v[at + 1] */
+};
+
+static int by_len(const void *x, const void *y)
+{
+    const struct gap *a = x, *b = y;
+    if (a->len != b->len)
+        return a->len < b->len ? -1 : 1;
+    return a->at < b->at ? -1 : a->at > b->at;
+}
+
+size_t be_iv_cap(struct be_iv *v, size_t n, size_t max, uint64_t *widened)
+{
+    uint64_t grown = 0;
+    if (max < 1)
+        max = 1;
+    if (n > max) {
+        struct gap *g = malloc((n - 1) * sizeof *g);
+        unsigned char *close = calloc(n, 1);
+        if (!g || !close) { /* no memory: one interval covering all of them */
+            for (size_t i = 0; i + 1 < n; i++)
+                grown += (uint64_t)(v[i + 1].a - v[i].b);
+            v[0].b = v[n - 1].b;
+            free(g);
+            free(close);
+            *widened = grown;
+            return 1;
+        }
+        for (size_t i = 0; i + 1 < n; i++)
+            g[i] = (struct gap){v[i + 1].a - v[i].b, i};
+        qsort(g, n - 1, sizeof *g, by_len);
+        for (size_t i = 0; i < n - max; i++) {
+            close[g[i].at] = 1;
+            grown += (uint64_t)g[i].len;
+        }
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i && close[i - 1])
+                v[m - 1].b = v[i].b;
+            else
+                v[m++] = v[i];
+        }
+        free(g);
+        free(close);
+        n = m;
+    }
+    *widened = grown;
+    return n;
+}

@@ -16,5 +16,9 @@ size_t be_iv_union(struct be_iv *v, size_t n, int64_t lo, int64_t hi, uint64_t *
  * *total) and v[merged..n) came since. Costs what the new intervals cost while they come in
  * order, as timed runs mostly do; returns the new count and updates *total. */
 size_t be_iv_union_more(struct be_iv *v, size_t merged, size_t n, uint64_t *total);
+/* Keeps a union v[0..n) (sorted, disjoint) within max intervals (max >= 1) by merging the
+ * smallest gaps between neighbours (the earlier gap first among equal ones); returns the new
+ * count and the total length of the merged gaps in *widened (what the union grew by). */
+size_t be_iv_cap(struct be_iv *v, size_t n, size_t max, uint64_t *widened);
 
 #endif

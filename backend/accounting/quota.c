@@ -236,7 +236,8 @@ void be_acct_mem_publish(sl_be_session *s)
     struct be_acct *a = s->acct;
     if (!a)
         return;
-    uint64_t mem = s->mem.counted + s->mem.counted_vmm + s->mem.counted_held;
+    /* device memory, and the page-locked twins of mapped guest memory (api/mapped.c) */
+    uint64_t mem = s->mem.counted + s->mem.counted_vmm + s->mem.counted_held + s->mapped_bytes;
     if (mem > a->mem_high)
         a->mem_high = mem;
     if (a->cfg.shm && (mem != a->mem || atomic_load(&a->cfg.shm->slot[a->cfg.slot].bytes) != mem))

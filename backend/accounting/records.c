@@ -141,7 +141,9 @@ static void emit_one(sl_be_session *s, int d, int first, int final, int64_t end)
         .gpu_share = a->cfg.shm ? a->sla.share : 0,
         .final = final,
     };
-    be_iv_union(x->iv, x->niv, a->start_ns, end, &u.busy_ns);
+    size_t m = be_iv_union(x->iv, x->niv, a->start_ns, end, &u.busy_ns);
+    u.nbusy = be_iv_cap(x->iv, m, BE_USAGE_MAX_BUSY, &u.busy_widened_ns);
+    u.busy = x->iv;
     if (first) {
         u.calls = s->calls - a->calls0;
         u.errors = s->errors - a->errors0;

@@ -60,11 +60,31 @@ sl_code be_usage_encode(const struct be_usage *u, uint8_t **buf, size_t *len, sl
     r.quota_refusals = u->quota_refusals;
     r.gpu_share = u->gpu_share;
     r.final = u->final != 0;
+    r.busy_widened_ns = u->busy_widened_ns;
+    size_t nb = u->nbusy < BE_USAGE_MAX_BUSY ? u->nbusy : BE_USAGE_MAX_BUSY;
+    Sluice__Control__BusyInterval *iv = nb ? calloc(nb, sizeof *iv) : NULL;
+    Sluice__Control__BusyInterval **ivp = nb ? calloc(nb, sizeof *ivp) : NULL;
+    if (nb && (!iv || !ivp)) {
+        free(iv);
+        free(ivp);
+        return sl_fail(e, SL_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nb; i++) {
+        sluice__control__busy_interval__init(&iv[i]);
+        iv[i].start_ns = u->busy[i].a;
+        iv[i].end_ns = u->busy[i].b;
+        ivp[i] = &iv[i];
+    }
+    r.n_busy = nb;
+    r.busy = ivp;
     size_t n = sluice__control__usage_record__get_packed_size(&r);
     uint8_t *b = malloc(n ? n : 1);
+    if (b)
+        sluice__control__usage_record__pack(&r, b);
+    free(iv);
+    free(ivp);
     if (!b)
         return sl_fail(e, SL_ERR_NOMEM, "out of memory");
-    sluice__control__usage_record__pack(&r, b);
     *buf = b;
     *len = n;
     return SL_OK;
@@ -72,15 +92,16 @@ sl_code be_usage_encode(const struct be_usage *u, uint8_t **buf, size_t *len, sl
 
 void be_usage_log(const Sluice__Control__UsageRecord *r)
 {
-    sl_log(SL_LOG_INFO, BE_COMPONENT,
-           "usage %s: session %llu instance %s project %s gpu %s%s: %.6f s busy, %.6f s in %llu "
-           "kernels, %llu B to and %llu B from the device, memory high-water %llu B, %llu calls "
-           "(%llu failed), %.6f s throttled, %u quota refusals, over %.3f s (%s)",
-           r->record_id, (unsigned long long)r->session_id, r->instance_uuid, r->project_id,
-           r->gpu_uuid && *r->gpu_uuid ? r->gpu_uuid : "-", r->final ? ", final" : "",
-           (double)r->gpu_busy_ns / 1e9, (double)r->kernel_ns / 1e9, (unsigned long long)r->kernels,
-           (unsigned long long)r->bytes_htod, (unsigned long long)r->bytes_dtoh,
-           (unsigned long long)r->memory_high_water, (unsigned long long)r->calls,
-           (unsigned long long)r->errors, (double)r->throttled_ns / 1e9, r->quota_refusals,
-           (double)(r->interval_end_ns - r->interval_start_ns) / 1e9, r->measurement);
+    sl_log(
+        SL_LOG_INFO, BE_COMPONENT,
+        "usage %s: session %llu instance %s project %s gpu %s%s: %.6f s busy, %.6f s in %llu "
+        "kernels, %llu B to and %llu B from the device, memory high-water %llu B, %llu calls "
+        "(%llu failed), %.6f s throttled, %u quota refusals, over %.3f s (%s), %zu busy intervals",
+        r->record_id, (unsigned long long)r->session_id, r->instance_uuid, r->project_id,
+        r->gpu_uuid && *r->gpu_uuid ? r->gpu_uuid : "-", r->final ? ", final" : "",
+        (double)r->gpu_busy_ns / 1e9, (double)r->kernel_ns / 1e9, (unsigned long long)r->kernels,
+        (unsigned long long)r->bytes_htod, (unsigned long long)r->bytes_dtoh,
+        (unsigned long long)r->memory_high_water, (unsigned long long)r->calls,
+        (unsigned long long)r->errors, (double)r->throttled_ns / 1e9, r->quota_refusals,
+        (double)(r->interval_end_ns - r->interval_start_ns) / 1e9, r->measurement, r->n_busy);
 }

@@ -5,8 +5,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "accounting/intervals.h"
 #include "sluice/error.h"
 #include "sluice_control.pb-c.h"
+
+#define BE_USAGE_MAX_BUSY 256 /* UsageRecord.busy: at most this many intervals */
 
 /* The figures of one record, as records.c gathers them. */
 struct be_usage {
@@ -18,6 +21,9 @@ struct be_usage {
     uint32_t quota_refusals;
     double gpu_share; /* the SLA's share, 0 = unknown */
     int final;
+    const struct be_iv *busy; /* the busy intervals (sorted, disjoint, within the interval) */
+    size_t nbusy;             /* at most BE_USAGE_MAX_BUSY */
+    uint64_t busy_widened_ns; /* the gaps merged into them (be_iv_cap) */
 };
 /* A fresh record id (UUID version 4, lower case) into out[37]. */
 sl_code be_usage_uuid(char out[37], sl_error *e);

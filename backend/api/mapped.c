@@ -6,7 +6,9 @@
  * next call, and every synchronous reply carries (Reply.mapped) the bytes that device work
  * changed since the last reply. The buffer is mapped at the guest's own address when that
  * address is free in this process, so that (unified addressing) the device address the guest
- * sees equals its pointer, as it does natively. Mapped memory is bounded per session. */
+ * sees equals its pointer, as it does natively. Mapped memory counts against the instance's
+ * memory quota (accounting/quota.c), as device memory does, and is bounded per session by
+ * BE_MAPPED_MAX_BYTES of page-locked host memory. */
 #include "api/mapped.h"
 
 #include <stdlib.h>
@@ -14,12 +16,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "accounting/quota.h"
 #include "api/reply.h"
 #include "session/ranges.h"
 #include "session/state.h"
 #include "sluice/backend_handlers.h"
 
-#define BE_MAPPED_MAX_BYTES ((uint64_t)16 << 20) /* per session */
+#define BE_MAPPED_MAX_BYTES ((uint64_t)1 << 30) /* page-locked host memory per session */
 
 struct be_map {
     struct be_map *next;
@@ -54,6 +57,7 @@ static void release(sl_be_session *s, struct be_map *m)
     s->mapped_bytes -= m->page_len;
     free(m->shadow);
     free(m);
+    be_acct_mem_publish(s);
 }
 
 /* An anonymous mapping at want (page-aligned) if it is free here, else anywhere. */
@@ -94,6 +98,11 @@ CUresult be_h_slMappedAlloc(struct sl_be_call *c)
     }
     if (!api->cuMemHostRegister_v2 || !api->cuMemHostGetDevicePointer_v2)
         return CUDA_ERROR_NOT_SUPPORTED;
+    char why[200]; /* the twin counts against the instance's memory quota (quota.c) */
+    if (be_acct_mem_admit(s, len, why, sizeof why) != 0) {
+        sl_be_detail(reply, "mapped host memory: %s", why);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     Sluice__Cuda__SlMappedAllocReply *rp =
         BE_REPLY(reply, sl_mapped_alloc, SLUICE__WIRE__REPLY__OUT_SL_MAPPED_ALLOC,
                  Sluice__Cuda__SlMappedAllocReply, sluice__cuda__sl_mapped_alloc_reply__init);
@@ -105,6 +114,7 @@ CUresult be_h_slMappedAlloc(struct sl_be_call *c)
             munmap(page, len);
         free(m);
         free(shadow);
+        be_acct_mem_publish(s); /* the reservation goes */
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUresult rc = api->cuMemHostRegister_v2(
@@ -122,6 +132,7 @@ CUresult be_h_slMappedAlloc(struct sl_be_call *c)
         munmap(page, len);
         free(m);
         free(shadow);
+        be_acct_mem_publish(s);
         return rc;
     }
     *m = (struct be_map){.next = s->mapped,
@@ -134,6 +145,7 @@ CUresult be_h_slMappedAlloc(struct sl_be_call *c)
     s->mapped = m;
     s->mapped_bytes += len;
     rp->dptr = m->dptr;
+    be_acct_mem_publish(s); /* what is held now replaces the reservation */
     return CUDA_SUCCESS;
 }
 
@@ -175,6 +187,11 @@ CUresult be_h_slMappedWrite(struct sl_be_call *c)
     return CUDA_SUCCESS;
 }
 
+/* What one reply carries of device writes to mapped memory: the rest goes with the next replies
+ * (Reply.mapped_more; the frontend asks with slFence until none is left), so that a reply stays
+ * within the channel's message bound whatever is mapped. */
+#define BE_MAPPED_REPLY_MAX ((size_t)8 << 20) /* the channel takes 16 MiB messages */
+
 void be_mapped_collect(sl_be_session *s, Sluice__Wire__Reply *reply)
 {
     size_t n = 0;
@@ -185,7 +202,7 @@ void be_mapped_collect(sl_be_session *s, Sluice__Wire__Reply *reply)
     Sluice__Wire__MappedData **v = calloc(n, sizeof *v);
     if (!v)
         return; /* tried again at the next reply */
-    size_t k = 0;
+    size_t k = 0, room = BE_MAPPED_REPLY_MAX;
     for (struct be_map *m = s->mapped; m && k < n; m = m->next) {
         size_t lo = 0, hi = (size_t)m->len;
         while (lo < hi && m->host[lo] == m->shadow[lo])
@@ -194,6 +211,13 @@ void be_mapped_collect(sl_be_session *s, Sluice__Wire__Reply *reply)
             hi--;
         if (lo == hi)
             continue;
+        if (!room || hi - lo > room) { /* the rest differs still: a later reply takes it */
+            reply->mapped_more = 1;
+            if (!room)
+                break;
+            hi = lo + room;
+        }
+        room -= hi - lo;
         Sluice__Wire__MappedData *d = malloc(sizeof *d + (hi - lo));
         if (!d)
             break;

@@ -49,8 +49,9 @@
 
 static int w_fd = -1;
 static pthread_mutex_t w_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct be_direct *w_direct; /* the direct endpoint (direct.c), NULL: none */
-static be_broker *w_broker;        /* the IPC token broker's worker side (broker.c) */
+static struct be_direct *w_direct;      /* the direct endpoint (direct.c), NULL: none */
+static struct be_direct *w_direct_left; /* one left open for the process's exit (w_run_direct) */
+static be_broker *w_broker;             /* the IPC token broker's worker side (broker.c) */
 
 static int w_token_send(const void *msg, size_t len)
 {
@@ -273,6 +274,14 @@ static int w_run_direct(int fd, sl_be_session *s)
     struct be_direct *d = w_direct;
     w_direct = NULL; /* replies from here on go to the parent, which drops them */
     pthread_mutex_unlock(&w_mu);
+    if (gone && code == SL_ERR_PEER_LOST) {
+        /* The backend lost the guest (killed, its VM gone) and this process exits next
+         * (be_worker_main): no CLOSE can reach the guest, and closing the endpoint would only
+         * delay the exit by the CLOSE's linger (up to 500 ms) and ZeroMQ's context teardown
+         * (its threads' hand-offs: 0.1-0.4 s each on a loaded host, e2e.teardown). */
+        w_direct_left = d;
+        return gone;
+    }
     be_direct_close(d, code, why);
     return gone;
 }

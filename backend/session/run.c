@@ -71,7 +71,7 @@ CUresult be_run_call(struct sl_be_call *c)
         rc = be_layers_run(c, ci); /* accounting and quota around the handler (accounting/) */
         if (lock)
             be_printf_unlock_drain(s);
-        if (cur && ci && (ci->flags & SL_CALL_ASYNC))
+        if (cur && sl_call_is_async(ci, call))
             cur->async_seq = call->seq;
         else if (cur && ci && ci->blocks == SL_BLOCKS_CTX && rc == CUDA_SUCCESS &&
                  !sl_call_context_arg(call))

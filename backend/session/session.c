@@ -126,7 +126,7 @@ static void run_job(sl_be_session *s, struct be_job *job)
             break;
         const Sluice__Wire__Call *call = f->calls[i];
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
-        int async = ci && (ci->flags & SL_CALL_ASYNC);
+        int async = sl_call_is_async(ci, call);
         Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
         /* every synchronous call is timed, every 16th asynchronous one of each id: a clock
          * read costs as much as a tenth of a launch on some VMs */

@@ -168,6 +168,11 @@ sl_code sl_usage_report_new(int64_t from_ns, int64_t to_ns, const char *project,
     return SL_OK;
 }
 
+void sl_usage_report_with_shared(sl_usage_report *r)
+{
+    r->view.shared = 1;
+}
+
 /* Part of ns (of an interval [a, b)) inside [lo, hi). */
 static double part(uint64_t ns, int64_t a, int64_t b, int64_t lo, int64_t hi)
 {
@@ -196,6 +201,7 @@ sl_code sl_usage_report_add(sl_usage_report *r, const sl_usage_rec *u, sl_error 
     sl_usage_server *s = &a->s;
     s->busy_s += part(u->gpu_busy_ns, u->start_ns, u->end_ns, r->from, r->to) / 1e9;
     s->kernel_s += part(u->kernel_ns, u->start_ns, u->end_ns, r->from, r->to) / 1e9;
+    s->shared_s += part(u->gpu_shared_ns, u->start_ns, u->end_ns, r->from, r->to) / 1e9;
     s->throttled_s += part(u->throttled_ns, u->start_ns, u->end_ns, r->from, r->to) / 1e9;
     for (size_t k = 0; k < r->view.n_buckets; k++) {
         int64_t lo = r->from + (int64_t)k * r->view.bucket_ns;
@@ -308,6 +314,7 @@ static void add_total(sl_usage_server *t, const sl_usage_server *s)
 {
     t->wall_s += s->wall_s;
     t->busy_s += s->busy_s;
+    t->shared_s += s->shared_s;
     t->kernel_s += s->kernel_s;
     t->throttled_s += s->throttled_s;
     t->entitled_s += s->entitled_s;

@@ -75,7 +75,11 @@ static void row(FILE *f, const sl_usage_view *v, const char *level, const char *
     snprintf(b, sizeof b, "%llu", (unsigned long long)s->records);
     field(f, b, 0);
     snprintf(b, sizeof b, "%llu", (unsigned long long)s->closed_by_agent);
-    field(f, b, 1);
+    field(f, b, !v->shared);
+    if (v->shared) {
+        snprintf(b, sizeof b, "%.10g", s->shared_s / 3600.0);
+        field(f, b, 1);
+    }
 }
 
 sl_code sl_usage_render_csv(const sl_usage_view *v, FILE *f)
@@ -84,8 +88,9 @@ sl_code sl_usage_render_csv(const sl_usage_view *v, FILE *f)
           "share,started_at,"
           "ended_at,state,hours,gpu_hours,kernel_hours,kernels,bytes_htod,bytes_dtoh,"
           "memory_high_water_bytes,calls,errors,entitled_gpu_hours,sla_use_percent,"
-          "throttled_hours,quota_refusals,records,closed_by_agent\r\n",
+          "throttled_hours,quota_refusals,records,closed_by_agent",
           f);
+    fputs(v->shared ? ",gpu_shared_hours\r\n" : "\r\n", f);
     for (size_t i = 0; i < v->n_tenants; i++) {
         const sl_usage_tenant *t = &v->tenants[i];
         row(f, v, "project", t->project, &t->total, 1);

@@ -53,11 +53,14 @@ static void set(json_t *o, const char *k, json_t *v, int *bad)
 }
 
 /* The Sluice figures, in server and (prefixed "total_") tenant objects. */
-static void figures(json_t *o, const sl_usage_server *s, const char *pre, int *bad)
+/* shared: the view has shared GPU time (gpu_shared_hours). */
+static void figures(json_t *o, const sl_usage_server *s, const char *pre, int shared, int *bad)
 {
     char k[64];
 #define K(name) (snprintf(k, sizeof k, "%s%s", pre, name), k)
     set(o, K("gpu_hours"), jreal(s->busy_s / 3600.0), bad);
+    if (shared)
+        set(o, K("gpu_shared_hours"), jreal(s->shared_s / 3600.0), bad);
     set(o, K("kernel_hours"), jreal(s->kernel_s / 3600.0), bad);
     set(o, K("kernels"), jint(s->kernels), bad);
     set(o, K("bytes_htod"), jint(s->bytes_htod), bad);
@@ -82,7 +85,8 @@ static const char *nova_state(const sl_usage_server *s)
     return s->ended_ns ? "terminated" : "active";
 }
 
-static json_t *server(const char *project, const sl_usage_server *s, int64_t to_ns, int *bad)
+static json_t *server(const char *project, const sl_usage_server *s, int64_t to_ns, int shared,
+                      int *bad)
 {
     json_t *o = json_object();
     if (!o) {
@@ -109,7 +113,7 @@ static json_t *server(const char *project, const sl_usage_server *s, int64_t to_
     set(o, "sla_tier", jstr(s->tier), bad);
     set(o, "gpu_share", jreal(s->gpu_share), bad);
     set(o, "existence", json_string(s->observed ? "observed" : "lifetime"), bad);
-    figures(o, s, "", bad);
+    figures(o, s, "", shared, bad);
     return o;
 }
 
@@ -129,9 +133,9 @@ static json_t *tenant(const sl_usage_view *v, const sl_usage_tenant *t, int *bad
     set(o, "total_local_gb_usage", jreal(0), bad);
     set(o, "total_memory_mb_usage", jreal(0), bad);
     set(o, "total_vcpus_usage", jreal(0), bad);
-    figures(o, &t->total, "total_", bad);
+    figures(o, &t->total, "total_", v->shared, bad);
     for (size_t k = 0; k < t->n_servers; k++) {
-        json_t *s = server(t->project, &t->servers[k], v->to_ns, bad);
+        json_t *s = server(t->project, &t->servers[k], v->to_ns, v->shared, bad);
         if (!s || json_array_append_new(servers, s) != 0)
             *bad = 1;
     }

@@ -6,13 +6,14 @@
 
 #include "internal.h"
 
-#define NCOL     9
+#define NCOL     10
 #define CELL     64
 #define NAME_MAX 16 /* longer instance names are cut to 15 characters and '~' */
 
 static const char *const header[NCOL] = {
-    "PROJECT / INSTANCE", "NAME",  "FLAVOR", "STATE",    "HOURS",
-    "GPU TIME",           "SHARE", "USE %",  "HELD BACK"};
+    "PROJECT / INSTANCE", "NAME",       "FLAVOR", "STATE", "HOURS",
+    "GPU TIME",           "GPU SHARED", "SHARE",  "USE %", "HELD BACK"};
+#define SHARED_COL 6 /* only when the view has shared GPU time */
 /* Columns 4.. are numbers: right-aligned. */
 #define FIRST_NUMERIC 4
 
@@ -42,18 +43,19 @@ static int row(tab *t, const sl_usage_server *s, const char *first, int total)
     snprintf(c[3], CELL, "%s", s->state);
     sl_usage_hours(s->wall_s, c[4], CELL);
     sl_usage_duration(s->busy_s, c[5], CELL);
+    sl_usage_duration(s->shared_s, c[SHARED_COL], CELL);
     if (total)
-        snprintf(c[6], CELL, "%s", "");
+        snprintf(c[7], CELL, "%s", "");
     else if (s->gpu_share > 0)
-        snprintf(c[6], CELL, "%.2f", s->gpu_share);
+        snprintf(c[7], CELL, "%.2f", s->gpu_share);
     else
-        snprintf(c[6], CELL, "1.00?");
-    sl_usage_percent(s, c[7], CELL);
-    sl_usage_duration(s->throttled_s, c[8], CELL);
+        snprintf(c[7], CELL, "1.00?");
+    sl_usage_percent(s, c[8], CELL);
+    sl_usage_duration(s->throttled_s, c[9], CELL);
     return 0;
 }
 
-static void print(const tab *t, FILE *f)
+static void print(const tab *t, int shared, FILE *f)
 {
     size_t w[NCOL] = {0};
     for (int c = 0; c < NCOL; c++)
@@ -66,6 +68,8 @@ static void print(const tab *t, FILE *f)
         }
     for (size_t r = 0; r <= t->n; r++) {
         for (int c = 0; c < NCOL; c++) {
+            if (c == SHARED_COL && !shared)
+                continue;
             const char *s = r == 0 ? header[c] : t->cell[r - 1][c];
             const char *sep = c == NCOL - 1 ? "\n" : "  ";
             if (c >= FIRST_NUMERIC)
@@ -102,6 +106,7 @@ sl_code sl_usage_render_table(const sl_usage_view *v, FILE *f)
         const sl_usage_server *s = &tn->total;
         grand.wall_s += s->wall_s;
         grand.busy_s += s->busy_s;
+        grand.shared_s += s->shared_s;
         grand.kernel_s += s->kernel_s;
         grand.throttled_s += s->throttled_s;
         grand.entitled_s += s->entitled_s;
@@ -117,13 +122,18 @@ sl_code sl_usage_render_table(const sl_usage_view *v, FILE *f)
     if (!oom)
         oom |= row(&t, &grand, "TOTAL", 1);
     if (!oom)
-        print(&t, f);
+        print(&t, v->shared, f);
     free(t.cell);
     if (!oom)
-        fprintf(f, "\nHOURS: how long the instance existed in the period. GPU TIME: how long its "
-                   "work kept the GPU busy.\nSHARE: its SLA's GPU share (1.00? = unknown, counted "
-                   "as 1). USE %% = GPU TIME / (SHARE x HOURS).\nHELD BACK: work held back by the "
-                   "share cap. Kernels, bytes, memory, quota refusals: --format csv or json.\n");
+        fprintf(f,
+                "\nHOURS: how long the instance existed in the period. GPU TIME: how long its "
+                "work kept the GPU busy.\n%sSHARE: its SLA's GPU share (1.00? = unknown, counted "
+                "as 1). USE %% = GPU TIME / (SHARE x HOURS).\nHELD BACK: work held back by the "
+                "share cap. Kernels, bytes, memory, quota refusals: --format csv or json.\n",
+                v->shared ? "GPU SHARED: its part of the GPU's busy time, time several sessions "
+                            "kept a GPU busy together shared equally among them (GPU TIME counts "
+                            "it for each).\n"
+                          : "");
     if (!oom && grand.closed_by_agent)
         fprintf(f,
                 "CLOSED BY THE AGENT: %llu session%s ended with %s backend (killed or crashed) "

@@ -5,6 +5,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <stdbool.h>
 
+#include "api/capture.h"
 #include "call/callbacks.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
@@ -14,6 +15,8 @@ static CUresult host_func(bool pt, CUstream s, CUhostFn fn, void *user)
 {
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sl_fe_capturing(pt, s)) /* a host node of the capture's graph (api/capture.c) */
+        return sl_fe_capture_host_func(pt, s, fn, user);
     uint64_t id = sl_fe_callback_register(0, (void (*)(void))fn, user, s);
     if (!id)
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/context.h"
+#include "call/allocs.h"
 #include "call/connection.h"
 #include "call/contexts.h"
 #include "call/rpc_session.h"
@@ -285,6 +286,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     req.dev = dev;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     SL_FE_SET(cuDevicePrimaryCtxReset_v2, &call, &req);
+    sl_fe_allocs_context_gone(); /* the cache freed first; later frees go synchronously */
     Sluice__Wire__Reply *rep = NULL;
     rc = sl_fe_call(&call, &rep);
     if (rep) {
@@ -403,6 +405,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     req.ctx = (uint64_t)(uintptr_t)ctx;
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     SL_FE_SET(cuCtxDestroy_v2, &call, &req);
+    sl_fe_allocs_context_gone(); /* the cache freed first; later frees go synchronously */
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
     if (rep) {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/capture.h"
 #include "api/copy.h"
 #include "api/memory.h"
 #include "call/managed.h"
@@ -55,6 +56,26 @@ static int not_device_memory(CUdeviceptr p, size_t n)
     return n && (p < 4096 || p + n < p || p + n > ((CUdeviceptr)1 << 57));
 }
 
+/* An async copy with one side in guest memory on a capturing stream becomes a memcpy node of
+ * the capture's graph (api/capture.c): the bytes move when the graph is launched. */
+static CUresult capture_1d(bool pt, CUstream s, CUdeviceptr ddst, void *hdst, CUdeviceptr dsrc,
+                           const void *hsrc, size_t n)
+{
+    if (!n)
+        return CUDA_SUCCESS;
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.WidthInBytes = n;
+    c.Height = c.Depth = 1;
+    c.srcMemoryType = hsrc ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    c.srcHost = hsrc;
+    c.srcDevice = dsrc;
+    c.dstMemoryType = hdst ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    c.dstHost = hdst;
+    c.dstDevice = ddst;
+    return sl_fe_capture_copy(pt, s, &c);
+}
+
 static CUresult htod(bool pt, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async)
 {
     if (n && !src)
@@ -63,6 +84,8 @@ static CUresult htod(bool pt, CUdeviceptr dst, const void *src, size_t n, CUstre
         return CUDA_ERROR_INVALID_VALUE;
     if (managed(src))
         return dtod(pt, dst, (CUdeviceptr)(uintptr_t)src, n, s, async, 0);
+    if (async && sl_fe_capturing(pt, s))
+        return capture_1d(pt, s, dst, NULL, 0, src, n);
     size_t off = 0;
     do {
         size_t c = n - off > SL_FE_MAX_COPY_CHUNK ? SL_FE_MAX_COPY_CHUNK : n - off;
@@ -227,6 +250,8 @@ CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, s
  * Larger ones synchronize the stream first, then copy in pieces. */
 static CUresult dtoh_async(bool pt, void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
+    if (dst && !managed(dst) && sl_fe_capturing(pt, s))
+        return capture_1d(pt, s, 0, dst, src, 0, n);
     if (n > SL_FE_MAX_COPY_CHUNK) {
         CUresult rc = stream_sync(pt, s);
         return rc != CUDA_SUCCESS ? rc : dtoh(pt, dst, src, n);
@@ -442,10 +467,39 @@ static CUresult copy_rect(bool pt, int three_d, void *pod, size_t podlen, struct
     return rc;
 }
 
+/* A side of a 2D/3D copy in guest memory (HOST, or UNIFIED at a guest address). */
+static int guest_side(CUmemorytype t, CUdeviceptr dev)
+{
+    return t == CU_MEMORYTYPE_HOST ||
+           (t == CU_MEMORYTYPE_UNIFIED && sl_fe_is_host_pointer((const void *)(uintptr_t)dev) &&
+            !managed((const void *)(uintptr_t)dev));
+}
+
+/* An async 2D/3D copy with one side in guest memory on a capturing stream: a memcpy node. */
+static int capture_rect(bool pt, const CUDA_MEMCPY3D *c, CUstream s, int async)
+{
+    int sh = guest_side(c->srcMemoryType, c->srcDevice);
+    int dh = guest_side(c->dstMemoryType, c->dstDevice);
+    return async && sh != dh && sl_fe_capturing(pt, s);
+}
+
 static CUresult copy2d(bool pt, const CUDA_MEMCPY2D *p, CUstream s, int async)
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
+    if (async) {
+        CUDA_MEMCPY3D c3;
+        memset(&c3, 0, sizeof c3);
+        c3.srcXInBytes = p->srcXInBytes, c3.srcY = p->srcY;
+        c3.srcMemoryType = p->srcMemoryType, c3.srcHost = p->srcHost;
+        c3.srcDevice = p->srcDevice, c3.srcArray = p->srcArray, c3.srcPitch = p->srcPitch;
+        c3.dstXInBytes = p->dstXInBytes, c3.dstY = p->dstY;
+        c3.dstMemoryType = p->dstMemoryType, c3.dstHost = p->dstHost;
+        c3.dstDevice = p->dstDevice, c3.dstArray = p->dstArray, c3.dstPitch = p->dstPitch;
+        c3.WidthInBytes = p->WidthInBytes, c3.Height = p->Height, c3.Depth = 1;
+        if (capture_rect(pt, &c3, s, async))
+            return sl_fe_capture_copy(pt, s, &c3);
+    }
     CUDA_MEMCPY2D c = *p;
     struct side src = {&c.srcMemoryType, &c.srcHost, &c.srcDevice, &c.srcPitch, NULL,
                        &c.srcXInBytes,   &c.srcY,    NULL};
@@ -464,6 +518,8 @@ static CUresult copy3d(bool pt, const CUDA_MEMCPY3D *p, CUstream s, int async)
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
+    if (capture_rect(pt, p, s, async))
+        return sl_fe_capture_copy(pt, s, p);
     CUDA_MEMCPY3D c = *p;
     struct side src = {&c.srcMemoryType, &c.srcHost,     &c.srcDevice, &c.srcPitch,
                        &c.srcHeight,     &c.srcXInBytes, &c.srcY,      &c.srcZ};

@@ -1,13 +1,14 @@
 /* Managed memory (docs/remoting.md "Managed memory"): cuMemAllocManaged allocates real managed
  * memory in the session's worker (in its allocation table and quota) and maps the same address
  * in the guest, where call/managed.c keeps the pages coherent with the device's copy. Frees
- * unmap the guest's pages. Prefetches and advice are checked here and forwarded, so that the
- * driver's range attributes answer as natively; a prefetch to the host also brings the range
- * into the guest. */
+ * of a managed base unmap the guest's pages (cuMemFree_v2 is api/alloc.c's). Prefetches and advice
+ * are checked here and forwarded, so that the driver's range attributes answer as natively; a
+ * prefetch to the host also brings the range into the guest. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api/managed.h"
 #include "call/managed.h"
 #include "call/rpc.h"
 #include "component.h"
@@ -76,12 +77,16 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     return CUDA_SUCCESS;
 }
 
-CUresult cuMemFree_v2(CUdeviceptr dptr)
+int sl_fe_managed_free(CUdeviceptr dptr, CUresult *rc)
 {
-    CUresult rc = free_remote(dptr);
-    if (rc == CUDA_SUCCESS)
+    uint64_t base = 0;
+    size_t len = 0;
+    if (!sl_fe_managed_find(dptr, &base, &len) || base != dptr)
+        return 0;
+    *rc = free_remote(dptr);
+    if (*rc == CUDA_SUCCESS)
         sl_fe_managed_unmap(dptr);
-    return rc;
+    return 1;
 }
 
 /* ------------------------------------------------------------------ prefetch */

@@ -49,7 +49,7 @@ static void rpc_free(uint64_t dptr)
 CUresult sl_fe_mapped_add(void **pp, size_t len, int movable, uint64_t *dptr)
 {
     if (!sl_fe_mapped_room(len))
-        return sl_fe_unsupported("mapped host memory beyond 16 MiB per process");
+        return sl_fe_unsupported("mapped host memory beyond 1 GiB per process");
     struct sl_fe_mapping *m = sl_fe_mapping_new(len);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;

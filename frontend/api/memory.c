@@ -19,6 +19,7 @@
 #include "api/memory.h"
 #include "call/managed.h"
 #include "api/mapped.h"
+#include "call/allocs.h"
 #include "call/contexts.h"
 #include "call/mapped_sync.h"
 #include "call/rpc.h"
@@ -35,6 +36,7 @@ struct range {
     unsigned flags;
     int owned;     /* 1: cuMemAllocHost/HostAlloc (freed by cuMemFreeHost) */
     uint64_t dptr; /* mapped memory: the device address of base (0: not mapped) */
+    int late;      /* the twin came with cuMemHostGetDevicePointer (memory of posix_memalign) */
 };
 
 /* Under unified addressing every allocation of cuMemAllocHost/cuMemHostAlloc is reachable by
@@ -78,6 +80,7 @@ static CUresult add_mapped(void *p, size_t len, unsigned flags, int owned, uint6
     r->flags = flags;
     r->owned = owned;
     r->dptr = dptr;
+    r->late = 0;
     pthread_mutex_lock(&g_lock);
     if (find_locked(r->base)) {
         pthread_mutex_unlock(&g_lock);
@@ -88,6 +91,15 @@ static CUresult add_mapped(void *p, size_t len, unsigned flags, int owned, uint6
     g_ranges = r;
     pthread_mutex_unlock(&g_lock);
     return CUDA_SUCCESS;
+}
+
+static void set_late(void *p, int late)
+{
+    pthread_mutex_lock(&g_lock);
+    struct range *r = find_locked((uintptr_t)p);
+    if (r)
+        r->late = late;
+    pthread_mutex_unlock(&g_lock);
 }
 
 static CUresult add(void *p, size_t len, unsigned flags, int owned)
@@ -232,7 +244,10 @@ CUresult cuMemFreeHost(void *p)
         add_mapped(p, r.len, r.flags, 0, r.dptr); /* registered, not ours to free */
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (r.dptr) {
+    if (r.dptr && r.late) {
+        sl_fe_mapped_remove(p);
+        free(p);
+    } else if (r.dptr) {
         sl_fe_mapped_remove(p);
         munmap(p, r.len);
         if (!(r.flags & CU_MEMHOSTALLOC_DEVICEMAP))
@@ -275,6 +290,7 @@ CUresult cuMemHostUnregister(void *p)
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     if (r.owned) { /* cuMemHostUnregister on cuMemAllocHost memory: keep it tracked */
         add_mapped(p, r.len, r.flags, 1, r.dptr);
+        set_late(p, r.late);
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     }
     if (r.dptr)
@@ -291,11 +307,46 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
     return CUDA_SUCCESS;
 }
 
+/* Page-locked memory without a twin yet (cuMemAllocHost / cuMemHostAlloc without DEVICEMAP
+ * beyond the small implicit ones, cuMemHostRegister without DEVICEMAP): under unified
+ * addressing the driver maps all page-locked memory and answers its device pointer, so the
+ * range gets its twin now (api/mapped.c), at the range's own address when that is free in the
+ * worker. Its bytes reach the twin before the next call leaves (call/mapped_sync.c). */
+static CUresult map_late(void *p)
+{
+    struct range r = {0};
+    if (!tracked(p, &r) || r.dptr)
+        return CUDA_ERROR_INVALID_VALUE; /* not page-locked here: as the driver answers */
+    void *base = (void *)r.base;
+    uint64_t d = 0;
+    CUresult rc = sl_fe_mapped_add(&base, r.len, 0, &d);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&g_lock);
+    struct range *q = find_locked(r.base);
+    if (q && !q->dptr) {
+        q->dptr = d;
+        q->late = q->owned;
+        d = 0;
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (d) /* another thread gave it a twin meanwhile, or it went */
+        sl_fe_mapped_remove(base);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
     uint64_t d = 0;
-    if (!pdptr || Flags || !sl_fe_mapped_dptr(p, &d))
-        return CUDA_ERROR_INVALID_VALUE; /* as the driver answers unmapped memory */
+    if (!pdptr || Flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sl_fe_mapped_dptr(p, &d)) {
+        CUresult rc = map_late(p);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        if (!sl_fe_mapped_dptr(p, &d))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
     *pdptr = (CUdeviceptr)d;
     return CUDA_SUCCESS;
 }
@@ -390,6 +441,7 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     struct range r = {0};
     if (tracked((void *)(uintptr_t)ptr, &r))
         return host_attr(&r, attribute, data, (uintptr_t)ptr);
+    sl_fe_allocs_asking(ptr); /* a freed allocation still cached is given up first */
     /* Anything else is asked of the backend, which knows the session's device memory: an
      * address mapped in this process may still be a device address (the guest has no driver
      * reserving the device's part of the address space). The backend refuses unregistered

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "call/allocs.h"
 #include "call/config.h"
 #include "call/connection.h"
 #include "call/contexts.h"
@@ -229,6 +230,13 @@ static CUresult connect_now(void)
                                    sender,
                                    (unsigned)opts.spin_us};
     sl_fe_rpc_set_limits(&lim);
+    sl_fe_allocs_configure(
+        (int)sl_fe_env_uint("SLUICE_ALLOC_CACHE", 0, 1),
+        (uint64_t)sl_fe_env_uint("SLUICE_ALLOC_CACHE_MB", SL_FE_ALLOC_CACHE_MB_DEFAULT,
+                                 SL_FE_ALLOC_CACHE_MB_MAX)
+            << 20,
+        sl_fe_env_uint("SLUICE_ALLOC_CACHE_ENTRIES", SL_FE_ALLOC_CACHE_ENTRIES_DEFAULT,
+                       SL_FE_ALLOC_CACHE_ENTRIES_MAX));
     return CUDA_SUCCESS;
 }
 

@@ -9,10 +9,13 @@
  * - failed / answered: a call's answer reached its thread, with an error that may have
  *   changed state (the memo and the idle streams forget) or without (they keep it);
  * - callback: the backend asks for a host function;
+ * - the live allocations (allocs.c) learn what synchronous allocations answered and forget
+ *   what a call releases; the frees of what their cache gave up go last in sync_out;
  * - session: the session is new or gone; reset: the tests start again.
  * The hooks here only adapt each filter's own functions; its state stays in its file. */
 #include <stdlib.h>
 
+#include "call/allocs.h"
 #include "call/callbacks.h"
 #include "call/filters.h"
 #include "call/idle.h"
@@ -152,6 +155,18 @@ static void managed_forget(void)
     g_managed_work = 0;
 }
 
+/* ------------------------------------------------------------------ allocs (allocs.c) */
+static CUresult allocs_sync_out(const struct sl_fe_emit *emit)
+{
+    return sl_fe_allocs_sync_out(emit->release);
+}
+
+static void allocs_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r, int memo)
+{
+    (void)memo;
+    sl_fe_allocs_answered(call, r);
+}
+
 /* ------------------------------------------------------------------ the order */
 static const struct filter g_filters[] = {
     {.name = "memo",
@@ -177,6 +192,13 @@ static const struct filter g_filters[] = {
      .session = managed_forget,
      .reset = managed_forget},
     {.name = "callbacks", .callback = sl_fe_callback_run_asked},
+    {.name = "allocs",
+     .before = sl_fe_allocs_before,
+     .sync_out = allocs_sync_out,
+     .appended = sl_fe_allocs_appended,
+     .answered = allocs_answered,
+     .session = sl_fe_allocs_clear,
+     .reset = sl_fe_allocs_clear},
 };
 #define N_FILTERS (sizeof g_filters / sizeof *g_filters)
 

@@ -24,6 +24,7 @@ void sl_fe_filters_before(const Sluice__Wire__Call *call, uint32_t flags, uint64
 struct sl_fe_emit {
     sl_fe_mapped_emit mapped;
     sl_fe_managed_push_fn managed;
+    CUresult (*release)(uint64_t dptr, uint64_t ctx); /* a cached allocation's free (allocs.c) */
 };
 /* Calls about to go: what must go before them, queued through emit; the first failure. */
 CUresult sl_fe_filters_sync_out(const struct sl_fe_emit *emit);

@@ -7,7 +7,9 @@
  * program that polls mapped memory while a kernel runs, without a synchronizing call, does not
  * see the kernel's writes: that is the one difference from local mapped memory
  * (docs/remoting.md). Mapped memory is meant for flags and small buffers (cuDNN keeps a 4-byte
- * one per handle): at most SL_FE_MAPPED_MAX bytes per process, since every call compares it. */
+ * one per handle), and counted against the instance's memory quota in the backend; at most
+ * SL_FE_MAPPED_MAX bytes per process, the backend's bound. Every call compares it: a program
+ * with a large mapped range pays for that comparison on each call. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,7 +19,8 @@
 #include "component.h"
 #include "sluice/log.h"
 
-#define SL_FE_MAPPED_MAX ((size_t)16 << 20) /* as the backend's bound per session */
+#define SL_FE_MAPPED_MAX   ((size_t)1 << 30)  /* as the backend's bound per session */
+#define SL_FE_MAPPED_PIECE ((size_t)16 << 20) /* bytes per slMappedWrite */
 
 struct sl_fe_mapping {
     struct sl_fe_mapping *next;
@@ -125,7 +128,10 @@ CUresult sl_fe_mapped_sync_out(sl_fe_mapped_emit emit)
         while (m->guest[hi - 1] == m->shadow[hi - 1])
             hi--;
         memcpy(m->shadow + lo, m->guest + lo, hi - lo);
-        rc = emit(m->dptr, lo, m->shadow + lo, hi - lo);
+        for (size_t at = lo; at < hi && rc == CUDA_SUCCESS; at += SL_FE_MAPPED_PIECE) {
+            size_t len = hi - at < SL_FE_MAPPED_PIECE ? hi - at : SL_FE_MAPPED_PIECE;
+            rc = emit(m->dptr, at, m->shadow + at, len); /* one message each */
+        }
     }
     pthread_mutex_unlock(&g_map_lock);
     return rc;

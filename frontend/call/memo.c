@@ -7,6 +7,7 @@
  * so an answer cannot be mistaken for another object's. Bounded: the table is emptied when full.
  * Also what the memo forgets as calls go (an `unmemo` call, an answer with an error) and when an
  * answer may be kept. Called with the call layer's lock held (filters.c). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +31,8 @@ struct memo {
 static struct memo *g_bucket[MEMO_BUCKETS];
 static size_t g_count;
 static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1]; /* the memo emptied, per call id */
-static int g_capture_begun;   /* a stream capture was begun in this process */
-static uint64_t g_forget_seq; /* the seq sent when the memo was last emptied */
+static atomic_int g_capture_begun; /* a stream capture was begun in this process */
+static uint64_t g_forget_seq;      /* the seq sent when the memo was last emptied */
 
 static uint64_t fnv1a(const uint8_t *p, size_t n)
 {
@@ -67,6 +68,11 @@ static void forget(uint32_t call_id)
                 pp = &m->next;
             }
         }
+}
+
+int sl_fe_memo_capture_begun(void)
+{
+    return atomic_load(&g_capture_begun);
 }
 
 void sl_fe_memo_uncapture(void)

@@ -13,6 +13,8 @@ void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r
 void sl_fe_memo_clear(void);
 /* Forgets the capture-status answers (after a call flagged uncapture). */
 void sl_fe_memo_uncapture(void);
+/* 1 once a stream capture was begun in this process (no stream captures before). */
+int sl_fe_memo_capture_begun(void);
 
 /* The memo forgets every answer because of call_id; seq_now: the last seq given out (an answer
  * to a call up to it is not kept). */

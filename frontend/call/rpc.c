@@ -10,11 +10,13 @@
  * (filters.c): answers given here, what is forgotten before a call leaves, what a reply
  * brings. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "call/allocs.h"
 #include "call/callbacks.h"
 #include "call/connection.h"
 #include "call/contexts.h"
@@ -101,7 +103,39 @@ static CUresult managed_push(uint64_t dst, const void *data, size_t len)
     return queue_copied(&call, data, len);
 }
 
-static const struct sl_fe_emit g_emit = {.mapped = mapped_emit, .managed = managed_push};
+/* Queues the free of an allocation the cache gave up (allocs.c), in the context it was made
+ * in, without waiting (Call.no_reply: answered as an async call). */
+static CUresult release_emit(uint64_t dptr, uint64_t ctx)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    Sluice__Cuda__CuMemFreeV2Request req = SLUICE__CUDA__CU_MEM_FREE_V2_REQUEST__INIT;
+    req.dptr = dptr;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    SL_FE_SET(cuMemFree_v2, &call, &req);
+    call.no_reply = true;
+    call.context = ctx;
+    call.seq = ++rs->seq;
+    CUresult rc = pending_append(&call);
+    if (rc != CUDA_SUCCESS) {
+        rs->seq--;
+        return rc;
+    }
+    rs->inflight_calls++;
+    rs->inflight_seq = rs->seq;
+    rs->stats.async_calls++;
+    return CUDA_SUCCESS;
+}
+
+static const struct sl_fe_emit g_emit = {
+    .mapped = mapped_emit, .managed = managed_push, .release = release_emit};
+
+/* A call that takes memory the quota counts: refused for memory while the allocation cache
+ * holds some, it is asked once more after the cache was given back (allocs.h). */
+static int takes_memory(const struct sl_call_info *ci)
+{
+    return ci && (ci->quota == SL_QUOTA_ALLOC || ci->quota == SL_QUOTA_COUNTED ||
+                  ci->quota == SL_QUOTA_ARRAY);
+}
 
 /* A call's encoded arguments in hex, up to 24 bytes ("-" when they are longer than 64 or
  * absent): debug logs, to tell which question a call asked. */
@@ -160,8 +194,13 @@ static uint64_t bulk_total(const struct iovec *in, size_t n)
     return t;
 }
 
+/* Set while this thread asks for the rest of the device's writes to mapped memory. */
+static _Thread_local int t_mapped_rest;
+static void mapped_rest_locked(void);
+
 static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
-                            size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply)
+                            size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply,
+                            int retried)
 {
     struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
     const struct sl_call_info *ci = sl_call_lookup(call->call_id);
@@ -206,6 +245,12 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
     if (rc != CUDA_SUCCESS)
         return rc;
+    if (!retried && w.reply->result == CUDA_ERROR_OUT_OF_MEMORY && takes_memory(ci) &&
+        sl_fe_allocs_release_cached()) {
+        sl_fe_filters_answered(call, w.reply, memo, rs->seq);
+        sl_wire_reply_free(w.reply);
+        return call_locked(call, in, n, out, out_cap, out_len, reply, 1);
+    }
     if (out_len)
         *out_len = w.out_len;
     *reply = w.reply;
@@ -223,7 +268,27 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
     sl_fe_filters_answered(call, w.reply, memo, rs->seq);
+    if (w.reply->mapped_more && !t_mapped_rest)
+        mapped_rest_locked();
     return CUDA_SUCCESS;
+}
+
+/* The device's writes to mapped memory that one reply could not carry (Reply.mapped_more): asked
+ * for with slFence until a reply has none left, before the call returns to the program. */
+static void mapped_rest_locked(void)
+{
+    t_mapped_rest = 1;
+    for (int more = 1; more;) {
+        Sluice__Cuda__SlFenceRequest req = SLUICE__CUDA__SL_FENCE_REQUEST__INIT;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        SL_FE_SET(slFence, &call, &req);
+        Sluice__Wire__Reply *rep = NULL;
+        sl_fe_rpc_state()->stats.fences++;
+        CUresult rc = call_locked(&call, NULL, 0, NULL, 0, NULL, &rep, 1);
+        more = rc == CUDA_SUCCESS && rep && rep->mapped_more;
+        sl_fe_reply_free(rep);
+    }
+    t_mapped_rest = 0;
 }
 
 CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
@@ -236,7 +301,7 @@ CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_
     CUresult rc = begin();
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = call_locked(call, in, n, out, out_cap, out_len, reply);
+    rc = call_locked(call, in, n, out, out_cap, out_len, reply, 0);
     pthread_mutex_unlock(&rs->io);
     return rc;
 }
@@ -297,6 +362,11 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
         out_len[i] = ws[i].out_len;
         replies[i] = ws[i].reply;
     }
+    for (size_t i = 0; i < k; i++)
+        if (ws[i].reply->mapped_more && !t_mapped_rest) {
+            mapped_rest_locked();
+            break;
+        }
     pthread_mutex_unlock(&rs->io);
     return rc;
 }
@@ -331,7 +401,7 @@ static CUresult fence_locked(void)
     SL_FE_SET(slFence, &call, &req);
     Sluice__Wire__Reply *rep = NULL;
     rs->stats.fences++;
-    CUresult rc = call_locked(&call, NULL, 0, NULL, 0, NULL, &rep);
+    CUresult rc = call_locked(&call, NULL, 0, NULL, 0, NULL, &rep, 1);
     if (rep) {
         rc = (CUresult)rep->result;
         sl_fe_reply_free(rep);

@@ -54,7 +54,7 @@ static int out_write(BIO *b, const char *src, size_t n, size_t *put)
         size_t cap = out->cap ? out->cap : 4096;
         while (cap - out->len < n)
             cap *= 2;
-        uint8_t *nb = realloc(out->buf, cap);
+        uint8_t *nb = ch_buf_grow(out->buf, out->len, cap);
         if (!nb)
             return 0;
         out->buf = nb;

@@ -26,7 +26,7 @@ static sl_code emit(void *ctx, uint8_t *buf, size_t len, sl_error *err)
     sl_client *c = ctx;
     zmq_msg_t m;
     if (zmq_msg_init_data(&m, buf, len, ch_zfree, NULL) != 0) {
-        free(buf);
+        ch_buf_free(buf);
         return sl_fail(err, SL_ERR_NOMEM, "zmq_msg_init_data: %s", zmq_strerror(errno));
     }
     if (zmq_msg_send(&m, c->sock, 0) < 0) {

@@ -53,6 +53,22 @@ BIO *ch_bio_out(ch_out *out);
 /* TLS 1.3 bytes added to `plain` bytes written with `writes` SSL_write calls. */
 size_t ch_tls_overhead(size_t plain, size_t writes);
 
+/* ---- frames.c: ciphertext frame buffers, reused (thread-safe: ZeroMQ's I/O thread frees) */
+typedef struct ch_pool ch_pool;
+/* A pool of buffers of cap bytes; at most keep of them wait for reuse. */
+ch_pool *ch_pool_new(size_t cap, unsigned keep);
+/* The owner is done: the waiting buffers are freed, those still out are freed when they come
+ * back; the pool goes with the last of them. NULL is fine. */
+void ch_pool_release(ch_pool *p);
+void ch_pool_counts(ch_pool *p, uint64_t *reused, uint64_t *fresh);
+/* A buffer of at least *cap bytes: from the pool (then *cap becomes the pool's size) when *cap
+ * is above half of it and not over it, else from malloc. p may be NULL. */
+uint8_t *ch_buf_alloc(ch_pool *p, size_t *cap);
+/* A larger unpooled buffer with the first len bytes of buf (which is freed). */
+uint8_t *ch_buf_grow(uint8_t *buf, size_t len, size_t cap);
+/* Back to its pool, or freed. NULL is fine. Every buffer of ch_buf_alloc ends here. */
+void ch_buf_free(void *buf);
+
 /* ---- tls.c: contexts and error mapping */
 SSL_CTX *ch_ctx_new(const sl_tls_config *cfg, int server, sl_error *err);
 /* Maps the failure of an SSL_* call (ret, SSL_get_error) to an sl_error; established tells
@@ -71,6 +87,7 @@ typedef struct ch_sess {
     SSL *ssl;
     ch_in in;
     ch_out out;
+    ch_pool *pool; /* for out.buf (frames.c); NULL: plain malloc */
     const sl_channel_opts *opts;
     ch_emit_fn emit; /* takes ownership of buf in every case */
     void *emit_ctx;

@@ -413,7 +413,14 @@ static int bulk_too_slow(const sl_server *s, const peer *p, int64_t now, sl_erro
 
 /* Timers: handshake and idle timeouts, slow bulk, output that does not move, connections that
  * never authenticate, tombstones' connections, and liveness probes (an empty frame; with
- * ROUTER_MANDATORY a peer whose connection is gone answers EHOSTUNREACH). */
+ * ROUTER_MANDATORY a peer whose connection is gone answers EHOSTUNREACH).
+ * A probe goes only where a connection may be gone: the session of a connection the monitor
+ * reported closed (a few probes, server_conn.c), a tombstone, a session whose connection is not
+ * known. A live session is never probed on a schedule: the probes are frames its client must
+ * read, and a client that reads nothing for a while (an idle guest; the guest's channel to the
+ * backend while its calls go to the session worker directly) would find its receive queue full
+ * of them after hwm intervals; ZeroMQ then stops reading that connection, its own heartbeat
+ * times out because the answers are not read, and it drops a healthy session (issue 18). */
 static void timers(sl_server *s)
 {
     int64_t now = ch_now_ms();
@@ -444,8 +451,10 @@ static void timers(sl_server *s)
     s->next_probe_ms = now + s->opts.heartbeat_ivl_ms;
     for (peer *p = s->peers, *nx; p; p = nx) {
         nx = p->next;
-        if (p->state == P_CLOSING)
+        if (p->state == P_CLOSING || (p->state != P_TOMB && p->fd >= 0 && p->probes <= 0))
             continue;
+        if (p->probes > 0)
+            p->probes--;
         if (zmq_send(s->sock, p->rid, p->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
             zmq_send(s->sock, "", 0, ZMQ_DONTWAIT);
             continue;

@@ -21,6 +21,9 @@
 
 #define SUMMARY_MS   10000 /* the log sums up closed unauthenticated connections this often */
 #define SHUT_KEEP_MS 10000
+/* Probes for the session of a connection that closed, one per heartbeat interval: ZeroMQ may
+ * drop the routing id a moment after the monitor's event */
+#define PROBES_AFTER_CLOSE 3
 
 static int peer_of(int fd, char *addr, size_t n, unsigned *port)
 {
@@ -132,11 +135,16 @@ static ch_conn *add(sl_server *s, int fd)
     return c;
 }
 
+/* The connections on fd are gone (closed, or the number used again): the session on each is
+ * probed, so that the server learns whether ZeroMQ dropped its routing id (server.c timers). */
 static void remove_fd(sl_server *s, int fd)
 {
     for (ch_conn **pp = &s->conns; *pp;) {
         ch_conn *c = *pp;
         if (c->fd == fd) {
+            peer *p = c->peer ? ch_srv_find_id(s, c->peer) : NULL;
+            if (p)
+                p->probes = PROBES_AFTER_CLOSE;
             *pp = c->next;
             free(c);
         } else {

@@ -30,7 +30,9 @@ typedef struct peer {
     char address[64]; /* Peer-Address of the session's first frame */
     int fd;           /* its connection (ZMQ_SRCFD of the first frame), -1 unknown */
     int64_t created_ms, last_in_ms, closed_ms;
-    int gone; /* a probe found its connection closed: report once its last frames are read */
+    int gone;   /* a probe found its connection closed: report once its last frames are read */
+    int probes; /* liveness probes still to send: its connection was reported closed (the
+                 * monitor), so ask ZeroMQ whether the routing id is gone (server.c timers) */
     /* bulk of the current MESSAGE: when it started; where sl_server_take_bulk puts it */
     int64_t bulk_start_ms;
     struct iovec *bdst;
@@ -111,6 +113,8 @@ void ch_out_timers(sl_server *s, int64_t now);
 size_t ch_out_bytes(const peer *p);
 
 /* server_conn.c */
+/* A monitor event: the connections' table, and probes for the session of a connection that
+ * closed. */
 void ch_conn_event(sl_server *s, int event, int fd);
 /* Links a new peer to its connection (the fd of its first frame); may close other
  * unauthenticated connections to keep the limits. */

@@ -8,6 +8,8 @@
 
 #define SCRATCH_LEN (64 * 1024)
 #define STAGE_LEN   (16384 - REC_HDR_LEN)
+/* frames kept for reuse per session: ZeroMQ holds a few in flight (its pipe, the socket) */
+#define CH_POOL_KEEP 4
 
 sl_code ch_sess_init(ch_sess *s, SSL_CTX *ctx, int server, const sl_channel_opts *opts,
                      ch_emit_fn emit, void *emit_ctx, sl_error *err)
@@ -26,6 +28,10 @@ sl_code ch_sess_init(ch_sess *s, SSL_CTX *ctx, int server, const sl_channel_opts
         return sl_fail(err, SL_ERR_NOMEM, "cannot create a TLS session");
     }
     SSL_set_bio(s->ssl, rb, wb);
+    /* a full frame (reserve, write_bulk): a chunk with its record headers and TLS overhead;
+     * without a pool the session still works, on fresh buffers */
+    s->pool = ch_pool_new(opts->chunk_size + ch_tls_overhead(opts->chunk_size, 8) + 4 * REC_HDR_LEN,
+                          CH_POOL_KEEP);
     SSL_set_app_data(s->ssl, s); /* tls.c's verify callback notes dates here */
     if (server)
         SSL_set_accept_state(s->ssl);
@@ -41,7 +47,9 @@ void ch_sess_free(ch_sess *s)
     if (s->in.loaded)
         zmq_msg_close(&s->in.msg);
     s->in.loaded = 0;
-    free(s->out.buf);
+    ch_buf_free(s->out.buf);
+    ch_pool_release(s->pool);
+    s->pool = NULL;
     free(s->msg);
     free(s->scratch);
     s->out.buf = s->msg = s->scratch = NULL;
@@ -99,8 +107,8 @@ static sl_code reserve(ch_sess *s, size_t plain, size_t writes, size_t hint, sl_
     cap += ch_tls_overhead(cap, writes + 2) + REC_HDR_LEN;
     if (cap < need)
         cap = need;
-    free(s->out.buf);
-    s->out.buf = malloc(cap);
+    ch_buf_free(s->out.buf);
+    s->out.buf = ch_buf_alloc(s->pool, &cap);
     if (!s->out.buf) {
         s->out.cap = 0;
         return sl_fail(err, SL_ERR_NOMEM, "cannot allocate a %zu-byte frame", cap);

@@ -73,7 +73,7 @@ sl_code ch_zsock_setup(void *sock, const sl_channel_opts *o, int server, sl_erro
 void ch_zfree(void *data, void *hint)
 {
     (void)hint;
-    free(data);
+    ch_buf_free(data);
 }
 
 int64_t ch_now_ms(void)

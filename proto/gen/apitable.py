@@ -15,7 +15,7 @@ HANDLE_KINDS = [
 ]
 OTHER_KINDS = {"device", "devptr", "pod", "cstr", "hostptr", "callback", "bytes"}
 FLAGS = {"async", "ptds", "ptsz", "internal", "memo", "unmemo", "uncapture", "local", "prints",
-         "unsticky"}
+         "unsticky", "nowait"}
 # key=value annotations of a call line, and the values each key takes (None: free text).
 KEYS = {
     "hand": {"fe", "be", "both"},          # where hand code lives; the other side is generated
@@ -312,6 +312,10 @@ def check(calls, path):
                     raise TableError(f"{where}: {p.name}: {ref!r} is not an integer parameter")
         if c.has("async") and any(p.direction != "in" for p in c.params):
             raise TableError(f"{where}: an async call cannot have out-parameters")
+        if c.has("nowait") and (c.has("async") or any(p.direction != "in" for p in c.params)
+                                or not any(p.release and p.kind == "devptr" for p in c.params)):
+            raise TableError(f"{where}: a nowait call is synchronous, has no out-parameters and "
+                             "releases a device address")
         if c.has("memo") and c.has("async"):
             raise TableError(f"{where}: a memo call is synchronous")
         check_facts(c, where, names)

@@ -102,15 +102,26 @@ def render():
             "Mapped pinned memory (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`, "
             "`cudaHostAllocMapped`; `cuMemHostRegister` with `CU_MEMHOSTREGISTER_DEVICEMAP`, "
             "`cudaHostRegisterMapped`) gets a twin in the backend that the device reaches, kept "
-            "coherent at call boundaries (docs/remoting.md, \"Mapped host memory\"); "
+            "coherent at call boundaries (docs/remoting.md, \"Mapped host memory\"), counted "
+            "against the instance's memory quota, at most 1 GiB per process; "
             "`cuMemHostGetDevicePointer` answers the twin's address, which equals the host "
             "pointer when the address could be shared. cudart 13 passes flags 0 for "
             "`cudaMallocHost` and `cudaHostAlloc(cudaHostAllocDefault)`; under unified "
             "addressing that memory is device-reachable too (kernels may be handed it: MAGMA "
             "does). Such allocations of at most 4 KiB get a twin as well (up to 64 KiB of "
-            "them per process); larger ones stay plain guest memory, which copies reach but "
-            "kernels do not: `cudaHostGetDevicePointer` of them fails, where natively it "
-            "answers the pointer.",
+            "them per process); larger ones stay plain guest memory, which copies reach, until "
+            "the program asks `cudaHostGetDevicePointer` of them: the driver answers the device "
+            "pointer of all page-locked memory under unified addressing, so the range gets its "
+            "twin then (also registered memory without the DEVICEMAP flag).",
+            "",
+            "Stream capture of work on guest memory: an async copy between guest memory and the "
+            "device (1D, 2D, 3D, `cudaMemcpyDefault`) or `cuLaunchHostFunc` on a capturing "
+            "stream is added by the frontend to the capture's graph as the memcpy or host node "
+            "the driver would capture (`cuStreamGetCaptureInfo`, `cuGraphAddMemcpyNode` / "
+            "`cuGraphAddHostNode`, `cuStreamUpdateCaptureDependencies`); every launch of the "
+            "graph reads the guest's input when it is launched and writes its output before "
+            "`cuGraphLaunch` returns, and runs the host functions in the guest "
+            "(docs/remoting.md, \"Graphs and guest memory\").",
             "",
             "Managed memory (`cuMemAllocManaged`, `cudaMallocManaged`) is real managed memory of "
             "the session's worker, counted in its memory quota, mapped at the same address in "

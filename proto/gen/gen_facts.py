@@ -6,7 +6,7 @@ from gen_c import (HEADER, ONEOF_BASE, PROTOCOL_VERSION, SCALAR_KINDS, c_lower, 
                    handle_enum)
 
 FLAG_BITS = ["async", "ptds", "ptsz", "internal", "memo", "unmemo", "uncapture", "local",
-             "prints", "unsticky"]
+             "prints", "unsticky", "nowait"]
 ENUMS = {  # key -> (C enum prefix, values in order; index 0 = not given)
     "hand": ("SL_HAND_", ["none", "fe", "be", "both"]),
     "quota": ("SL_QUOTA_", ["none", "alloc", "counted", "array", "free-array", "meminfo"]),
@@ -215,13 +215,13 @@ def quota_accessor(calls):
     return _switch("quota", "uint64_t sl_call_quota_bytes(const Sluice__Wire__Call *c)", cases)
 
 
-def handle_arg_accessor(calls, fname, kind, doc, release=False):
+def handle_arg_accessor(calls, fname, kind, doc, release=False, arg_kind="handle"):
     cases = []
     for c in calls:
         if c.refused:
             continue
         for p in c.params:
-            if p.kind == "handle" and p.direction == "in" and not p.is_array and \
+            if p.kind == arg_kind and p.direction == "in" and not p.is_array and \
                     (p.release if release else p.handle == kind):
                 cases.append(_case(c, [f"return rq->{p.field};"]))
                 break
@@ -266,6 +266,9 @@ def call_facts_c(calls):
                             "The context a call names as a parameter (0: none, current)."),
         handle_arg_accessor(calls, "sl_call_released", None,
                             "The handle a call releases (@release), 0: none.", release=True),
+        handle_arg_accessor(calls, "sl_call_released_devptr", None,
+                            "The device address a call releases (@release), 0: none.",
+                            release=True, arg_kind="devptr"),
         reply_accessor(calls, "sl_reply_out_devptr", ("devptr",),
                        "The device address a quota call's reply carries."),
         reply_accessor(calls, "sl_reply_out_handle", ("handle",),

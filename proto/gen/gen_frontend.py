@@ -91,6 +91,12 @@ def stub_function(c):
     if c.has("async"):
         lines.append("    rc = sl_fe_enqueue_async(&call);")
     else:
+        if c.has("nowait"):
+            lines.append("    if (sl_fe_nowait_take(&call)) {")
+            lines.append("        call.no_reply = true;")
+            lines.append("        rc = sl_fe_enqueue_async(&call);")
+            lines.append("        goto out;")
+            lines.append("    }")
         lines.append("    Sluice__Wire__Reply *rep = NULL;")
         lines.append("    rc = sl_fe_call(&call, &rep);")
         lines.append("    if (rep) {")
@@ -104,7 +110,7 @@ def stub_function(c):
             lines.append("        }")
         lines.append("        sl_fe_reply_free(rep);")
         lines.append("    }")
-    if temps:
+    if temps or c.has("nowait"):
         lines.append("    goto out;")
     lines.append("out:")
     lines += frees

@@ -59,7 +59,8 @@ message Call {{
   uint64 bulk_length = 3;
   bool per_thread_stream = 4;    // the _ptds/_ptsz variant was called
   uint64 context = 5;            // the calling guest thread's current context id, 0 = none
-  reserved 6 to 99;
+  bool no_reply = 6;             // a nowait call sent without waiting: answered as an async one
+  reserved 7 to 99;
   oneof args {{
 {args}
   }}
@@ -83,7 +84,10 @@ message Reply {{
   bytes stderr_data = 9;         // what the device wrote to stderr up to this reply (failed
                                  // device-side asserts; <= 1 MiB): the frontend writes it to
                                  // its stderr
-  reserved 10 to 99;
+  bool mapped_more = 10;         // more device writes to mapped host memory than one reply
+                                 // carries (8 MiB): the frontend asks again (slFence) until
+                                 // a reply has none left
+  reserved 11 to 99;
   oneof out {{
 {outs}
   }}

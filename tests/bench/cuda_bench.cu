@@ -10,7 +10,10 @@
 //   - H2D and D2H copies 4 KiB..256 MiB, pageable and pinned (cudaMallocHost)
 //   - a compute-bound kernel (tiled matrix multiply, 2048^3), time per product
 // Output: an aligned table on stdout and, with --json FILE, one JSON object per figure.
-// --quick: fewer repetitions; --latency: the launch, round-trip and allocation figures only.
+// --quick: fewer repetitions; --latency: the launch, round-trip and allocation figures only;
+// --copies: the copy figures only; --copy-sizes KIB[,KIB...]: those sizes, not 4 KiB..256 MiB;
+// --copy-reps N: N timed copies per size and direction, the median reported; --no-warmup: without
+// the untimed copy before them (for a guest whose 256 MiB copy takes tens of seconds).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,7 +33,10 @@
     } while (0)
 
 static FILE *g_json;
-static bool g_quick, g_latency;
+static bool g_quick, g_latency, g_copies;
+static std::vector<size_t> g_copy_sizes; // bytes; empty: 4 KiB..256 MiB (64 MiB with --quick)
+static int g_copy_reps;                  // 0: by size
+static bool g_no_warmup;
 
 static double now_us()
 {
@@ -116,7 +122,10 @@ static double copy_gbps(void *dst, const void *src, size_t size, cudaMemcpyKind 
     int reps = size <= (1u << 20) ? 200 : size <= (16u << 20) ? 20 : 5;
     if (g_quick)
         reps = std::max(2, reps / 5);
-    CHECK(cudaMemcpy(dst, src, size, kind));
+    if (g_copy_reps > 0)
+        reps = g_copy_reps;
+    if (!g_no_warmup)
+        CHECK(cudaMemcpy(dst, src, size, kind));
     std::vector<double> t(reps);
     for (double &v : t) {
         double a = now_us();
@@ -129,14 +138,18 @@ static double copy_gbps(void *dst, const void *src, size_t size, cudaMemcpyKind 
 
 static void copies()
 {
-    const size_t max = g_quick ? (64u << 20) : (256u << 20);
+    std::vector<size_t> sizes = g_copy_sizes;
+    if (sizes.empty())
+        for (size_t size = 4u << 10; size <= (g_quick ? (64u << 20) : (256u << 20)); size *= 16)
+            sizes.push_back(size);
+    const size_t max = *std::max_element(sizes.begin(), sizes.end());
     char *dev, *pageable, *pinned;
     CHECK(cudaMalloc(&dev, max));
     pageable = static_cast<char *>(std::malloc(max));
     CHECK(cudaMallocHost(&pinned, max));
     for (size_t i = 0; i < max; i++)
         pageable[i] = pinned[i] = (char)(i * 131);
-    for (size_t size = 4u << 10; size <= max; size *= 16) {
+    for (size_t size : sizes) {
         char label[64];
         for (int pin = 0; pin < 2; pin++) {
             char *host = pin ? pinned : pageable;
@@ -199,6 +212,25 @@ static void compute()
     CHECK(cudaFree(c));
 }
 
+// "4,262144": sizes in KiB, each from 1 KiB to 4 GiB
+static bool parse_sizes(const char *list)
+{
+    g_copy_sizes.clear();
+    for (const char *p = list;;) {
+        char *end;
+        unsigned long long kib = std::strtoull(p, &end, 10);
+        if (end == p || (*end && *end != ',') || kib < 1 || kib > (4ull << 20)) {
+            std::fprintf(stderr, "--copy-sizes %s: not a list of sizes in KiB (1 to 4194304)\n",
+                         list);
+            return false;
+        }
+        g_copy_sizes.push_back((size_t)kib << 10);
+        if (!*end)
+            return true;
+        p = end + 1;
+    }
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -206,6 +238,21 @@ int main(int argc, char **argv)
             g_quick = true;
         } else if (!std::strcmp(argv[i], "--latency")) {
             g_latency = true;
+        } else if (!std::strcmp(argv[i], "--copies")) {
+            g_copies = true;
+        } else if (!std::strcmp(argv[i], "--no-warmup")) {
+            g_no_warmup = true;
+        } else if (!std::strcmp(argv[i], "--copy-sizes") && i + 1 < argc) {
+            if (!parse_sizes(argv[++i]))
+                return 2;
+        } else if (!std::strcmp(argv[i], "--copy-reps") && i + 1 < argc) {
+            char *end;
+            long n = std::strtol(argv[++i], &end, 10);
+            if (*end || n < 1 || n > 100000) {
+                std::fprintf(stderr, "--copy-reps %s: not a count from 1 to 100000\n", argv[i]);
+                return 2;
+            }
+            g_copy_reps = (int)n;
         } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
             g_json = std::fopen(argv[++i], "w");
             if (!g_json) {
@@ -213,21 +260,29 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else {
-            std::printf("usage: %s [--quick] [--latency] [--json FILE]\n", argv[0]);
+            std::printf("usage: %s [--quick] [--latency | --copies] [--copy-sizes KIB[,KIB...]] "
+                        "[--copy-reps N] [--no-warmup] [--json FILE]\n",
+                        argv[0]);
             return std::strcmp(argv[i], "--help") ? 2 : 0;
         }
+    }
+    if (g_latency && g_copies) {
+        std::fprintf(stderr, "--latency and --copies exclude each other\n");
+        return 2;
     }
     int dev = 0;
     cudaDeviceProp prop;
     CHECK(cudaGetDevice(&dev));
     CHECK(cudaGetDeviceProperties(&prop, dev));
     std::printf("sluice-bench-cuda on %s\n", prop.name);
-    launches();
-    alloc_free();
-    if (!g_latency) { // --latency: launches, round trips and allocation only
-        copies();
-        compute();
+    if (!g_copies) {
+        launches();
+        alloc_free();
     }
+    if (!g_latency) // --latency: launches, round trips and allocation only
+        copies();
+    if (!g_latency && !g_copies)
+        compute();
     if (g_json)
         std::fclose(g_json);
     return 0;

@@ -7,7 +7,8 @@
 EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
     dbl_lock();
-    CUresult rc = stream_sync(hStream);
+    CUresult rc = dbl_capture_of(hStream) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED /* capture.c */
+                                          : stream_sync(hStream);
     if (!rc && !fn)
         rc = CUDA_ERROR_INVALID_VALUE;
     dbl_unlock();

@@ -50,6 +50,8 @@ static CUresult copy(void *dst, const void *src, size_t n, CUdeviceptr ddst, CUd
         return rc;
     if ((rc = check_stream(s)))
         return rc;
+    if (dbl_capture_of(s)) /* not modelled (capture.c) */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (ddst && !(dst = dev_range(ddst, n)))
         return CUDA_ERROR_INVALID_VALUE;
     if (dsrc && !(src = dev_range(dsrc, n)))
@@ -128,6 +130,8 @@ CUresult memset_n(CUdeviceptr dst, unsigned v, size_t width, size_t n, CUstream 
         return rc;
     if ((rc = check_stream(s)))
         return rc;
+    if (dbl_capture_of(s)) /* not modelled (capture.c) */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (n > SIZE_MAX / width || (dst & (width - 1)))
         return CUDA_ERROR_INVALID_VALUE;
     unsigned char *p = dev_range(DEVPTR(dst), n * width);

@@ -298,3 +298,27 @@ size_t dbl_mem_used(void)
 {
     return mem_used;
 }
+
+static const struct dbl_capture_hooks *capture_hooks;
+
+void dbl_capture_hooks_set(const struct dbl_capture_hooks *h)
+{
+    capture_hooks = h;
+}
+
+struct dbl_capture *dbl_capture_of(CUstream s)
+{
+    return capture_hooks ? capture_hooks->of(s) : NULL;
+}
+
+CUresult dbl_capture_kernel(struct dbl_capture *c, const CUDA_KERNEL_NODE_PARAMS *kp)
+{
+    return capture_hooks ? capture_hooks->kernel(c, kp) : CUDA_ERROR_ILLEGAL_STATE;
+}
+
+void dbl_capture_state(const struct dbl_capture *c, CUgraph *graph, cuuint64_t *id,
+                       const CUgraphNode **deps, size_t *n)
+{
+    if (capture_hooks)
+        capture_hooks->state(c, graph, id, deps, n);
+}

@@ -145,4 +145,21 @@ void dbl_init(void);
 size_t dbl_mem_total(void);
 size_t dbl_mem_used(void);
 
+/* Stream capture, reached through the hooks capture.c installs when a capture begins: capture.c
+ * builds on the graphs, and the graphs, copies and launches reach back to the capture, so they
+ * go through core instead of including capture.h (no include circle: tests/style). Without a
+ * capture begun, no stream is capturing. */
+struct dbl_capture;
+struct dbl_capture_hooks {
+    struct dbl_capture *(*of)(CUstream s);
+    CUresult (*kernel)(struct dbl_capture *c, const CUDA_KERNEL_NODE_PARAMS *kp);
+    void (*state)(const struct dbl_capture *c, CUgraph *graph, cuuint64_t *id,
+                  const CUgraphNode **deps, size_t *n);
+};
+void dbl_capture_hooks_set(const struct dbl_capture_hooks *h);
+struct dbl_capture *dbl_capture_of(CUstream s);
+CUresult dbl_capture_kernel(struct dbl_capture *c, const CUDA_KERNEL_NODE_PARAMS *kp);
+void dbl_capture_state(const struct dbl_capture *c, CUgraph *graph, cuuint64_t *id,
+                       const CUgraphNode **deps, size_t *n);
+
 #endif

@@ -169,6 +169,12 @@ CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *deps, size
     return CUDA_SUCCESS;
 }
 
+CUresult kernel_proto(struct dbl_gnode *proto, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    memset(proto, 0, sizeof *proto);
+    return knode_set(proto, p);
+}
+
 static CUresult add_kernel(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t nd,
                            const CUDA_KERNEL_NODE_PARAMS *p)
 {

@@ -17,7 +17,7 @@
  * owns, on a handle kernels set through dbl_cond_set). A kernel node keeps a copy of its
  * parameters (as the driver does); an instantiated graph keeps a deep copy of its graph, so
  * changing or destroying the graph later does not change it. Graphs are context-independent
- * bookkeeping here (hdr.ctx NULL). No stream capture. */
+ * bookkeeping here (hdr.ctx NULL). Stream capture: capture.c. */
 #define DBL_NODE_PARAM_BYTES 512
 
 #define DBL_MAX_WHILE 1000000
@@ -85,5 +85,8 @@ CUresult node_add(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *deps, size
                   struct dbl_gnode *proto);
 
 struct dbl_gnode *node_of(CUgraphNode h, int type);
+
+/* A kernel node's parameters in *proto (zeroed first), as cuGraphAddKernelNode keeps them. */
+CUresult kernel_proto(struct dbl_gnode *proto, const CUDA_KERNEL_NODE_PARAMS *p);
 
 #endif

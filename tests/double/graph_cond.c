@@ -1,4 +1,4 @@
-/* Conditional handles and nodes, and stream capture (none here).
+/* Conditional handles and nodes, and the stream capture queries (capture.c captures).
  * TEST DOUBLE: never a GPU result (README.md). */
 #include "graph_cond.h"
 
@@ -111,7 +111,8 @@ static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64
     CUresult rc = check_stream(s);
     if (rc || !status)
         return rc ? rc : CUDA_ERROR_INVALID_VALUE;
-    *status = CU_STREAM_CAPTURE_STATUS_NONE; /* the double never captures */
+    const struct dbl_capture *c = dbl_capture_of(s);
+    *status = c ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
     if (id)
         *id = 0;
     if (graph)
@@ -119,9 +120,11 @@ static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64
     if (deps)
         *deps = NULL;
     if (edges)
-        *edges = NULL;
+        *edges = NULL; /* every edge has default data */
     if (n)
         *n = 0;
+    if (c)
+        dbl_capture_state(c, graph, id, deps, n);
     return CUDA_SUCCESS;
 }
 

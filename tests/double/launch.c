@@ -46,6 +46,20 @@ CUresult launch(void *h, const unsigned grid[3], const unsigned block[3], size_t
         return CUDA_ERROR_INVALID_VALUE;
     if (shared > 49152 + (size_t)f->max_dynamic_shared)
         return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_capture *cap = dbl_capture_of(s);
+    if (cap) { /* a kernel node of the capture's graph (capture.c) */
+        CUDA_KERNEL_NODE_PARAMS kp = {.func = (CUfunction)h,
+                                      .gridDimX = grid[0],
+                                      .gridDimY = grid[1],
+                                      .gridDimZ = grid[2],
+                                      .blockDimX = block[0],
+                                      .blockDimY = block[1],
+                                      .blockDimZ = block[2],
+                                      .sharedMemBytes = (unsigned)shared,
+                                      .kernelParams = params,
+                                      .extra = extra};
+        return dbl_capture_kernel(cap, &kp);
+    }
     const struct dbl_kernel *k = f->kernel;
     /* crash knob for the backend's worker-death test: this kernel aborts the process */
     const char *crash = getenv("SLUICE_DOUBLE_CRASH_KERNEL");

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include "capture.h"
 #include "context.h"
 #include "copy.h"
 #include "timing.h"
@@ -83,7 +84,11 @@ EXPORT CUresult cuStreamQuery(CUstream hStream)
 
 static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags)
 {
-    CUresult rc = stream_sync(h);
+    int joined = 0;
+    CUresult rc = capture_wait(h, e, &joined); /* an event of a capture (capture.c) */
+    if (rc || joined)
+        return rc;
+    rc = stream_sync(h);
     if (rc)
         return rc;
     if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
@@ -174,12 +179,14 @@ EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 
 static CUresult event_record(CUevent h, CUstream s)
 {
-    CUresult rc = stream_sync(s);
-    if (rc)
-        return rc;
     struct dbl_event *e = obj_get(h, K_EVENT);
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (capture_record(h, s)) /* in a capture: a point of its graph (capture.c) */
+        return CUDA_SUCCESS;
+    CUresult rc = stream_sync(s);
+    if (rc)
+        return rc;
     e->recorded = true;
     e->t_us = dbl_time_mark(cur(), s); /* when the stream reaches it (timing.c) */
     return CUDA_SUCCESS;

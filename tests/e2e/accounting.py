@@ -14,6 +14,9 @@ Parts (all by default; --part to pick):
              cudaErrorMemoryAllocation, the refusal is counted in the records
   share      two tenants capped at 30% and 70% run saturating loops at the same time: each one's
              GPU time over the measured period is within 5 points of its cap, throttled > 0
+  shared     two tenants, four concurrent sessions on one GPU: their records' busy intervals
+             through the agent's checks, store and apportioning (sluice-share-check): the shared
+             figures add up to the GPU's busy time within 2%, the raw ones to more
   limits     sessions per instance (the SLA) and per tenant (--max-sessions) are refused at
              open, with REFUSED session events (reason limit); so are a certificate of another
              project (reason grant) and one of another CA (reason certificate, no instance)
@@ -50,7 +53,7 @@ GUEST_A = run.GUEST_UUID
 GUEST_B = "8a1e4c2b-7d3f-4b9a-a1c5-0e9f8d7c6b5a"
 PROJECT_B = "0b5e9c1a2d3f4e5f8a9b0c1d2e3f4a5b"  # a second tenant, certificate made here
 GUEST_C = "c0ffee00-1234-4abc-8def-0123456789ab"
-PARTS = ["gpu_time", "quota", "share", "limits", "reconnect", "notices", "overhead"]
+PARTS = ["gpu_time", "quota", "share", "shared", "limits", "reconnect", "notices", "overhead"]
 GPU_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 REFUSED, OPENED, CLOSED = 3, 1, 2
 
@@ -402,6 +405,91 @@ def part_share(ctx):
         problems += ta.stop() + tb.stop()
     return problems
 
+def union_ns(intervals):
+    """length of the union of [a, b) intervals"""
+    total, end = 0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def part_shared(ctx):
+    """Two tenants, four concurrent uncapped sessions on one GPU: their records' busy intervals
+    through the agent's own checks, store and apportioning (tests/e2e/share_check.c): the shared
+    figures add up to the GPU's busy time (the union of every session's intervals) within 2%,
+    where the raw figures add up to more."""
+    problems = []
+    secs = "10" if ctx.real else "3"
+    ta = Tenant(ctx, "shared-a", PROJECT_A, [(GUEST_A, "g1.test", 1, 0, 0)])
+    tb = Tenant(ctx, "shared-b", PROJECT_B, [(GUEST_C, "g1.test", 1, 0, 0)])
+    try:
+        env = {"SLUICE_SHARE_SECONDS": secs, "SLUICE_SHARE_KERNEL_US": "2000",
+               "SLUICE_SHARE_WARMUP": "0.5"}
+        procs = [ta.start("share_loop", "guest-a", env) for _ in range(2)] + \
+            [tb.start("share_loop", "tenant-b", env) for _ in range(2)]
+        for p in procs:
+            try:
+                out, _ = p.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                run.kill_group(p, 1)
+                out, _ = p.communicate()
+            if p.returncode != 0:
+                problems.append(f"share_loop failed (rc {p.returncode}): "
+                                f"{out.decode(errors='replace')[-600:]}")
+        if problems:
+            return problems
+        for t, inst in ((ta, GUEST_A), (tb, GUEST_C)):
+            t.agent.wait_for(lambda evs: sum(e["type"] == "usage" and e["final"] and
+                                             e["instance"] == inst for e in evs) >= 2,
+                             30, "two final records")
+        recs = unique(ta.agent.usage(GUEST_A)) + unique(tb.agent.usage(GUEST_C))
+        by_gpu = {}
+        for r in recs:
+            if r["gpu_busy_ns"] and not r["busy"]:
+                problems.append(f"record {r['record_id']}: busy time without intervals")
+            length = sum(b - a for a, b in r["busy"])
+            if r["busy"] and length - r["busy_widened_ns"] != r["gpu_busy_ns"]:
+                problems.append(f"record {r['record_id']}: intervals {length} ns, widened "
+                                f"{r['busy_widened_ns']}, gpu_busy_ns {r['gpu_busy_ns']}")
+            by_gpu.setdefault(r["gpu_uuid"], []).extend(r["busy"])
+        gpu_busy = sum(union_ns(v) for v in by_gpu.values())
+        out = subprocess.run([ctx.share_check, os.path.join(ctx.work, "shared.db"),
+                              ta.agent.out, tb.agent.out], capture_output=True, text=True,
+                             timeout=60)
+        if out.returncode != 0:
+            return problems + [f"sluice-share-check failed: {out.stderr[-800:]}"]
+        got = json.loads(out.stdout)
+        raw = sum(p["raw_ns"] for p in got["projects"].values())
+        shared = sum(p["shared_ns"] for p in got["projects"].values())
+        per = {k[:8]: (v["raw_ns"] / 1e9, v["shared_ns"] / 1e9) for k, v in got["projects"].items()}
+        print(f"  {got['records']} records ({got['rejected']} refused), {got['windows']} windows; "
+              f"GPU busy {gpu_busy / 1e9:.3f} s, raw sum {raw / 1e9:.3f} s, shared sum "
+              f"{shared / 1e9:.3f} s; per project (raw, shared): {per}")
+        ctx.results.append(dict(part="shared", mode=ctx.mode, gpu_busy_s=gpu_busy / 1e9,
+                                raw_s=raw / 1e9, shared_s=shared / 1e9, projects=per))
+        if got["rejected"]:
+            problems.append(f"{got['rejected']} records refused by the agent's checks")
+        if not gpu_busy or abs(shared - gpu_busy) > 0.02 * gpu_busy:
+            problems.append(f"shared sum {shared / 1e9:.3f} s is not the GPU's busy time "
+                            f"{gpu_busy / 1e9:.3f} s within 2%")
+        if got["busy_ns"] != gpu_busy:
+            problems.append(f"the agent apportioned {got['busy_ns']} ns, the intervals' union is "
+                            f"{gpu_busy} ns")
+        # four sessions busy together most of the time: raw counts the overlap four times
+        if raw < 1.5 * gpu_busy:
+            problems.append(f"raw sum {raw / 1e9:.3f} s: expected well above the GPU's busy time "
+                            f"with four concurrent sessions")
+        if len(got["projects"]) != 2 or min(v[1] for v in per.values()) <= 0:
+            problems.append(f"both tenants should have shared time: {per}")
+    finally:
+        problems += ta.stop() + tb.stop()
+    return problems
+
 
 def part_limits(ctx):
     problems = []
@@ -610,6 +698,7 @@ def main():
         build, "tests", "double", "libsluice-driver-double.so"))
     ctx.backend = os.path.join(build, "backend", "sluice-backend")
     ctx.fake_agent = os.path.join(build, "tests", "e2e", "sluice-fake-agent")
+    ctx.share_check = os.path.join(build, "tests", "e2e", "sluice-share-check")
     ctx.programs = os.path.join(build, "tests", "cuda")
     lib = run.find_first([os.path.join(build, "frontend", "libcuda.so.1"),
                           os.path.join(build, "frontend", "**", "libcuda.so.1")])
@@ -617,7 +706,8 @@ def main():
     ctx.cuda_root = args.cuda_root
     ctx.results = []
     for what, path in [("driver", ctx.driver), ("sluice-backend", ctx.backend),
-                       ("sluice-fake-agent", ctx.fake_agent), ("frontend", ctx.frontend_dir)] + [
+                       ("sluice-fake-agent", ctx.fake_agent), ("frontend", ctx.frontend_dir),
+                       ("sluice-share-check", ctx.share_check)] + [
             (p, os.path.join(ctx.programs, f"{p}.static"))
             for p in ["gpu_time", "share_loop", "mem_quota", "session_hold", "vector_add"]]:
         if not path or not os.path.exists(path):

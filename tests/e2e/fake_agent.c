@@ -347,11 +347,16 @@ int main(int argc, char **argv)
                     ",\"bytes_htod\":%" PRIu64 ",\"bytes_dtoh\":%" PRIu64
                     ",\"memory_high_water\":%" PRIu64 ",\"calls\":%" PRIu64 ",\"errors\":%" PRIu64
                     ",\"throttled_ns\":%" PRIu64
-                    ",\"quota_refusals\":%u,\"gpu_share\":%.6f,\"final\":%s}\n",
+                    ",\"quota_refusals\":%u,\"gpu_share\":%.6f,\"final\":%s"
+                    ",\"busy_widened_ns\":%" PRIu64 ",\"busy\":[",
                     u->session_id, u->interval_start_ns, u->interval_end_ns, u->gpu_busy_ns,
                     u->kernel_ns, u->kernels, u->bytes_htod, u->bytes_dtoh, u->memory_high_water,
                     u->calls, u->errors, u->throttled_ns, u->quota_refusals, u->gpu_share,
-                    u->final ? "true" : "false");
+                    u->final ? "true" : "false", u->busy_widened_ns);
+            for (size_t i = 0; i < u->n_busy; i++)
+                fprintf(f, "%s[%" PRId64 ",%" PRId64 "]", i ? "," : "", u->busy[i]->start_ns,
+                        u->busy[i]->end_ns);
+            fprintf(f, "]}\n");
             if (ack) {
                 char *ids[1] = {u->record_id};
                 Sluice__Control__UsageAck ua = SLUICE__CONTROL__USAGE_ACK__INIT;

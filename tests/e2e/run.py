@@ -41,7 +41,8 @@ PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback",
             "mem_pool", "graph_kernel", "texture_objects", "mapped_memory",
             "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm",
             "concurrent_threads", "managed_memory", "memcpy_default", "launch_checks",
-            "driver_semantics", "device_assert"]
+            "driver_semantics", "device_assert", "mem_free",
+            "alloc_cache", "capture_host", "mapped_large"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
@@ -50,6 +51,7 @@ EXPECTED = {
     "failures": [re.compile(r"failures: \d+ clean errors, context still usable")],
     "cross_session": ["cross_session: read of the other session's"],
     "graph_host": ["graph_host: 6 host node calls"],
+    "capture_host": ["capture_host: 3 host function calls, 6 launches checked"],
     "managed_memory": ["managed_memory: host and kernels shared 100000 ints, a list of 1000"],
 }
 TIMEOUT = {"large_copy": 300, "many_launches": 300}
@@ -223,6 +225,8 @@ def run_one(args, name, variant, mode, pki, work, driver, frontend_dir):
             env["SLUICE_CONFIG_DIR"] = backend.conf
             env["LD_LIBRARY_PATH"] = ":".join(
                 p for p in [frontend_dir, cuda_lib, env.get("LD_LIBRARY_PATH", "")] if p)
+            if name == "alloc_cache":  # the opt-in allocation cache (docs/remoting.md)
+                env.setdefault("SLUICE_ALLOC_CACHE", "1")
             if args.asan_runtime:
                 # The program is not sanitized; our libcuda.so.1 is. Leak checking is off: the
                 # program's cudart never frees its globals, and the frontend's own leaks are the

@@ -76,10 +76,10 @@ def settle_rss(pid, seconds=3.0):
 
 def part_teardown(ctx, args):
     """Busy guests (share_loop: a few kernels ahead of the GPU) killed at once."""
-    # The backend's channel (SLUICE_DIRECT=0): with the direct channel, 32 busy guests on a loaded
-    # 2-core machine lost their worker connections ("peer vanished" on both sides, then a libzmq
-    # assertion in the guest), an open defect of issue 18 (64 sessions on the GPU machine's 16
-    # cores did not: run 19). This part measures the teardown, on the path that holds there.
+    # Over the backend's channel (SLUICE_DIRECT=0). The direct channel no longer loses these
+    # sessions (the liveness-probe fix, docs/remoting.md; channel.dead), but its second TLS
+    # handshake and the workers' own ZeroMQ contexts make 32 sessions open too slowly for this
+    # part's limits on a loaded 2-core machine (i18d measured 1 pass in 10 at load 25-68).
     env = {"SLUICE_SHARE_SECONDS": "600", "SLUICE_SHARE_WARMUP": "0",
            "SLUICE_SHARE_KERNEL_US": "500", "SLUICE_DIRECT": "0"}
     return teardown(ctx, args, "teardown", "share_loop", env, args.sessions, finals=True)

@@ -15,9 +15,9 @@ interfaces (the `openstack` client, Placement's REST API with a Keystone token, 
   6. a plain-flavor server: ACTIVE, no CUSTOM_GPU_REMOTE_SLOT in its allocation
   7. `server delete` of all: the allocations and the domains are gone
 
-What it does not do yet (issue 23, docs/openstack-aio.md): the Sluice services (novahook's
-vendordata, the agent) and the guest image; the image here is a blank disk (the domain runs
-SeaBIOS with nothing to boot). Timings go to stdout as one JSON line (AIO_TIMINGS).
+Sluice itself (nova-hook's vendordata, the agent, the guest image) is test_chain.py's
+(openstack.chain); the image here is a blank disk (the domain runs SeaBIOS with nothing to
+boot). Timings go to stdout as one JSON line (AIO_TIMINGS).
 Root only (exit 77 otherwise); needs the packages of scripts/install-deps --openstack (exit 77
 with the list when missing). Leaves the services up unless --down.
 """
@@ -137,6 +137,41 @@ def compute_rp(aio):
     return rps[0]["uuid"]
 
 
+def ensure_inventory(aio, slots, reuse):
+    """provider.yaml read by nova-compute: the compute node's resource provider has
+    CUSTOM_GPU_REMOTE_SLOT (total slots) and CUSTOM_GPU_REMOTING; returns its uuid."""
+    if provider_config(aio, slots) or not reuse:
+        restart_compute(aio)
+    t0 = time.time()
+    while time.time() - t0 < 300:
+        rp = compute_rp(aio)
+        inv = aio.placement(f"/resource_providers/{rp}/inventories")["inventories"]
+        traits = aio.placement(f"/resource_providers/{rp}/traits")["traits"]
+        if "CUSTOM_GPU_REMOTE_SLOT" in inv and "CUSTOM_GPU_REMOTING" in traits:
+            if inv["CUSTOM_GPU_REMOTE_SLOT"]["total"] != slots:
+                raise Failed(f"CUSTOM_GPU_REMOTE_SLOT total {inv['CUSTOM_GPU_REMOTE_SLOT']}"
+                             f", expected {slots}")
+            return rp
+        time.sleep(3)
+    raise Failed("nova-compute did not report CUSTOM_GPU_REMOTE_SLOT/CUSTOM_GPU_REMOTING to "
+                 "Placement (provider.yaml; see log/nova-compute.log)")
+
+
+def ensure_flavors(aio):
+    """g1.gold by bootstrap-flavors.sh (the real client), the plain flavor aio.plain."""
+    names = aio.os("flavor", "list", "--all", "-f", "value", "-c", "Name").split()
+    if "g1.gold" not in names:
+        aio.sh(["bash", os.path.join(aio.source, "nova-hook/openstack/bootstrap-flavors.sh"),
+                "--tiers", "gold", "--ram", "256", "--vcpus", "1", "--disk", "1"])
+    if "aio.plain" not in names:
+        aio.os("flavor", "create", "--ram", "256", "--vcpus", "1", "--disk", "1", "aio.plain")
+    specs = aio.os_json("flavor", "show", "g1.gold")["properties"]
+    for k, v in (("resources:CUSTOM_GPU_REMOTE_SLOT", "1"),
+                 ("trait:CUSTOM_GPU_REMOTING", "required")):
+        if specs.get(k) != v:
+            raise Failed(f"flavor g1.gold: {k} is {specs.get(k)!r}, expected {v!r}")
+
+
 def run(args):
     timings = {}
     aio = Aio(args.source, args.state)
@@ -155,38 +190,13 @@ def run(args):
 
     # 2. provider.yaml read by nova-compute
     def inventory():
-        if provider_config(aio, args.slots) or not args.reuse:
-            restart_compute(aio)
-        t0 = time.time()
-        while time.time() - t0 < 300:
-            rp = compute_rp(aio)
-            inv = aio.placement(f"/resource_providers/{rp}/inventories")["inventories"]
-            traits = aio.placement(f"/resource_providers/{rp}/traits")["traits"]
-            if "CUSTOM_GPU_REMOTE_SLOT" in inv and "CUSTOM_GPU_REMOTING" in traits:
-                if inv["CUSTOM_GPU_REMOTE_SLOT"]["total"] != args.slots:
-                    raise Failed(f"CUSTOM_GPU_REMOTE_SLOT total {inv['CUSTOM_GPU_REMOTE_SLOT']}"
-                                 f", expected {args.slots}")
-                return rp
-            time.sleep(3)
-        raise Failed("nova-compute did not report CUSTOM_GPU_REMOTE_SLOT/CUSTOM_GPU_REMOTING to "
-                     "Placement (provider.yaml; see log/nova-compute.log)")
+        return ensure_inventory(aio, args.slots, args.reuse)
     rp = step("provider_config", inventory)
     log(f"resource provider {rp}: CUSTOM_GPU_REMOTE_SLOT total {args.slots}, CUSTOM_GPU_REMOTING")
 
     # 3. flavors and image
     def flavors():
-        names = aio.os("flavor", "list", "--all", "-f", "value", "-c", "Name").split()
-        if "g1.gold" not in names:
-            aio.sh(["bash", os.path.join(aio.source, "nova-hook/openstack/bootstrap-flavors.sh"),
-                    "--tiers", "gold", "--ram", "256", "--vcpus", "1", "--disk", "1"])
-        if "aio.plain" not in names:
-            aio.os("flavor", "create", "--ram", "256", "--vcpus", "1", "--disk", "1",
-                   "aio.plain")
-        specs = aio.os_json("flavor", "show", "g1.gold")["properties"]
-        for k, v in (("resources:CUSTOM_GPU_REMOTE_SLOT", "1"),
-                     ("trait:CUSTOM_GPU_REMOTING", "required")):
-            if specs.get(k) != v:
-                raise Failed(f"flavor g1.gold: {k} is {specs.get(k)!r}, expected {v!r}")
+        ensure_flavors(aio)
         if "aio-blank" not in aio.os("image", "list", "-f", "value", "-c", "Name").split():
             with tempfile.TemporaryDirectory() as d:
                 img = f"{d}/blank.qcow2"

@@ -5,17 +5,23 @@ docs/vm-testing.md, "On the GPU machine").
 The same image as CI's vm.* tests (scripts/guest-image), booted without libvirt (the GPU
 machine has none): QEMU of ../shared/tools/qemu-bundle, TCG (KVM hangs there), the root disk,
 a config drive made by Nova's ConfigDriveBuilder whose user-data runs the job of the programs
-disk. The network: a tap on a bridge in a network namespace when the machine allows it (the
-guest gets a static address through the kernel's ip= argument), else QEMU's user networking
-(the guest reaches the host's 127.0.0.1 as 10.0.2.2). No agent and no enrollment there: the
+disk. The network (--net tap, the default): a tap made with ioctls alone (tests/vm/tapnet.py:
+no ip(8), bridge or namespace; the GPU machine has none of them), the host's side 10.221.0.1,
+the guest's static 10.221.0.2 through the kernel's ip= argument, so the backend sees the guest's
+own address; where no tap can be made (no /dev/net/tun, no CAP_NET_ADMIN) the run says why and
+falls back to QEMU's user networking (--net user: the guest reaches the host's 127.0.0.1 as
+10.0.2.2, the backend sees 127.0.0.1). No agent and no enrollment there: the
 backend runs with a throwaway PKI (scripts/make-demo-pki, as tests/e2e/run.py) and the job
 installs the guest's credentials from the programs disk (enrollment is CI's vm.* tests).
 
 Measured, in one call: sluice-bench-cuda natively, through Sluice from a host process, and
-through Sluice from inside the guest; sluice-vm-floors from a host process and from the guest
-to a server on the host; then the tests/cuda programs (static and shared cudart) in the guest.
-Results under --out: vm-gpu.jsonl (a JSON line per program run and per figure), vm-timing.md
-(the tables), console.log and results.log (the guest's serial ports), backend.log.
+through Sluice from inside the guest (there: --latency, then --copies of 256 MiB alone,
+--guest-copy-reps timed copies without an untimed one, as the emulated guest moves a few MB/s
+over user networking; large_copy with --guest-large-copy-mib); sluice-vm-floors from
+a host process and from the guest to a server on the host; the tests/cuda programs (static and
+shared cudart) in the guest. Results under --out: vm-gpu.jsonl (a JSON line per program run and
+per figure), vm-timing.md (the tables), console.log and results.log (the guest's serial ports),
+backend.log, qemu.log.
 """
 import argparse
 import json
@@ -33,7 +39,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 import guest_job  # noqa: E402
 import run as e2e  # noqa: E402
-from guestvm import SerialLog, VmNetwork, sh  # noqa: E402
+from guestvm import SerialLog, sh  # noqa: E402
+from tapnet import TapError, TapNetwork  # noqa: E402
 
 PORT, FLOORS_PORT = 47000, 47100
 T0 = time.time()
@@ -53,7 +60,7 @@ class Run:
         self.a = a
         self.w = a.work
         self.c1, self.c2 = os.path.abspath(a.carry1), os.path.abspath(a.carry2)
-        self.records, self.procs, self.net = [], [], None
+        self.records, self.procs, self.net, self.net_note = [], [], None, ""
         self.driver = a.driver or e2e.real_driver()
         if not self.driver:
             raise SystemExit("gpu-vm: no NVIDIA libcuda.so.1 on this machine (--driver PATH)")
@@ -86,35 +93,28 @@ class Run:
         sh(os.path.join(REPO, "scripts", "make-demo-pki"), os.path.join(self.w, "pki"))
 
     def network(self):
-        """tap on a bridge in a namespace, else QEMU's user networking."""
+        """A tap made with ioctls (tapnet.py), else QEMU's user networking, saying why."""
         if self.a.net in ("auto", "tap"):
+            net = TapNetwork()
             try:
-                self.net = VmNetwork()
-                self.net.up()
-                self.host_ip, self.mode = self.net.host_ip, "tap"
-                self.cmdline_ip = (f" ip={self.net.guest_ip}::{self.net.host_ip}:255.255.255.0"
+                net.up()
+            except TapError as ex:
+                self.net_note = f"no tap: {ex}"
+                say(f"network: no tap here ({ex}); falling back to QEMU's user networking "
+                    "(the backend will see the guest's connections from 127.0.0.1)")
+            else:
+                self.net, self.host_ip, self.mode = net, net.host_ip, "tap"
+                self.cmdline_ip = (f" ip={net.guest_ip}::{net.host_ip}:{net.netmask}"
                                    "::ens2:off")
-                say(f"network: tap {self.net.tap} on a bridge in {self.net.ns}, host "
-                    f"{self.host_ip}, guest {self.net.guest_ip}")
+                say(f"network: tap {net.tap} (ioctls, no ip(8)), host {self.host_ip}/24, "
+                    f"guest {net.guest_ip}{'; ' + net.note if net.note else ''}")
+                self.net_note = net.note
                 return
-            except Exception as ex:  # no namespaces or no tun here: user networking
-                if self.a.net == "tap":
-                    raise
-                say(f"network: no tap here ({ex}); QEMU user networking")
-                if self.net:
-                    try:
-                        self.net.down()
-                    except OSError:  # no ip(8) either
-                        pass
-                self.net = None
         self.host_ip, self.mode, self.cmdline_ip = "127.0.0.1", "user", ""
-
-    def wrap(self, argv):
-        return self.net.wrap(argv) if self.net else argv
 
     def start(self, name, argv, env):
         log = open(os.path.join(self.w, f"{name}.log"), "w")
-        p = subprocess.Popen(self.wrap(argv), stdout=log, stderr=subprocess.STDOUT, env=env,
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                              stdin=subprocess.DEVNULL, start_new_session=True)
         self.procs.append(p)
         return p
@@ -147,7 +147,7 @@ class Run:
     def host_run(self, argv, env, timeout=120):
         """A host-side measurement; one that hangs is reported, the guest's part still runs."""
         try:
-            return subprocess.run(self.wrap(argv), env=env, capture_output=True, text=True,
+            return subprocess.run(argv, env=env, capture_output=True, text=True,
                                   timeout=timeout)
         except subprocess.TimeoutExpired as ex:
             say(f"{os.path.basename(argv[0])}: no end after {timeout} s: stopped")
@@ -186,13 +186,18 @@ class Run:
 
     def steps(self):
         """The programs first (their pass or fail is the result that must come back), then the
-        floors, then the bench (the longest under TCG), within the guest's --timeout."""
+        bench's latency figures, its four 256 MiB copies (one timed copy each, no untimed one
+        before: 40 s a copy over user networking under TCG on the GPU machine), the floors,
+        within the guest's --timeout. large_copy moves --guest-large-copy-mib MiB."""
         names = e2e.PROGRAMS if self.a.programs == "all" else self.a.programs.split(",")
-        s = [(f"{p}.{rt}", guest_job.program(f"{p}.{rt}")) for p in names
-             for rt in ("static", "shared")]
+        env = {"SLUICE_LARGE_COPY_MIB": self.a.guest_large_copy_mib}
+        s = [(f"{p}.{rt}", guest_job.program(f"{p}.{rt}", env if p == "large_copy" else None))
+             for p in names for rt in ("static", "shared")]
+        s.append(("bench", guest_job.program("sluice-bench-cuda") + " --latency"))
+        s.append(("copies", guest_job.program("sluice-bench-cuda") + " --copies --copy-sizes "
+                  f"262144 --copy-reps {self.a.guest_copy_reps} --no-warmup"))
         s.append(("floors", f"{guest_job.program('sluice-vm-floors')} client "
                             f"{self.host_ip if self.mode == 'tap' else '10.0.2.2'} {FLOORS_PORT}"))
-        s.append(("bench", guest_job.program("sluice-bench-cuda")))
         return s
 
     def progs_disk(self):
@@ -203,10 +208,14 @@ class Run:
         shutil.copytree(os.path.join(self.w, "creds"), os.path.join(stage, "creds"))
         setup = ("mkdir -p /etc/sluice && cp /mnt/progs/creds/* /etc/sluice/ && "
                  "chmod 600 /etc/sluice/client.key\nexport SLUICE_SERVER_NAME=localhost\n")
-        if self.mode == "tap":  # no DHCP on the bridge: the address of ip= set here as well
+        if self.mode == "tap":  # no DHCP on the tap: the address of ip= set here as well
             setup += ("dev=$(ls /sys/class/net | grep -m1 '^en'); ip link set \"$dev\" up; "
                       f"ip addr replace {self.net.guest_ip}/24 dev \"$dev\"; "
-                      "ip -br addr show \"$dev\"\n")
+                      "ip -br addr show \"$dev\"\n"
+                      f"timeout 10 bash -c ': </dev/tcp/{self.net.host_ip}/{FLOORS_PORT}' && "
+                      f"echo 'tap: {self.net.host_ip}:{FLOORS_PORT} reached' || "
+                      f"echo 'tap: {self.net.host_ip}:{FLOORS_PORT} NOT reached (a firewall on "
+                      "the host? try --net user)'\n")
         with open(os.path.join(stage, "job.sh"), "w") as f:
             f.write(guest_job.script(self.steps(), enroll_timeout=5, setup=setup))
         os.chmod(os.path.join(stage, "job.sh"), 0o755)
@@ -220,8 +229,8 @@ class Run:
         progs = self.progs_disk()
         self.console = os.path.join(self.w, "console.log")
         self.results_path = os.path.join(self.w, "results.log")
-        net = (f"-netdev tap,id=n0,ifname={self.net.tap},script=no,downscript=no"
-               if self.mode == "tap" else "-netdev user,id=n0")
+        fds = (self.net.qemu_fd(),) if self.mode == "tap" else ()
+        net = f"-netdev tap,id=n0,fd={fds[0]}" if fds else "-netdev user,id=n0"
         cmd = (f'source {self.c1}/qemu/env.sh && exec qemu-system-x86_64 $SLUICE_QEMU_ARGS '
                f'-accel tcg,thread=multi -machine pc -cpu max -smp {self.a.smp} -m {self.a.memory} '
                f'-nographic -nodefaults -monitor none -kernel {self.g}/vmlinuz '
@@ -235,16 +244,15 @@ class Run:
                f'-chardev file,id=c1,path={self.results_path} -serial chardev:c1')
         log = open(os.path.join(self.w, "qemu.log"), "w")
         self.vm = subprocess.Popen(["bash", "-c", cmd], stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=fds)
         self.procs.append(self.vm)
-        if self.mode == "tap":
-            time.sleep(1)
-            self.net.attach_tap()
         say(f"QEMU/TCG started: {self.a.smp} vCPUs, {self.a.memory} MiB, network {self.mode}")
 
     def watch(self):
         res, log = guest_job.Results(), SerialLog(self.results_path)
-        end = time.time() + self.a.timeout
+        end = min(time.time() + self.a.timeout, T0 + self.a.budget)
+        say(f"the guest's job has {end - time.time():.0f} s (--timeout {self.a.timeout}, "
+            f"--budget {self.a.budget} for the whole run)")
         while time.time() < end and not res.done:
             for line in log.new_lines():
                 kind, detail = res.feed(line)
@@ -260,10 +268,13 @@ class Run:
 
     def guest_results(self, res):
         self.figures("guest VM", res.output("bench"))
+        self.figures("guest VM", res.output("copies"))
         self.floors("guest VM", res.output("floors"))
         for name in res.order:
             st = res.steps[name]
-            if name in ("bench", "floors", "enrollment"):
+            if name in ("bench", "copies", "floors", "enrollment"):
+                self.record(kind="step", where="guest VM", name=name, rc=st["rc"],
+                            seconds=st["s"])
                 continue
             prog = name.rsplit(".", 1)[0]
             out = res.output(name)
@@ -281,8 +292,11 @@ class Run:
             for r in self.records:
                 f.write(json.dumps(r) + "\n")
         fig = {(r["where"], r["figure"]): r for r in self.records if r["kind"] == "figure"}
+        peers = self.backend_peers()
         lines = [f"# VM on the GPU machine ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
                  f"network {self.mode}, {self.driver_note})", "",
+                 f"Network: {self.mode}{' (' + self.net_note + ')' if self.net_note else ''}; "
+                 f"the backend saw sessions from {', '.join(peers) or 'nowhere'}.", "",
                  "| figure | native | host process | guest VM | guest / host process |",
                  "|---|---|---|---|---|"]
         for name in TIMING:
@@ -302,10 +316,14 @@ class Run:
             lines.append(f"| {label} | {c[0]} | {c[1]} |")
         c = [f"{fl[w]['stream_gb_s']:.2f}" if w in fl else "-" for w in ("host process", "guest VM")]
         lines.append(f"| TCP stream 256 MiB | {c[0]} | {c[1]} |")
+        steps = [r for r in self.records if r["kind"] == "step"]
+        lines += ["", "guest steps: " + ", ".join(
+            f"{r['name']} " + (f"rc {r['rc']} in {r['seconds']:.0f} s" if r["rc"] is not None
+                               else "no end") for r in steps)]
         progs = [r for r in self.records if r["kind"] == "program"]
         ok = [r for r in progs if r["ok"]]
-        lines += ["", f"tests/cuda in the guest VM on the real GPU: {len(ok)} of {len(progs)} "
-                      "runs passed"]
+        lines += ["", f"tests/cuda in the guest VM ({self.driver_note}): {len(ok)} of "
+                      f"{len(progs)} runs passed"]
         lines += [f"- FAILED {r['name']}.{r['variant']}: rc {r['rc']}, missing {r['missing']}"
                   for r in progs if not r["ok"]]
         with open(os.path.join(out, "vm-timing.md"), "w") as f:
@@ -316,6 +334,15 @@ class Run:
             if os.path.exists(p):
                 shutil.copy(p, os.path.join(out, name))
         return 0 if progs and len(ok) == len(progs) else 1
+
+    def backend_peers(self):
+        """The addresses the backend logged sessions from ('connected from ADDR'), in order."""
+        try:
+            with open(os.path.join(self.w, "backend.log"), errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return []
+        return list(dict.fromkeys(re.findall(r"connected from (\S+)", text)))
 
     def cleanup(self):
         for p in self.procs:
@@ -337,10 +364,20 @@ def main():
     ap.add_argument("--work", default="/tmp/sluice-vm-gpu")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/sluice-vm-gpu/out"))
     ap.add_argument("--programs", default="all", help="all, or a comma-separated list")
-    ap.add_argument("--net", choices=["auto", "tap", "user"], default="auto")
+    ap.add_argument("--net", choices=["auto", "tap", "user"], default="tap",
+                    help="tap (auto is the same): a tap made with ioctls, QEMU's user networking "
+                         "where none can be made; user: QEMU's user networking")
     ap.add_argument("--smp", type=int, default=4)
     ap.add_argument("--memory", type=int, default=4096, help="MiB")
     ap.add_argument("--timeout", type=int, default=420, help="for the guest's job, seconds")
+    ap.add_argument("--budget", type=int, default=450,
+                    help="for the whole run, seconds: the guest's job ends by then at the latest "
+                         "(the results and logs follow in seconds)")
+    ap.add_argument("--guest-copy-reps", type=int, default=1,
+                    help="timed 256 MiB copies per direction and memory kind in the guest")
+    ap.add_argument("--guest-large-copy-mib", type=int, default=64,
+                    help="SLUICE_LARGE_COPY_MIB of large_copy in the guest (the 256 MiB figures "
+                         "are the bench's)")
     ap.add_argument("--cuda-root", default=os.environ.get("SLUICE_CUDA_ROOT", "/usr/local/cuda"))
     ap.add_argument("--driver", help="the backend's driver (default: NVIDIA's of this machine); "
                                      "the test double for a rehearsal without a GPU")

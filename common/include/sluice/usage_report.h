@@ -34,6 +34,9 @@ typedef struct sl_usage_rec {
     uint64_t gpu_busy_ns, kernel_ns, kernels, bytes_htod, bytes_dtoh, memory_high_water;
     uint64_t calls, errors, throttled_ns, quota_refusals;
     int closed_by_agent; /* the agent closed the session: its backend ended first (unmeasured) */
+    /* the record's part of the GPU's busy time when sessions overlapping on the GPU share it
+     * (docs/accounting.md, "Shared GPU time"); gpu_busy_ns is its own, raw figure */
+    uint64_t gpu_shared_ns;
 } sl_usage_rec;
 
 /* One span of an instance's existence (running on a host). open: still running at end_ns. */
@@ -53,6 +56,7 @@ typedef struct sl_usage_server {
     int observed;                 /* 1: no lifetime known, existence from the records */
     double wall_s;                /* existence inside the period */
     double busy_s, kernel_s, throttled_s, entitled_s;
+    double shared_s; /* its part of the GPUs' busy time (records' gpu_shared_ns) */
     uint64_t kernels, bytes_htod, bytes_dtoh, calls, errors, quota_refusals;
     uint64_t memory_high_water, records;
     uint64_t closed_by_agent; /* sessions the agent closed (records so marked) */
@@ -78,6 +82,7 @@ typedef struct sl_usage_view {
     size_t n_tenants;
     int64_t bucket_ns; /* chart bucket width: 1 day, or whole days so there are at most 62 */
     size_t n_buckets;
+    int shared; /* the records carry shared GPU time: the renderers show it */
 } sl_usage_view;
 
 /* ---- periods */
@@ -96,6 +101,9 @@ void sl_usage_format_time(int64_t ns, int frac, char *out, size_t cap);
 /* project: only this project (NULL: every one). */
 sl_code sl_usage_report_new(int64_t from_ns, int64_t to_ns, const char *project,
                             sl_usage_report **out, sl_error *e);
+/* The records' gpu_shared_ns is known (the agent's store): table, CSV and JSON show the
+ * shared GPU time beside the raw one. Without it they leave it out. */
+void sl_usage_report_with_shared(sl_usage_report *r);
 /* Records and lifetimes outside the period (or of another project) are ignored. */
 sl_code sl_usage_report_add(sl_usage_report *r, const sl_usage_rec *rec, sl_error *e);
 sl_code sl_usage_report_add_life(sl_usage_report *r, const sl_usage_life *l, sl_error *e);

@@ -22,6 +22,9 @@ uint64_t sl_call_quota_bytes(const Sluice__Wire__Call *c);
 uint64_t sl_call_event(const Sluice__Wire__Call *c);
 uint64_t sl_call_context_arg(const Sluice__Wire__Call *c);
 uint64_t sl_call_released(const Sluice__Wire__Call *c);
+/* The device address a call releases (@release devptr: cuMemFree_v2, cuMemFreeAsync); 0 when
+ * none. */
+uint64_t sl_call_released_devptr(const Sluice__Wire__Call *c);
 /* A quota call's reply: where its out device address / handle is (the quota layer may take
  * an allocation back); NULL when the reply carries none. */
 uint64_t *sl_reply_out_devptr(Sluice__Wire__Reply *r);

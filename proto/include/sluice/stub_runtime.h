@@ -23,6 +23,11 @@ void sl_fe_reply_free(Sluice__Wire__Reply *reply);
  * CUDA_SUCCESS, or an error the runtime already knows of (a failed earlier deferred call). */
 CUresult sl_fe_enqueue_async(Sluice__Wire__Call *call);
 
+/* A nowait call (a free): 1 when the address it releases is the base of a live allocation the
+ * runtime saw made (it is forgotten now: the call then goes as an async one), 0 when it must
+ * go synchronously. */
+int sl_fe_nowait_take(const Sluice__Wire__Call *call);
+
 /* A form of a call Sluice does not forward (e.g. cuCtxCreate_v3 with affinity parameters):
  * returns CUDA_ERROR_NOT_SUPPORTED and logs one line naming it, once per name. Implemented by
  * the frontend runtime; tests provide one. */

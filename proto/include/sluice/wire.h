@@ -40,6 +40,7 @@ enum sl_call_flag {
     SL_CALL_UNSTICKY = 1u << 9,  /* runs even when its context holds a sticky error */
     SL_CALL_SENT = 1u << 10,     /* travels as itself (not refused, local or sent as other calls) */
     SL_CALL_CAPTURE_BEGIN = 1u << 11, /* begins a stream capture */
+    SL_CALL_NOWAIT = 1u << 12,        /* may go without waiting when the guest sets Call.no_reply */
 };
 
 /* Everything the table says of one call. The enums (sluice/wire_ids.h) are the table's
@@ -68,6 +69,14 @@ extern const size_t sl_wire_descriptor_count;
 
 /* The table entry of a call id, or NULL when the id is not a known call. */
 const struct sl_call_info *sl_call_lookup(uint32_t call_id);
+
+/* Whether call (whose entry is ci, may be NULL) is answered as an async one: no reply, its
+ * error deferred. An async call always; a nowait call when the guest sent it without waiting
+ * (Call.no_reply); no_reply on any other call is ignored. */
+static inline int sl_call_is_async(const struct sl_call_info *ci, const Sluice__Wire__Call *call)
+{
+    return ci && ((ci->flags & SL_CALL_ASYNC) || ((ci->flags & SL_CALL_NOWAIT) && call->no_reply));
+}
 
 /* Per-session limits; zero fields mean the SL_WIRE_MAX_* defaults. */
 struct sl_wire_limits {

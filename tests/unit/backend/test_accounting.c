@@ -111,6 +111,55 @@ static void test_union_two_streams(void **state)
 
 /* ---------------------------------------------------------------- bucket */
 
+/* The cap on a record's busy intervals: the smallest gaps go first, the earlier among equal
+ * ones; the union only widens, by exactly the merged gaps. */
+static void test_cap_merges_smallest_gaps(void **state)
+{
+    (void)state;
+    /* gaps: 5, 1, 3, 1, 10 */
+    struct be_iv v[6] = {{0, 10}, {15, 20}, {21, 30}, {33, 40}, {41, 50}, {60, 70}};
+    uint64_t widened = 99;
+    assert_int_equal(be_iv_cap(v, 6, 6, &widened), 6);
+    assert_int_equal(widened, 0);
+    size_t n = be_iv_cap(v, 6, 4, &widened); /* the two gaps of 1 */
+    assert_int_equal(n, 4);
+    assert_int_equal(widened, 2);
+    const struct be_iv want[4] = {{0, 10}, {15, 30}, {33, 50}, {60, 70}};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(v[i].a, want[i].a);
+        assert_int_equal(v[i].b, want[i].b);
+    }
+    n = be_iv_cap(v, n, 1, &widened); /* everything: 3 + 5 + 10 */
+    assert_int_equal(n, 1);
+    assert_int_equal(widened, 18);
+    assert_int_equal(v[0].a, 0);
+    assert_int_equal(v[0].b, 70);
+    /* many: 1000 intervals of 3 with gaps 1..1000 (i + 1) kept to 256 */
+    enum { N = 1000 };
+    struct be_iv *w = calloc(N, sizeof *w);
+    assert_non_null(w);
+    int64_t t = 0;
+    uint64_t len0 = 0;
+    for (size_t i = 0; i < N; i++) {
+        w[i] = (struct be_iv){t, t + 3};
+        len0 += 3;
+        t += 3 + (int64_t)(i + 1);
+    }
+    n = be_iv_cap(w, N, BE_USAGE_MAX_BUSY, &widened);
+    assert_int_equal(n, BE_USAGE_MAX_BUSY);
+    uint64_t len = 0, want_widened = 0;
+    for (size_t i = 0; i < n; i++) {
+        len += (uint64_t)(w[i].b - w[i].a);
+        if (i)
+            assert_true(w[i].a > w[i - 1].b);
+    }
+    for (uint64_t g = 1; g <= N - BE_USAGE_MAX_BUSY; g++) /* the 744 smallest gaps */
+        want_widened += g;
+    assert_int_equal(widened, want_widened);
+    assert_int_equal(len, len0 + widened);
+    free(w);
+}
+
 static void test_bucket(void **state)
 {
     (void)state;
@@ -382,6 +431,11 @@ static void test_record_building(void **state)
                           .quota_refusals = 1,
                           .gpu_share = 0.3,
                           .final = 1};
+    const struct be_iv busy[2] = {{1700000001000000000LL, 1700000003000000000LL},
+                                  {1700000005000000000LL, 1700000007000000000LL}};
+    in.busy = busy;
+    in.nbusy = 2;
+    in.busy_widened_ns = 17;
     uint8_t *buf = NULL;
     size_t len = 0;
     sl_error e;
@@ -409,6 +463,12 @@ static void test_record_building(void **state)
     assert_int_equal(r->quota_refusals, 1);
     assert_true(r->gpu_share == 0.3);
     assert_true(r->final);
+    assert_int_equal(r->n_busy, 2);
+    assert_int_equal(r->busy[0]->start_ns, busy[0].a);
+    assert_int_equal(r->busy[0]->end_ns, busy[0].b);
+    assert_int_equal(r->busy[1]->start_ns, busy[1].a);
+    assert_int_equal(r->busy[1]->end_ns, busy[1].b);
+    assert_int_equal(r->busy_widened_ns, 17);
     assert_true(r->instance_name == NULL || !*r->instance_name); /* the agent's to fill */
     /* a second record gets another id */
     uint8_t *buf2 = NULL;
@@ -511,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_union_more_matches_union),
         cmocka_unit_test(test_array_bytes),
         cmocka_unit_test(test_union_two_streams),
+        cmocka_unit_test(test_cap_merges_smallest_gaps),
         cmocka_unit_test(test_bucket),
         cmocka_unit_test(test_quota_arithmetic),
         cmocka_unit_test(test_page_slots_and_instances),

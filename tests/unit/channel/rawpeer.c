@@ -20,7 +20,7 @@ static sl_code emit(void *ctx, uint8_t *buf, size_t len, sl_error *err)
 {
     rawpeer *r = ctx;
     int rc = zmq_send(r->sock, buf, len, 0);
-    free(buf);
+    ch_buf_free(buf);
     if (rc < 0)
         return sl_fail(err, SL_ERR_IO, "zmq_send: %s", zmq_strerror(errno));
     return SL_OK;

@@ -407,6 +407,34 @@ static void test_dead_server_detected(void **state)
     pthread_mutex_destroy(&e.mu);
 }
 
+/* A client that reads nothing for a long time (the guest's channel to the backend while its calls
+ * go to the session worker directly) keeps its session: the server's liveness probes must not
+ * fill the client's receive queue, where ZeroMQ stops reading the connection and then drops it
+ * as if the heartbeats had timed out (issue 18). */
+static void test_dead_not_idle_reader(void **state)
+{
+    (void)state;
+    sl_channel_opts o = fast_opts();
+    o.hwm = 4; /* a few frames fill the queues: the probes of 100 ms intervals, in seconds */
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, &o);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
+    uint8_t b[100];
+    struct iovec iov = {b, sizeof b};
+    roundtrip(c, 80, &iov, 1, 1);
+    sleep(4); /* 40 heartbeat intervals, 6 heartbeat timeouts: nothing read */
+    pthread_mutex_lock(&e.mu);
+    int closed = e.closed;
+    pthread_mutex_unlock(&e.mu);
+    assert_int_equal(closed, 0);
+    roundtrip(c, 80, &iov, 1, 1);
+    sl_client_close(c);
+    echo_stop(&e);
+}
+
 /* A client that polls before it sleeps (spin_us) gets the same answers, and a recv's timeout is
  * not stretched by the polling. */
 static void test_spinning_client(void **state)
@@ -471,8 +499,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tampered_drop),        cmocka_unit_test(test_plaintext_peer),
         cmocka_unit_test(test_garbage_frame),        cmocka_unit_test(test_oversized_frame),
         cmocka_unit_test(test_handshake_timeout),    cmocka_unit_test(test_dead_client_reaped),
-        cmocka_unit_test(test_dead_server_detected), cmocka_unit_test(test_connect_nowhere),
-        cmocka_unit_test(test_spinning_client),      cmocka_unit_test(test_revoked_then_gone),
+        cmocka_unit_test(test_dead_server_detected), cmocka_unit_test(test_dead_not_idle_reader),
+        cmocka_unit_test(test_connect_nowhere),      cmocka_unit_test(test_spinning_client),
+        cmocka_unit_test(test_revoked_then_gone),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);

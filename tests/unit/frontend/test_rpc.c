@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "call/allocs.h"
 #include "call/frame.h"
 #include "call/memo.h"
 #include "call/env.h"
@@ -58,6 +59,7 @@ static struct {
     uint8_t *held;
     size_t held_len;
     atomic_int holding, release;
+    int nowait_frees; /* cuMemFree_v2 sent without waiting */
 } F;
 
 static void queue_server(Sluice__Wire__ServerMessage *m)
@@ -110,6 +112,12 @@ static void answer(const Sluice__Wire__Call *c)
         r.out_case = SLUICE__WIRE__REPLY__OUT_SL_MAPPED_ALLOC;
         r.sl_mapped_alloc = &map;
     }
+    Sluice__Cuda__CuMemAllocV2Reply alloc = SLUICE__CUDA__CU_MEM_ALLOC_V2_REPLY__INIT;
+    if (c->call_id == SL_CALL_cuMemAlloc_v2 && F.next_result == CUDA_SUCCESS) {
+        alloc.dptr = 0x7f0000000000ull + (c->seq << 20); /* a fresh base per call */
+        r.out_case = SLUICE__WIRE__REPLY__OUT_CU_MEM_ALLOC_V2;
+        r.cu_mem_alloc_v2 = &alloc;
+    }
     F.next_result = 0;
     F.next_failed_seq = 0;
     F.next_stdout = NULL;
@@ -149,7 +157,7 @@ static sl_code fake_send(void *t, const void *msg, size_t len, const struct iove
         uint64_t announced = 0, followed = 0;
         for (size_t i = 0; i < m->calls->n_calls; i++) {
             const Sluice__Wire__Call *c = m->calls->calls[i];
-            if (!(sl_call_lookup(c->call_id)->flags & SL_CALL_ASYNC))
+            if (!sl_call_is_async(sl_call_lookup(c->call_id), c))
                 async_only = 0;
             if (c->bulk_length && c->call_id == SL_CALL_cuMemcpyHtoD_v2)
                 F.first_bulk_byte[0] = bulk_byte(bulk, n, announced);
@@ -181,8 +189,9 @@ static sl_code fake_send(void *t, const void *msg, size_t len, const struct iove
             F.calls++;
             if (c->call_id == SL_CALL_cuLaunchHostFunc)
                 F.host_fn_id = c->cu_launch_host_func->fn;
-            const struct sl_call_info *ci = sl_call_lookup(c->call_id);
-            if (!(ci->flags & SL_CALL_ASYNC))
+            if (c->call_id == SL_CALL_cuMemFree_v2 && c->no_reply)
+                F.nowait_frees++;
+            if (!sl_call_is_async(sl_call_lookup(c->call_id), c))
                 answer(c);
         }
     }
@@ -554,13 +563,14 @@ static void small_pinned_memory_is_mapped(void **state)
     assert_int_equal(cuMemFreeHost(big), CUDA_SUCCESS);
 }
 
-/* With the mapped bound (16 MiB) spent by DEVICEMAP memory, a small page-locked allocation is
- * plain memory, silently: no "not supported" line, which the program did not ask for. */
+/* With the mapped bound (1 GiB per process) spent by DEVICEMAP memory, a small page-locked
+ * allocation is plain memory, silently: no "not supported" line, which the program did not ask for.
+ */
 static void small_pinned_memory_when_mapped_bound_spent(void **state)
 {
     (void)state;
     void *huge = NULL, *small = NULL;
-    assert_int_equal(cuMemHostAlloc(&huge, (size_t)16 << 20, CU_MEMHOSTALLOC_DEVICEMAP),
+    assert_int_equal(cuMemHostAlloc(&huge, (size_t)1 << 30, CU_MEMHOSTALLOC_DEVICEMAP),
                      CUDA_SUCCESS);
     int p[2];
     assert_int_equal(pipe(p), 0);
@@ -818,6 +828,42 @@ static void deferred_error_at_next_sync(void **state)
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
 }
 
+/* A free of a live allocation's base goes without waiting (Call.no_reply, with the next frame);
+ * a second free of it, an address inside it, one never allocated, and one whose context was
+ * destroyed go synchronously and get the backend's answer at once. The allocation cache is
+ * off here (test_alloc_cache.c tests it). */
+static void free_of_live_allocation_waits_for_nothing(void **state)
+{
+    (void)state;
+    sl_fe_allocs_configure(0, 0, 0);
+    CUdeviceptr a = 0, b = 0;
+    assert_int_equal(cuMemAlloc_v2(&a, 1 << 20), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, 1 << 20), CUDA_SUCCESS);
+    assert_true(a && b && a != b);
+    int frames = F.frames;
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(F.nowait_frees, 0); /* queued: nothing waited for it */
+    F.next_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE); /* sync: after the first */
+    assert_int_equal(F.nowait_frees, 1);
+    assert_int_equal(F.frames, frames + 1); /* one frame: the queued free, then this one */
+    F.next_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(cuMemFree_v2(b + 256), CUDA_ERROR_INVALID_VALUE);
+    F.next_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(cuMemFree_v2(0xdead0000), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(F.nowait_frees, 1);
+    /* a failed allocation is not tracked; a free that fails in the backend is a deferred
+     * error of the next synchronizing call */
+    CUdeviceptr c = 0;
+    F.next_result = CUDA_ERROR_OUT_OF_MEMORY;
+    assert_int_equal(cuMemAlloc_v2(&c, 1 << 20), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+    F.next_result = CUDA_ERROR_ILLEGAL_ADDRESS;
+    F.next_failed_seq = F.last_seq + 1; /* the free's seq */
+    assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_int_equal(F.nowait_frees, 2);
+}
+
 static void stdout_data_written(void **state)
 {
     (void)state;
@@ -1017,6 +1063,7 @@ int main(void)
         cmocka_unit_test_setup(image_upload_keeps_memo, setup),
         cmocka_unit_test_setup(idle_context_follows_events, setup),
         cmocka_unit_test_setup(deferred_error_at_next_sync, setup),
+        cmocka_unit_test_setup(free_of_live_allocation_waits_for_nothing, setup),
         cmocka_unit_test_setup(stdout_data_written, setup),
         cmocka_unit_test_setup(host_callback_before_reply, setup),
         cmocka_unit_test_setup(backpressure_fence, setup),
