@@ -82,8 +82,15 @@ int be_ipc_tokens_register(be_ipc_tokens *t, enum be_ipc_token_kind kind, const 
         return -1;
     }
     size_t mine = 0;
-    for (size_t i = 0; i < t->n; i++)
-        mine += t->t[i].sid == sid;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct tok *e = &t->t[i];
+        if (e->sid == sid && e->kind == (int)kind && e->len == len && !memcmp(e->real, real, len)) {
+            /* the same handle again (a program asks for it per use): the same token */
+            memcpy(token, e->token, BE_IPC_TOKEN_BYTES);
+            return 0;
+        }
+        mine += e->sid == sid;
+    }
     if (mine >= BE_IPC_TOKENS_PER_SESSION || t->n >= BE_IPC_TOKENS_MAX) {
         snprintf(why, why_n, "%s handle not exported: %s (%zu of session %llu, %zu in all)",
                  be_ipc_token_kind_name((int)kind),

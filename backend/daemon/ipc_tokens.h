@@ -29,8 +29,9 @@ typedef struct be_ipc_tokens be_ipc_tokens;
 be_ipc_tokens *be_ipc_tokens_new(void);
 void be_ipc_tokens_free(be_ipc_tokens *t);
 /* Registers the real handle real[len] (len <= BE_IPC_TOKEN_BYTES) of kind exported by session sid
- * of instance; 0 and a fresh random token in token[BE_IPC_TOKEN_BYTES], or -1 with why filled
- * (bad arguments, the session's or the backend's bound, no randomness). */
+ * of instance; 0 and a fresh random token in token[BE_IPC_TOKEN_BYTES] (the token it already
+ * has when sid registered the same handle as the same kind before), or -1 with why filled (bad
+ * arguments, the session's or the backend's bound, no randomness). */
 int be_ipc_tokens_register(be_ipc_tokens *t, enum be_ipc_token_kind kind, const uint8_t *real,
                            size_t len, const char *instance, uint64_t sid,
                            uint8_t token[BE_IPC_TOKEN_BYTES], char *why, size_t why_n);

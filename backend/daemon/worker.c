@@ -357,6 +357,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
         w_close(SL_ERR_NOMEM, "out of memory");
         return 1;
     }
+    s->broker = w_broker;
     s->spin_ns = (uint64_t)o->spin_us * 1000u;
     uint8_t *buf = NULL;
     size_t len = 0;

@@ -138,9 +138,23 @@ static void bounds_and_bad_arguments(void **state)
                      -1);
     assert_int_equal(be_ipc_tokens_register(t, BE_TOKEN_MEM, real, 8, "", 1, tok, why, sizeof why),
                      -1);
-    for (int i = 0; i < BE_IPC_TOKENS_PER_SESSION; i++)
+    uint8_t first[BE_IPC_TOKEN_BYTES], again[BE_IPC_TOKEN_BYTES];
+    for (int i = 0; i < BE_IPC_TOKENS_PER_SESSION; i++) {
+        memcpy(real, &i, sizeof i); /* another handle each time */
         assert_int_equal(
             be_ipc_tokens_register(t, BE_TOKEN_MEM, real, 8, INST_A, 1, tok, why, sizeof why), 0);
+        if (i == 0)
+            memcpy(first, tok, sizeof tok);
+    }
+    /* the same handle again is the same token, and costs nothing */
+    int zero = 0;
+    memcpy(real, &zero, sizeof zero);
+    assert_int_equal(
+        be_ipc_tokens_register(t, BE_TOKEN_MEM, real, 8, INST_A, 1, again, why, sizeof why), 0);
+    assert_memory_equal(first, again, sizeof first);
+    assert_int_equal(be_ipc_tokens_count(t), BE_IPC_TOKENS_PER_SESSION);
+    int past = BE_IPC_TOKENS_PER_SESSION;
+    memcpy(real, &past, sizeof past);
     assert_int_equal(
         be_ipc_tokens_register(t, BE_TOKEN_MEM, real, 8, INST_A, 1, tok, why, sizeof why), -1);
     assert_non_null(strstr(why, "session's IPC handle limit"));
