@@ -15,6 +15,9 @@ enum { BE_IPC_MSG = 1, BE_IPC_SEND = 2, BE_IPC_CLOSE = 3 };
 enum { BE_IPC_MSG_SHM = 4, BE_IPC_SEND_SHM = 5, BE_IPC_SHM = 6 };
 /* Worker -> parent: an encoded UsageRecord (accounting.c), also after the session ended. */
 enum { BE_IPC_USAGE = 7 };
+/* Worker -> parent: a be_ipc_token_req (ipc_tokens.h: register, resolve or drop an IPC token);
+ * parent -> worker: its be_ipc_token_ans. */
+enum { BE_IPC_TOKEN = 8 };
 #define BE_SHM_PAGE ((uint64_t)4096)
 #define BE_SHM_DOWN ((uint64_t)160 << 20) /* two 64 MiB chunks and the small ones between */
 #define BE_SHM_UP   ((uint64_t)80 << 20)

@@ -37,6 +37,7 @@
 #include "daemon/accept.h"
 #include "daemon/control.h"
 #include "daemon/grants.h"
+#include "daemon/ipc_tokens.h"
 #include "daemon/sessions.h"
 #include "daemon/state.h"
 #include "daemon/workers.h"
@@ -356,7 +357,8 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
     int rc = 1;
     sl_error e;
     srv->grants = be_grants_new();
-    if (srv->efd < 0 || !srv->grants) {
+    srv->tokens = be_ipc_tokens_new();
+    if (srv->efd < 0 || !srv->grants || !srv->tokens) {
         sl_log(SL_LOG_ERR, BE_COMPONENT, "out of resources at start");
         goto out;
     }
@@ -502,6 +504,7 @@ out:
     if (srv->acct_fd >= 0)
         close(srv->acct_fd);
     be_grants_free(srv->grants);
+    be_ipc_tokens_free(srv->tokens);
     if (srv->efd >= 0)
         close(srv->efd);
     pthread_mutex_destroy(&srv->out_mu);

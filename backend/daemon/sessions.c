@@ -14,6 +14,7 @@
 #include "accounting/usage.h"
 #include "daemon/config.h"
 #include "daemon/control.h"
+#include "daemon/ipc_tokens.h"
 #include "daemon/state.h"
 #include "session/session.h"
 #include "sluice/log.h"
@@ -161,6 +162,11 @@ void be_sessions_end(struct be_server *srv, struct be_sess_node *n, const char *
         return;
     n->ended = 1;
     srv->live--;
+    /* the handles it exported die with it: no session can open them from here on */
+    size_t gone = be_ipc_tokens_drop_session(srv->tokens, n->id);
+    if (gone)
+        sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu: %zu IPC handle(s) it exported forgotten",
+               (unsigned long long)n->id, gone);
     sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu instance %s project %s: closing (%s)",
            (unsigned long long)n->id, n->instance, n->project, why);
     be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__CLOSED, n->instance,

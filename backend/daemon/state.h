@@ -15,12 +15,13 @@
 #include "sluice/channel.h"
 #include "sluice/driver_api.h"
 
-struct be_acct_shm; /* accounting/quota.h */
-struct be_config;   /* daemon/config.h */
-struct be_control;  /* daemon/control.h */
-struct be_devices;  /* session/devices.h */
-struct be_grants;   /* daemon/grants.h */
-struct be_job;      /* session/session.h */
+struct be_acct_shm;   /* accounting/quota.h */
+struct be_config;     /* daemon/config.h */
+struct be_control;    /* daemon/control.h */
+struct be_devices;    /* session/devices.h */
+struct be_grants;     /* daemon/grants.h */
+struct be_ipc_tokens; /* daemon/ipc_tokens.h */
+struct be_job;        /* session/session.h */
 
 struct be_out {
     struct be_out *next;
@@ -79,6 +80,7 @@ struct be_server {
     const struct be_devices *devs;
     sl_server *srv;
     struct be_grants *grants;
+    struct be_ipc_tokens *tokens; /* the IPC handles the sessions' workers exported */
     struct be_control *ctl;
     int efd;
     pthread_mutex_t out_mu;

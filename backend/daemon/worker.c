@@ -12,7 +12,9 @@
  * or CallbackDone) and the calls' bulk, each call's at a 16-byte aligned offset; the worker
  * decodes and checks them again. Worker ->
  * parent: BE_IPC_SEND (an encoded ServerMessage and its bulk, for the guest), BE_IPC_CLOSE
- * (end the session: code, reason) and BE_IPC_USAGE (an encoded UsageRecord, accounting.c). EOF
+ * (end the session: code, reason) and BE_IPC_USAGE (an encoded UsageRecord, accounting.c).
+ * Both ways: BE_IPC_TOKEN, a session thread's IPC token request and the parent's answer
+ * (broker.c, ipc_tokens.c). EOF
  * on the socket ends the worker (the parent shut its side down: the worker sends its final
  * usage record, frees everything and exits) or tells the parent that the worker is gone. The
  * worker also maps the tenant's accounting page (`--acct-fd`, quota.c). */
@@ -31,6 +33,7 @@
 #include "api/callback.h"
 #include "bounds.h"
 #include "daemon/accept.h"
+#include "daemon/broker.h"
 #include "daemon/config.h"
 #include "daemon/direct.h"
 #include "daemon/driver.h"
@@ -48,6 +51,15 @@ static int w_fd = -1;
 static pthread_mutex_t w_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct be_direct *w_direct;      /* the direct endpoint (direct.c), NULL: none */
 static struct be_direct *w_direct_left; /* one left open for the process's exit (w_run_direct) */
+static be_broker *w_broker;             /* the IPC token broker's worker side (broker.c) */
+
+static int w_token_send(const void *msg, size_t len)
+{
+    pthread_mutex_lock(&w_mu);
+    int rc = be_ipc_send_blocking(w_fd, BE_IPC_TOKEN, 0, msg, len, NULL, 0);
+    pthread_mutex_unlock(&w_mu);
+    return rc;
+}
 
 /* Replies go to the direct channel once the guest opened it, else to the parent; the end of
  * the session always goes to the parent (it ends the session and tells the worker). */
@@ -158,6 +170,15 @@ static int w_frame(sl_be_session *s, Sluice__Wire__ClientMessage *m, uint8_t *bl
     return 0;
 }
 
+/* The parent's answer to an IPC token request (broker.c). 0 = go on. */
+static int w_token_answer(const struct be_ipc_rx *rx)
+{
+    if (be_broker_answer(w_broker, rx->msg, (size_t)rx->hdr.msg_len) == 0)
+        return 0;
+    w_close(SL_ERR_PROTOCOL, "an IPC token answer from the parent that nobody asked for");
+    return -1;
+}
+
 /* One BE_IPC_MSG from the parent; takes rx's buffers. 0 = go on. */
 static int w_message(sl_be_session *s, struct be_ipc_rx *rx)
 {
@@ -221,7 +242,9 @@ static int w_run_direct(int fd, sl_be_session *s)
                 stop = gone = 1; /* EOF: the session ended */
                 break;
             }
-            if (rx.hdr.type == BE_IPC_CLOSE) { /* the parent ends the session: why */
+            if (rx.hdr.type == BE_IPC_TOKEN) {
+                stop = w_token_answer(&rx) != 0;
+            } else if (rx.hdr.type == BE_IPC_CLOSE) { /* the parent ends the session: why */
                 code = rx.hdr.code > 0 ? (sl_code)rx.hdr.code : SL_ERR_CLOSED;
                 snprintf(why, sizeof why, "%s", (const char *)rx.msg);
             } else if (rx.hdr.type != BE_IPC_MSG || be_direct_attached(w_direct)) {
@@ -279,7 +302,9 @@ static int w_run_parent(int fd, sl_be_session *s)
             gone = 1;
             break;
         }
-        int stop = rx.hdr.type != BE_IPC_MSG || w_message(s, &rx) != 0;
+        int stop = rx.hdr.type == BE_IPC_TOKEN ? w_token_answer(&rx) != 0
+                   : rx.hdr.type != BE_IPC_MSG ? 1
+                                               : w_message(s, &rx) != 0;
         be_ipc_rx_next(&rx);
         if (stop)
             break;
@@ -325,6 +350,14 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     }
     snprintf(s->instance, sizeof s->instance, "%s", instance);
     snprintf(s->project, sizeof s->project, "%s", project);
+    w_broker = be_broker_new(w_token_send);
+    if (!w_broker) {
+        be_session_free(s);
+        be_devices_free(&devs);
+        w_close(SL_ERR_NOMEM, "out of memory");
+        return 1;
+    }
+    s->broker = w_broker;
     s->spin_ns = (uint64_t)o->spin_us * 1000u;
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -369,6 +402,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     }
     rc = 0;
     int gone = w_direct ? w_run_direct(fd, s) : w_run_parent(fd, s);
+    be_broker_gone(w_broker); /* a session thread waiting for the parent stops waiting */
     if (gone) {
         /* The session ended (its guest is gone, revoked, the backend stops): the work it left
          * queued on the GPU is nobody's any more. Waiting for it (synchronizing its streams and
@@ -397,5 +431,7 @@ out:
     be_acct_shm_unmap(shm);
     be_devices_free(&devs);
     be_images_clear();
+    be_broker_free(w_broker);
+    w_broker = NULL;
     return rc;
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "accounting/records.h"
 #include "daemon/config.h"
 #include "daemon/control.h"
+#include "daemon/ipc_tokens.h"
 #include "daemon/sessions.h"
 #include "daemon/state.h"
 #include "session/session.h"
@@ -288,6 +290,39 @@ sl_code be_workers_send(struct be_server *srv, struct be_sess_node *n, const voi
     return SL_OK;
 }
 
+/* A worker's IPC token request (ipc_tokens.c): served against the registry with the session's
+ * own instance and id (never what the worker says), the answer queued back; a refusal is logged
+ * with its reason (docs/security.md, "IPC handles"). */
+static void token_request(struct be_server *srv, struct be_sess_node *n)
+{
+    struct be_ipc_token_ans ans;
+    be_ipc_tokens_serve(srv->tokens, n->instance, n->id, n->rx.msg, (size_t)n->rx.hdr.msg_len,
+                        &ans);
+    if (ans.result)
+        sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu instance %s: %s",
+               (unsigned long long)n->id, n->instance, ans.why);
+    struct be_ipc_hdr h = {BE_IPC_TOKEN, 0, sizeof ans, 0};
+    struct be_tx *t = calloc(1, sizeof *t);
+    uint8_t *buf = t ? malloc(sizeof h + sizeof ans) : NULL;
+    if (!buf) {
+        free(t);
+        be_sessions_violation(srv, n->peer, SL_ERR_NOMEM, "out of memory for an IPC token answer");
+        return;
+    }
+    memcpy(buf, &h, sizeof h);
+    memcpy(buf + sizeof h, &ans, sizeof ans);
+    OPENSSL_cleanse(&ans, sizeof ans);
+    t->buf = buf;
+    t->len = sizeof h + sizeof ans;
+    if (n->tx_tail)
+        n->tx_tail->next = t;
+    else
+        n->tx_head = t;
+    n->tx_tail = t;
+    n->tx_bytes += t->len;
+    be_workers_flush(n);
+}
+
 /* Writes what the worker's socket takes now. */
 void be_workers_flush(struct be_sess_node *n)
 {
@@ -342,6 +377,8 @@ void be_workers_read(struct be_server *srv, struct be_sess_node *n, size_t budge
                                         bulk, (size_t)n->rx.hdr.bulk_len, &e) != SL_OK)
                     sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu: send: %s",
                            (unsigned long long)n->id, e.msg);
+            } else if (n->rx.hdr.type == BE_IPC_TOKEN) {
+                token_request(srv, n);
             } else if (n->rx.hdr.type == BE_IPC_CLOSE) {
                 sl_code code = n->rx.hdr.code > 0 ? (sl_code)n->rx.hdr.code : SL_ERR_PROTOCOL;
                 const char *why = (const char *)n->rx.msg;

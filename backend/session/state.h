@@ -23,6 +23,7 @@
 #include "sluice/driver_api.h"
 
 struct be_acct;      /* accounting/state.h */
+struct be_broker;    /* daemon/broker.c */
 struct be_call_time; /* session.c */
 struct be_cb;        /* api/callback.c */
 struct be_ctx;       /* session/contexts.h */
@@ -63,9 +64,11 @@ struct sl_be_session {
     struct be_acct *acct;  /* GPU-time measurement, quota, share (accounting/); may be NULL */
     struct be_map *mapped; /* mapped host memory (api/mapped.c) */
     uint64_t mapped_bytes;
-    struct be_gstate *graph; /* graphs on guest memory, graph allocations (api/graph*.c) */
-    struct be_vmm *vmm;      /* address reservations and mappings (api/vmm.c) */
-    struct be_waits *waits;  /* blocking waits off the call path (waits.c); NULL: inline */
+    struct be_gstate *graph;  /* graphs on guest memory, graph allocations (api/graph*.c) */
+    struct be_vmm *vmm;       /* address reservations and mappings (api/vmm.c) */
+    struct be_waits *waits;   /* blocking waits off the call path (waits.c); NULL: inline */
+    struct be_broker *broker; /* the IPC token broker (daemon/broker.c, api/ipc.c) of a session
+                               * worker process; NULL: none (IPC calls are refused) */
 
     /* shared with the channel thread (mu) */
     pthread_mutex_t mu;

@@ -119,6 +119,16 @@ static void *dev_map(size_t n)
     return p;
 }
 
+void *dev_map_fd(size_t n, int fd)
+{
+    void *p = mmap((void *)dev_next, dev_span(n), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if ((uintptr_t)p == dev_next)
+        dev_next += dev_span(n) + dev_span(1);
+    return p;
+}
+
 CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx, uintptr_t *out)
 {
     if (size == 0)
@@ -159,8 +169,10 @@ CUresult alloc_new(size_t size, enum alloc_kind kind, struct dbl_ctx *ctx, uintp
 
 void alloc_release(size_t i)
 {
-    if (allocs[i].kind != A_HOST && allocs[i].kind != A_REGISTERED)
+    if (allocs[i].kind != A_HOST && allocs[i].kind != A_REGISTERED && allocs[i].kind != A_IPC)
         mem_used -= (allocs[i].size + 255) & ~(size_t)255;
+    if (allocs[i].ipc_fd1)
+        close(allocs[i].ipc_fd1 - 1); /* no process opens it any more (those that did keep it) */
     if (allocs[i].kind == A_MANAGED)
         munmap((void *)allocs[i].base, MANAGED_PAGES((allocs[i].size + 255) & ~(size_t)255));
     else if (allocs[i].kind == A_HOST)

@@ -76,7 +76,8 @@ enum alloc_kind {
     A_HOST,
     A_GLOBAL,
     A_REGISTERED, /* not ours: never freed */
-    A_MANAGED     /* mapped pages of their own (managed_map) */
+    A_MANAGED,    /* mapped pages of their own (managed_map) */
+    A_IPC         /* another process's allocation, mapped by cuIpcOpenMemHandle (ipc.c) */
 };
 
 struct dbl_alloc {
@@ -88,6 +89,7 @@ struct dbl_alloc {
     int read_mostly;
     CUmemLocation preferred, last_prefetch; /* type 0 (INVALID): none */
     unsigned accessed_by;                   /* bit 0: the host, bit 1: device 0 */
+    int ipc_fd1; /* A_DEVICE exported by cuIpcGetMemHandle: 1 + its memfd (ipc.c); 0: none */
 };
 
 void obj_add(void *o);
@@ -133,6 +135,9 @@ void ctx_drop_resources(struct dbl_ctx *c);
 
 const struct dbl_alloc *alloc_containing(uintptr_t p);
 CUresult alloc_add(uintptr_t base, size_t size, enum alloc_kind kind, struct dbl_ctx *ctx);
+/* Maps n bytes of the shared memory object fd where device allocations go (ipc.c); NULL or
+ * the address. */
+void *dev_map_fd(size_t n, int fd);
 void alloc_release_owner(struct dbl_ctx *ctx);
 /* The object table, for a walk over every object. */
 size_t obj_count(void);

@@ -42,7 +42,7 @@ PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback",
             "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm",
             "concurrent_threads", "managed_memory", "memcpy_default", "launch_checks",
             "driver_semantics", "device_assert", "mem_free",
-            "alloc_cache", "capture_host", "mapped_large"]
+            "alloc_cache", "capture_host", "mapped_large", "ipc"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
@@ -53,6 +53,8 @@ EXPECTED = {
     "graph_host": ["graph_host: 6 host node calls"],
     "capture_host": ["capture_host: 3 host function calls, 6 launches checked"],
     "managed_memory": ["managed_memory: host and kernels shared 100000 ints, a list of 1000"],
+    "ipc": ["ipc: the importer read 65536 ints of this process",
+            "ipc(importer): forged memory handle -> cudaError"],
 }
 TIMEOUT = {"large_copy": 300, "many_launches": 300}
 GUEST_UUID = "3d6b0f5e-9a1c-4e27-8f34-1b2c3d4e5f60"  # CN of make-demo-pki's guest-a
@@ -143,13 +145,13 @@ def tail(path, n=40):
 
 
 class Backend:
-    def __init__(self, args, pki, work, driver, env_extra=None, extra_args=()):
+    def __init__(self, args, pki, work, driver, env_extra=None, extra_args=(), allow_also=()):
         self.port = free_port()
         self.endpoint = f"tcp://127.0.0.1:{self.port}"
         self.log = os.path.join(work, f"backend-{self.port}.log")
-        allow = os.path.join(work, "allow")
+        allow = os.path.join(work, f"allow-{self.port}")
         with open(allow, "w") as f:
-            f.write(GUEST_UUID + "\n")
+            f.write("".join(u + "\n" for u in (GUEST_UUID,) + tuple(allow_also)))
         fmt = dict(project=PROJECT, driver=driver, endpoint=self.endpoint, pki=pki, allow=allow)
         argv = [args.backend] + [a.format(**fmt) for a in BACKEND_ARGS] + args.backend_arg + \
             list(extra_args)
@@ -391,8 +393,15 @@ def image_store(args, pki, work, driver, frontend_dir):
     return problems
 
 
+def ipc_attacks(args, pki, work, driver, frontend_dir):
+    """CUDA IPC tokens (docs/security.md, "IPC handles"): tests/e2e/ipc_attacks.py."""
+    import ipc_attacks as attacks
+    return attacks.run(sys.modules[__name__], args, pki, work, driver, frontend_dir)
+
+
 SCENARIOS = {"worker_crash": (worker_crash, ["session_hold", "vector_add", "printf_kernel"]),
-             "image_store": (image_store, ["vector_add"])}
+             "image_store": (image_store, ["vector_add"]),
+             "ipc_attacks": (ipc_attacks, ["ipc"])}
 
 
 def check_table(args):
@@ -448,6 +457,9 @@ def main():
     ap.add_argument("--worker-crash", action="store_true",
                     help="the session-worker crash test (driver double only): one crashing "
                          "session, one concurrent and one new session that must go on")
+    ap.add_argument("--ipc-attacks", action="store_true",
+                    help="CUDA IPC handles from another instance, another backend, forged, and "
+                         "after their exporter ended: all refused (driver double only)")
     args = ap.parse_args()
     args.asan_runtime = None
 
@@ -481,11 +493,11 @@ def main():
                 return SKIP
     variants = ["static", "shared"] if args.variant == "both" else [args.variant]
     names = args.program or PROGRAMS
-    scenario = "worker_crash" if args.worker_crash else ("image_store" if args.image_store
-                                                         else None)
+    scenario = "worker_crash" if args.worker_crash else (
+        "image_store" if args.image_store else ("ipc_attacks" if args.ipc_attacks else None))
     if scenario:
         fn, needs = SCENARIOS[scenario]
-        if mode != "sluice-double":
+        if mode == "native" or (mode != "sluice-double" and scenario != "ipc_attacks"):
             print(f"SKIP: --{scenario.replace('_', '-')} needs the driver double")
             return SKIP
         for n in needs:

@@ -30,6 +30,7 @@
 #include "session/session.h"
 #include "session/state.h"
 #include "sluice/backend_dispatch.h"
+#include "sluice/backend_handlers.h"
 #include "pki.h"
 #include "sluice_control.pb-c.h"
 
@@ -224,22 +225,45 @@ static void test_occupancy_handlers(void **state)
 
 /* ---------------------------------------------------------------- security */
 
-/* IPC, pool pointer export/import and multicast are never dispatched to the driver. */
+/* Pool pointer export/import, shareable handles and multicast are never dispatched to the
+ * driver. CUDA IPC is, through the token broker's hand handlers only (api/ipc.c: a real handle
+ * never reaches the guest), and the legacy cuIpcOpenMemHandle stays refused. */
 static void test_security_calls_have_no_handler(void **state)
 {
     (void)state;
     static const uint32_t ids[] = {
-        SL_CALL_cuIpcGetEventHandle,    SL_CALL_cuIpcOpenEventHandle,
-        SL_CALL_cuIpcGetMemHandle,      SL_CALL_cuIpcOpenMemHandle_v2,
-        SL_CALL_cuIpcCloseMemHandle,    SL_CALL_cuMemPoolExportPointer,
-        SL_CALL_cuMemPoolImportPointer, SL_CALL_cuMemPoolExportToShareableHandle,
-        SL_CALL_cuMulticastCreate,      SL_CALL_cuMulticastAddDevice,
-        SL_CALL_cuMulticastBindMem,     SL_CALL_cuMulticastBindAddr,
-        SL_CALL_cuMulticastUnbind,      SL_CALL_cuMulticastGetGranularity,
+        SL_CALL_cuIpcOpenMemHandle,
+        SL_CALL_cuMemPoolExportPointer,
+        SL_CALL_cuMemPoolImportPointer,
+        SL_CALL_cuMemPoolExportToShareableHandle,
+        SL_CALL_cuMemPoolImportFromShareableHandle,
+        SL_CALL_cuMemExportToShareableHandle,
+        SL_CALL_cuMemImportFromShareableHandle,
+        SL_CALL_cuMemGetHandleForAddressRange,
+        SL_CALL_cuMemRetainAllocationHandle,
+        SL_CALL_cuMulticastCreate,
+        SL_CALL_cuMulticastAddDevice,
+        SL_CALL_cuMulticastBindMem,
+        SL_CALL_cuMulticastBindAddr,
+        SL_CALL_cuMulticastUnbind,
+        SL_CALL_cuMulticastGetGranularity,
     };
     for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
         assert_null(sl_be_table[ids[i]].handler);
         assert_non_null(sl_call_lookup(ids[i])->refuse);
+    }
+    static const struct {
+        uint32_t id;
+        CUresult (*handler)(struct sl_be_call *);
+    } brokered[] = {
+        {SL_CALL_cuIpcGetMemHandle, be_h_cuIpcGetMemHandle},
+        {SL_CALL_cuIpcOpenMemHandle_v2, be_h_cuIpcOpenMemHandle_v2},
+        {SL_CALL_cuIpcGetEventHandle, be_h_cuIpcGetEventHandle},
+        {SL_CALL_cuIpcOpenEventHandle, be_h_cuIpcOpenEventHandle},
+    };
+    for (size_t i = 0; i < sizeof brokered / sizeof *brokered; i++) {
+        assert_null(sl_call_lookup(brokered[i].id)->refuse);
+        assert_true(sl_be_table[brokered[i].id].handler == brokered[i].handler);
     }
 }
 

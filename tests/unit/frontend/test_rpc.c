@@ -988,22 +988,15 @@ static void unsupported_returns_not_supported(void **state)
     assert_int_equal(cuGraphDebugDotPrint(NULL, "x", 0), CUDA_ERROR_NOT_SUPPORTED);
 }
 
-/* Security: these are never forwarded, whatever the backend's driver offers. */
+/* Security: these are never forwarded, whatever the backend's driver offers (CUDA IPC handles
+ * travel as tokens the backend brokers: ipc_calls_travel). */
 static void security_calls_never_travel(void **state)
 {
     (void)state;
-    CUipcMemHandle mh;
-    CUipcEventHandle eh;
-    CUevent ev = NULL;
     CUmemPoolPtrExportData ed;
     CUmemGenericAllocationHandle mc;
     CUmulticastObjectProp prop = {0};
     size_t gran;
-    assert_int_equal(cuIpcGetMemHandle(&mh, 0x1000), CUDA_ERROR_NOT_SUPPORTED);
-    assert_int_equal(cuIpcGetEventHandle(&eh, (CUevent)0x0b00000000000001ull),
-                     CUDA_ERROR_NOT_SUPPORTED);
-    assert_int_equal(cuIpcOpenEventHandle(&ev, eh), CUDA_ERROR_NOT_SUPPORTED);
-    assert_int_equal(cuIpcCloseMemHandle(0x1000), CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(cuMemPoolExportPointer(&ed, 0x1000), CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(cuMulticastCreate(&mc, &prop), CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(cuMulticastGetGranularity(&gran, &prop, CU_MULTICAST_GRANULARITY_MINIMUM),
@@ -1012,6 +1005,38 @@ static void security_calls_never_travel(void **state)
     assert_int_equal(cuMulticastUnbind(mc, 0, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(F.calls, 0);
     assert_int_equal(F.frames, 0);
+}
+
+/* CUDA IPC travels as its own calls: the handles are the backend's tokens (docs/security.md,
+ * "IPC handles"), the frontend passes them as they are; the backend's answer is the program's. */
+static void ipc_calls_travel(void **state)
+{
+    (void)state;
+    CUipcMemHandle mh;
+    CUipcEventHandle eh;
+    memset(&mh, 0x5a, sizeof mh);
+    memset(&eh, 0x5b, sizeof eh);
+    CUevent ev = NULL;
+    CUdeviceptr p = 0;
+    F.next_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(cuIpcGetMemHandle(&mh, 0x1000), CUDA_ERROR_INVALID_VALUE);
+    F.next_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(cuIpcOpenMemHandle_v2(&p, mh, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(p, 0);
+    F.next_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(cuIpcCloseMemHandle(0x1000), CUDA_ERROR_INVALID_VALUE);
+    F.next_result = CUDA_ERROR_INVALID_HANDLE;
+    assert_int_equal(cuIpcGetEventHandle(&eh, (CUevent)0x0b00000000000001ull),
+                     CUDA_ERROR_INVALID_HANDLE);
+    F.next_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(cuIpcOpenEventHandle(&ev, eh), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(F.calls, 5);
+    assert_int_equal(F.call_ids[0], SL_CALL_cuIpcGetMemHandle);
+    assert_int_equal(F.call_ids[1], SL_CALL_cuIpcOpenMemHandle_v2);
+    assert_int_equal(F.call_ids[2], SL_CALL_cuIpcCloseMemHandle);
+    assert_int_equal(F.call_ids[3], SL_CALL_cuIpcGetEventHandle);
+    assert_int_equal(F.call_ids[4], SL_CALL_cuIpcOpenEventHandle);
 }
 
 /* The occupancy calls travel as their own calls; a kernel's id goes as the function. */
@@ -1073,6 +1098,7 @@ int main(void)
         cmocka_unit_test_setup(lost_connection_fails_cleanly, setup),
         cmocka_unit_test_setup(unsupported_returns_not_supported, setup),
         cmocka_unit_test_setup(security_calls_never_travel, setup),
+        cmocka_unit_test_setup(ipc_calls_travel, setup),
         cmocka_unit_test_setup(occupancy_calls, setup),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -70,15 +70,27 @@ static void table_holds_every_exported_name(void **state)
 static void refused_calls_answer_not_supported(void **state)
 {
     (void)state;
-    const struct sl_call_info *ci = sl_call_lookup(SL_CALL_cuIpcGetMemHandle);
+    const struct sl_call_info *ci = sl_call_lookup(SL_CALL_cuMemPoolExportPointer);
     assert_non_null(ci);
     assert_non_null(ci->refuse);
     assert_false(ci->flags & SL_CALL_SENT);
-    CUresult (*ipc)(CUipcMemHandle *, CUdeviceptr) =
-        (CUresult(*)(CUipcMemHandle *, CUdeviceptr))sl_fe_export_address("cuIpcGetMemHandle");
-    assert_ptr_equal((const void *)ipc, (const void *)cuIpcGetMemHandle);
-    CUipcMemHandle h;
-    assert_int_equal(ipc(&h, 0), CUDA_ERROR_NOT_SUPPORTED);
+    CUresult (*exp)(CUmemPoolPtrExportData *, CUdeviceptr) = (CUresult(*)(
+        CUmemPoolPtrExportData *, CUdeviceptr))sl_fe_export_address("cuMemPoolExportPointer");
+    assert_ptr_equal((const void *)exp, (const void *)cuMemPoolExportPointer);
+    CUmemPoolPtrExportData d;
+    assert_int_equal(exp(&d, 0), CUDA_ERROR_NOT_SUPPORTED);
+    /* CUDA IPC travels (as tokens the backend brokers, docs/security.md) */
+    ci = sl_call_lookup(SL_CALL_cuIpcGetMemHandle);
+    assert_non_null(ci);
+    assert_null(ci->refuse);
+    assert_true(ci->flags & SL_CALL_SENT);
+    /* but not its legacy entry point (cuda.h and cudart name cuIpcOpenMemHandle_v2) */
+    CUresult (*legacy)(CUdeviceptr *, CUipcMemHandle, unsigned) = (CUresult(*)(
+        CUdeviceptr *, CUipcMemHandle, unsigned))sl_fe_export_address("cuIpcOpenMemHandle");
+    assert_non_null(legacy);
+    CUipcMemHandle mh = {{0}};
+    CUdeviceptr p = 0;
+    assert_int_equal(legacy(&p, mh, 0), CUDA_ERROR_NOT_SUPPORTED);
     CUresult (*d8)(CUdeviceptr, unsigned char, size_t) =
         (CUresult(*)(CUdeviceptr, unsigned char, size_t))sl_fe_export_address("cuMemsetD8");
     assert_int_equal(d8(0, 0, 1), CUDA_ERROR_NOT_SUPPORTED);

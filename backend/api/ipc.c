@@ -1,0 +1,211 @@
+/* CUDA IPC between the processes of one guest (issue 20; docs/security.md, "IPC handles"). A
+ * real IPC handle never reaches the guest: it names device memory of the host's GPU that any
+ * process could open with it. The exporting session registers the real handle with the backend's
+ * parent (daemon/broker.c to daemon/ipc_tokens.c) and hands the guest the random token it gets
+ * back, of the handle's size; an importing session asks the parent to resolve the token, which
+ * it does only for a session of the exporter's instance and as the kind it was registered as,
+ * then opens the real handle. A token of another instance or tenant (another backend: unknown
+ * here), a forged one or one whose exporter ended is answered CUDA_ERROR_INVALID_VALUE, as the
+ * driver answers an invalid handle; the parent logs why. Opened memory joins the session's
+ * allocation table uncounted (it is the exporter's, counted there) until cuIpcCloseMemHandle
+ * (generated: a @release) or the session's end; opened events are the session's handles. */
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "api/reply.h"
+#include "daemon/broker.h"
+#include "session/state.h"
+#include "sluice/backend_handlers.h"
+#include "sluice/backend_hooks.h"
+
+#define BROKER_TIMEOUT_MS 10000
+
+/* Registers the real handle real[len] as kind: the token in token[BE_IPC_TOKEN_BYTES]. */
+static CUresult export_token(sl_be_session *s, Sluice__Wire__Reply *reply,
+                             enum be_ipc_token_kind kind, const void *real, size_t len,
+                             uint8_t token[BE_IPC_TOKEN_BYTES])
+{
+    if (!s->broker) {
+        sl_be_detail(reply, "IPC handles need the backend's session worker processes");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    struct be_ipc_token_req rq = {.op = BE_TOKEN_OP_REGISTER, .kind = kind, .len = (uint32_t)len};
+    memcpy(rq.real, real, len);
+    struct be_ipc_token_ans ans;
+    int asked = be_broker_ask(s->broker, &rq, &ans, BROKER_TIMEOUT_MS);
+    OPENSSL_cleanse(&rq, sizeof rq);
+    CUresult rc = CUDA_SUCCESS;
+    if (asked != 0 || ans.result != 0) {
+        sl_be_detail(reply, "%s", ans.why);
+        rc = asked != 0 ? CUDA_ERROR_UNKNOWN : CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        memcpy(token, ans.token, BE_IPC_TOKEN_BYTES);
+    }
+    OPENSSL_cleanse(&ans, sizeof ans);
+    return rc;
+}
+
+/* Resolves the guest's token tok as kind: the real handle in real[want]. */
+static CUresult import_token(sl_be_session *s, Sluice__Wire__Reply *reply,
+                             enum be_ipc_token_kind kind, const ProtobufCBinaryData *tok,
+                             void *real, size_t want)
+{
+    if (tok->len != BE_IPC_TOKEN_BYTES) {
+        sl_be_detail(reply, "an IPC handle of %zu bytes", tok->len);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!s->broker) {
+        sl_be_detail(reply, "IPC handles need the backend's session worker processes");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    struct be_ipc_token_req rq = {.op = BE_TOKEN_OP_RESOLVE, .kind = kind};
+    memcpy(rq.token, tok->data, BE_IPC_TOKEN_BYTES);
+    struct be_ipc_token_ans ans;
+    int asked = be_broker_ask(s->broker, &rq, &ans, BROKER_TIMEOUT_MS);
+    CUresult rc = CUDA_SUCCESS;
+    if (asked != 0) {
+        sl_be_detail(reply, "%s", ans.why);
+        rc = CUDA_ERROR_UNKNOWN;
+    } else if (ans.result != 0 || ans.len != want) {
+        /* the parent logged why (its warning names the session and the token's owner) */
+        sl_be_detail(reply, "%s", ans.result ? ans.why : "an IPC handle of another size");
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        memcpy(real, ans.real, want);
+    }
+    OPENSSL_cleanse(&rq, sizeof rq);
+    OPENSSL_cleanse(&ans, sizeof ans);
+    return rc;
+}
+
+static CUresult token_reply(ProtobufCBinaryData *out, const uint8_t token[BE_IPC_TOKEN_BYTES])
+{
+    out->data = malloc(BE_IPC_TOKEN_BYTES);
+    if (!out->data)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(out->data, token, BE_IPC_TOKEN_BYTES);
+    out->len = BE_IPC_TOKEN_BYTES;
+    return CUDA_SUCCESS;
+}
+
+CUresult be_h_cuIpcGetMemHandle(struct sl_be_call *c)
+{
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    Sluice__Wire__Reply *reply = c->reply;
+    const Sluice__Cuda__CuIpcGetMemHandleRequest *rq = c->call->cu_ipc_get_mem_handle;
+    if (!rq || !rq->dptr || sl_be_devptr_check(s, rq->dptr, 0) != CUDA_SUCCESS) {
+        sl_be_detail(reply, "0x%llx is not in the session's device memory",
+                     (unsigned long long)(rq ? rq->dptr : 0));
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!api->cuIpcGetMemHandle)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUipcMemHandle real;
+    CUresult rc = api->cuIpcGetMemHandle(&real, (CUdeviceptr)rq->dptr);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint8_t token[BE_IPC_TOKEN_BYTES];
+    rc = export_token(s, reply, BE_TOKEN_MEM, &real, sizeof real, token);
+    OPENSSL_cleanse(&real, sizeof real);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuIpcGetMemHandleReply *rp = BE_REPLY(
+        reply, cu_ipc_get_mem_handle, SLUICE__WIRE__REPLY__OUT_CU_IPC_GET_MEM_HANDLE,
+        Sluice__Cuda__CuIpcGetMemHandleReply, sluice__cuda__cu_ipc_get_mem_handle_reply__init);
+    return rp ? token_reply(&rp->p_handle, token) : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult be_h_cuIpcOpenMemHandle_v2(struct sl_be_call *c)
+{
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    Sluice__Wire__Reply *reply = c->reply;
+    const Sluice__Cuda__CuIpcOpenMemHandleV2Request *rq = c->call->cu_ipc_open_mem_handle_v2;
+    if (!rq)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!api->cuIpcOpenMemHandle_v2 || !api->cuIpcCloseMemHandle)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUipcMemHandle real;
+    CUresult rc = import_token(s, reply, BE_TOKEN_MEM, &rq->handle, &real, sizeof real);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuIpcOpenMemHandleV2Reply *rp = BE_REPLY(
+        reply, cu_ipc_open_mem_handle_v2, SLUICE__WIRE__REPLY__OUT_CU_IPC_OPEN_MEM_HANDLE_V2,
+        Sluice__Cuda__CuIpcOpenMemHandleV2Reply,
+        sluice__cuda__cu_ipc_open_mem_handle_v2_reply__init);
+    CUdeviceptr p = 0;
+    rc = rp ? api->cuIpcOpenMemHandle_v2(&p, real, rq->flags) : CUDA_ERROR_OUT_OF_MEMORY;
+    OPENSSL_cleanse(&real, sizeof real);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* its size from the driver; not counted: the memory is the exporter's */
+    rc = sl_be_devptr_add(s, c->call->call_id, (uint64_t)p, 0);
+    if (rc != CUDA_SUCCESS) {
+        api->cuIpcCloseMemHandle(p);
+        sl_be_detail(reply, "the opened IPC memory at 0x%llx cannot be bounded",
+                     (unsigned long long)p);
+        return rc;
+    }
+    rp->pdptr = (uint64_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult be_h_cuIpcGetEventHandle(struct sl_be_call *c)
+{
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    Sluice__Wire__Reply *reply = c->reply;
+    const Sluice__Cuda__CuIpcGetEventHandleRequest *rq = c->call->cu_ipc_get_event_handle;
+    if (!rq)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *ev = NULL;
+    CUresult rc = sl_be_handle_get(s, SL_H_EVENT, rq->event, &ev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!api->cuIpcGetEventHandle)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUipcEventHandle real;
+    rc = api->cuIpcGetEventHandle(&real, (CUevent)ev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint8_t token[BE_IPC_TOKEN_BYTES];
+    rc = export_token(s, reply, BE_TOKEN_EVENT, &real, sizeof real, token);
+    OPENSSL_cleanse(&real, sizeof real);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuIpcGetEventHandleReply *rp = BE_REPLY(
+        reply, cu_ipc_get_event_handle, SLUICE__WIRE__REPLY__OUT_CU_IPC_GET_EVENT_HANDLE,
+        Sluice__Cuda__CuIpcGetEventHandleReply, sluice__cuda__cu_ipc_get_event_handle_reply__init);
+    return rp ? token_reply(&rp->p_handle, token) : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult be_h_cuIpcOpenEventHandle(struct sl_be_call *c)
+{
+    sl_be_session *s = c->s;
+    const struct sl_driver_api *api = c->api;
+    Sluice__Wire__Reply *reply = c->reply;
+    const Sluice__Cuda__CuIpcOpenEventHandleRequest *rq = c->call->cu_ipc_open_event_handle;
+    if (!rq)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!api->cuIpcOpenEventHandle || !api->cuEventDestroy_v2)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUipcEventHandle real;
+    CUresult rc = import_token(s, reply, BE_TOKEN_EVENT, &rq->handle, &real, sizeof real);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuIpcOpenEventHandleReply *rp =
+        BE_REPLY(reply, cu_ipc_open_event_handle, SLUICE__WIRE__REPLY__OUT_CU_IPC_OPEN_EVENT_HANDLE,
+                 Sluice__Cuda__CuIpcOpenEventHandleReply,
+                 sluice__cuda__cu_ipc_open_event_handle_reply__init);
+    CUevent ev = NULL;
+    rc = rp ? api->cuIpcOpenEventHandle(&ev, real) : CUDA_ERROR_OUT_OF_MEMORY;
+    OPENSSL_cleanse(&real, sizeof real);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = sl_be_handle_put(s, SL_H_EVENT, ev, 0, &rp->ph_event);
+    if (rc != CUDA_SUCCESS)
+        api->cuEventDestroy_v2(ev);
+    return rc;
+}
