@@ -48,10 +48,10 @@ def _copy(src, dst, mode=0o640, group=None):
 class Sluice:
     """The two daemons and their files under STATE/sluice."""
 
-    def __init__(self, state, build, log_dir, slots, advertise="127.0.0.1"):
+    def __init__(self, state, build, log_dir, slots, advertise="127.0.0.1", token_ttl=600):
         self.state, self.build, self.log_dir = state, os.path.abspath(build), log_dir
         self.work = os.path.join(state, "sluice")
-        self.slots, self.advertise = slots, advertise
+        self.slots, self.advertise, self.token_ttl = slots, advertise, token_ttl
         self.host = socket.gethostname()
         self.daemons = []
         self.nova_conf = os.path.join(state, "etc", "nova", "nova.conf.d", "sluice.conf")
@@ -109,6 +109,7 @@ class Sluice:
             "sluice_novahook_nova_conf_file": self.nova_conf,
             "sluice_novahook_nova_credentials_dir": self.nova_creds,
             "sluice_novahook_vendordata_url": VENDORDATA_URL,
+            "sluice_novahook_token_ttl": self.token_ttl,
             # sluice_agent
             "sluice_agent_enroll_listen": f"{self.advertise}:{ENROLL_PORT}",
             "sluice_agent_advertise_address": self.advertise,

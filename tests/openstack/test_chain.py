@@ -11,34 +11,42 @@ on what each service logged or stored (docs/openstack-aio.md, "The chain"):
      build folder; the agent registered with nova-hook's registry
   3. the real guest image (scripts/guest-image: vmlinuz, initrd.img, root.img) in Glance as a
      kernel, a ramdisk and a raw root disk with kernel_id, ramdisk_id and os_command_line
-  4. `openstack server create --flavor g1.gold --image sluice-guest --nic none` with a config
-     drive (nova.conf force_config_drive): ACTIVE; the agent recognised the instance as a GPU
-     flavor by its policy table and placed it in nova-hook's registry (agent's and nova-hook's
-     logs, `sluice-registry instances`); nova-compute asked sluice-novahook for vendordata
+  4. `openstack server create --flavor g1.gold --image sluice-guest --nic net-id=<sluice-net>`
+     (the all-in-one's flat provider network, DHCP by Neutron's agent) with a config drive
+     (nova.conf force_config_drive): ACTIVE with a port on sluice-net, whose fixed IP Nova wrote
+     into the domain's <nova:ports>; the agent recognised the instance as a GPU flavor by its
+     policy table and placed it in nova-hook's registry (agent's and nova-hook's logs,
+     `sluice-registry instances`); nova-compute asked sluice-novahook for vendordata
      (nova-hook's log: a token issued for the instance and its Keystone project); the config
      drive's openstack/latest/vendor_data2.json holds the "sluice" key (token, CA, the agent's
-     enrollment endpoint); the guest booted the image and read the config drive
-     (`openstack console log show`: guest-firstboot names the instance and the config drive,
-     the user-data script reports the vendordata the guest sees and its enrollment attempt)
+     enrollment endpoint on the provider network's host address); the guest booted the image, read the config
+     drive, enrolled at first boot from its port's address (the agent's log: the source-address
+     check saw the port's fixed IP) and ran tests/cuda's vector_add on the backend (the driver
+     double), which the user-data script fetched from the host over the same network
+     (`openstack console log show`: guest-firstboot, the enrollment, the program's PASS);
+     `sluice-usage` shows its GPU time under the Keystone project
   5. a plain flavor on the same host: the agent logs "not a GPU flavor", nova-hook answers its
      vendordata request with nothing ("not on a Sluice host")
-  6. `openstack server delete`: the agent logs the undefine and nova-hook removes the placement;
-     `sluice-registry usage` shows the instance under its Keystone project (its lifetime)
+  6. `openstack server delete`: the agent logs the undefine and revokes the session, nova-hook
+     removes the placement; `sluice-registry usage` and `sluice-usage` show the instance and its
+     GPU time under its Keystone project
 
-Not yet (docs/openstack-aio.md says why): the guest's enrollment, a CUDA program in it and its
-GPU time in the usage reports. With `--nic none` the guest has no network to the agent; a
-network the guest can use needs Neutron's agents (linuxbridge and DHCP), which the all-in-one
-does not run yet. Root only, the packages of scripts/install-deps --openstack, the build's
-binaries and the guest image (exit 77 naming what is missing). Timings: one JSON line
-(CHAIN_TIMINGS).
+With --nic-none (or without the network agents' packages) step 4 is the first configuration of
+issue 23: `--nic none`, the guest reads the config drive and cannot reach the agent (asserted),
+and there is no GPU time. Root only, the packages of scripts/install-deps --openstack, the
+build's binaries (vector_add.static of tests/cuda included) and the guest image (exit 77 naming
+what is missing). Timings: one JSON line (CHAIN_TIMINGS).
 """
 import argparse
+import functools
+import http.server
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,8 +61,47 @@ from procs import DemoError  # noqa: E402
 
 IMAGE, KERNEL, RAMDISK = "sluice-guest", "sluice-guest-kernel", "sluice-guest-ramdisk"
 CMDLINE = "root=/dev/vda console=ttyS0 systemd.show_status=1"
-# The user-data script guest-firstboot runs once (its output goes to the serial console): what
-# the guest sees of Sluice's vendordata and the result of its enrollment unit.
+NET_NAME, NET_HOST, PROGRAM_PORT = "sluice-net", "10.222.0.1", 7480  # scripts/openstack-aio
+PROGRAM = "vector_add.static"
+# With a network: the user-data script waits for the enrollment sluice-enroll.service does at
+# boot, fetches a tests/cuda program from the host (HTTP/1.0 over bash's /dev/tcp: the image has
+# no curl) and runs it; everything goes to the serial console (`openstack console log show`).
+USER_DATA_NET = r"""#!/bin/bash
+vd=/run/guest-firstboot/config-drive/openstack/latest/vendor_data2.json
+ep=$(grep -o '"enroll_endpoint": *"[^"]*"' "$vd" 2>/dev/null)
+echo "chain: vendor_data2.json sluice ${ep:-MISSING}"
+echo "chain: address $(ip -4 -o addr show scope global | awk '{print $2, $4}' | tr '\n' ' ')"
+for _ in $(seq 1 450); do
+  [ -s /etc/sluice/client.pem ] && ! systemctl is-active -q sluice-enroll.service && break
+  systemctl is-failed -q sluice-enroll.service && break
+  sleep 2
+done
+journalctl -b -u sluice-enroll.service --no-pager -o cat | grep '^sluice-enroll: ' | tail -n 4 |
+  sed 's/^/chain: enroll | /'
+fetch() {
+  exec 3<>/dev/tcp/@HOST@/@PORT@ || return 1
+  printf 'GET /%s HTTP/1.0\r\nHost: @HOST@\r\n\r\n' "$1" >&3
+  IFS= read -r status <&3
+  case $status in "HTTP/1."?" 200"*) ;; *) echo "chain: fetch $1: $status"; return 2 ;; esac
+  while IFS= read -r line <&3; do [ "${line%$'\r'}" = "" ] && break; done
+  cat <&3 >"$2"
+  exec 3<&-
+}
+if [ -s /etc/sluice/client.pem ]; then
+  echo "chain: enrolled, backend $(grep -o 'tcp://[^ ]*' /etc/sluice/backend.conf | head -n 1)"
+  # /root: /run and /tmp may be noexec
+  if fetch @PROGRAM@ /root/@PROGRAM@; then
+    chmod 0755 /root/@PROGRAM@
+    /root/@PROGRAM@ 2>&1 | sed 's/^/chain: program | /'
+    echo "chain: program exit ${PIPESTATUS[0]}"
+  fi
+else
+  echo "chain: not enrolled"
+fi
+echo "chain: done"
+"""
+# Without a network (--nic none): what the guest sees of Sluice's vendordata and the result of
+# its enrollment unit.
 USER_DATA = r"""#!/bin/bash
 vd=/run/guest-firstboot/config-drive/openstack/latest/vendor_data2.json
 ep=$(grep -o '"enroll_endpoint": *"[^"]*"' "$vd" 2>/dev/null)
@@ -120,11 +167,31 @@ def wait_log(daemon, pattern, timeout, what):
         raise Failed(str(e)) from None
 
 
+class ProgramServer:
+    """The tests/cuda program for the guest, served over HTTP on the provider network's host
+    address (the guest fetches it in its user-data script)."""
+
+    def __init__(self, path):
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                    directory=os.path.dirname(path))
+        handler.log_message = lambda *a: None
+        self.httpd = http.server.ThreadingHTTPServer((NET_HOST, PROGRAM_PORT), handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 class Chain:
     def __init__(self, args):
         self.args, self.timings, self.servers = args, {}, []
         self.aio = Aio(args.source, args.state)
-        self.sluice = Sluice(args.state, args.build, os.path.join(args.state, "log"), args.slots)
+        self.net = None if args.nic_none else NET_NAME
+        self.sluice = Sluice(args.state, args.build, os.path.join(args.state, "log"), args.slots,
+                             advertise=NET_HOST if self.net else "127.0.0.1",
+                             token_ttl=args.token_ttl)
 
     def step(self, name, fn):
         t = time.time()
@@ -137,8 +204,9 @@ class Chain:
         log(f"ok: {what}")
 
     def create(self, name, flavor, image, user_data=None):
+        nic = f"net-id={self.net_id}" if self.net else "none"
         argv = ["--os-compute-api-version", "2.37", "server", "create", "--flavor", flavor,
-                "--image", image, "--nic", "none", "--use-config-drive"]
+                "--image", image, "--nic", nic, "--use-config-drive"]
         if user_data:
             argv += ["--user-data", user_data]
         s = self.aio.os_json(*argv, name)
@@ -166,8 +234,11 @@ class Chain:
         text = open(s.agent_conf).read()
         if not re.search(r"^\[flavor g1\.gold\]\ntier = gold$", text, re.M):
             raise Failed(f"{s.agent_conf}: no [flavor g1.gold] with tier gold")
-        self.ok(f"the roles' templates rendered by ansible: {s.novahook_conf}, {s.agent_conf} "
-                f"([flavor g1.gold] tier gold), the nova.conf fragment {s.nova_conf}")
+        if not re.search(rf"^token_ttl = {s.token_ttl}$", open(s.novahook_conf).read(), re.M):
+            raise Failed(f"{s.novahook_conf}: no token_ttl = {s.token_ttl}")
+        self.ok(f"the roles' templates rendered by ansible: {s.novahook_conf} (token_ttl "
+                f"{s.token_ttl}), {s.agent_conf} ([flavor g1.gold] tier gold, advertise "
+                f"{s.advertise}), the nova.conf fragment {s.nova_conf}")
         s.start()
         self.ok(f"sluice-novahook on 127.0.0.1:9443 and sluice-agent up; the agent registered "
                 f"as {s.host} with nova-hook's registry")
@@ -176,7 +247,11 @@ class Chain:
     def gpu_server(self, image):
         s, aio = self.sluice, self.aio
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
-            f.write(USER_DATA)
+            if self.net:
+                f.write(USER_DATA_NET.replace("@HOST@", NET_HOST).replace(
+                    "@PORT@", str(PROGRAM_PORT)).replace("@PROGRAM@", PROGRAM))
+            else:
+                f.write(USER_DATA)
         try:
             sid = self.step("gpu_server_active", lambda: wait_server(
                 aio, self.create("chain-gpu", "g1.gold", image, f.name), {"ACTIVE"},
@@ -191,6 +266,8 @@ class Chain:
                          f"os_command_line")
         self.ok(f"server {sid} ACTIVE (project {project}); nova-compute booted the image's "
                 f"kernel and ramdisk with '{CMDLINE}'")
+        if self.net:
+            self.port_ip = self.port_address(sid, xml)
         m = wait_log(s.agent, rf"instance {sid} \((\S+), project {project}, flavor g1\.gold\): "
                      r"running, GPU flavor", 60, "the agent recognising the GPU instance")
         self.ok(f"agent: {m.group(0)}")
@@ -233,14 +310,73 @@ class Chain:
                      f"chain: vendor_data2.json sluice \"enroll_endpoint\": \"{want}\""):
             if want not in text:
                 raise Failed(f"console of {sid}: no '{want}'")
-        tried = f"chain: enroll | sluice-enroll: cannot reach the agent at {endpoint}"
-        if tried not in text:
-            raise Failed(f"console of {sid}: no '{tried}' (the guest's enrollment attempt)")
         for line in text.splitlines():
             if re.search(r"guest-firstboot: |chain: |sluice-enroll: ", line):
                 log(f"  console | {line.strip()}")
+        if self.net:
+            self.guest_ran(sid, project, text)
+            return
+        tried = f"chain: enroll | sluice-enroll: cannot reach the agent at {endpoint}"
+        if tried not in text:
+            raise Failed(f"console of {sid}: no '{tried}' (the guest's enrollment attempt)")
         self.ok("the guest booted, read the config drive, saw nova-hook's vendordata and "
                 "tried the agent's endpoint (no network with --nic none: it cannot reach it)")
+
+    def port_address(self, sid, xml):
+        """The server's port on sluice-net: ACTIVE, its fixed IP in the domain's <nova:ports>."""
+        ports = self.aio.os_json("port", "list", "--server", sid, "--long")
+        if len(ports) != 1:
+            raise Failed(f"server {sid}: {len(ports)} ports (expected one on {NET_NAME})")
+        port = ports[0]
+        ips = port.get("Fixed IP Addresses") or []
+        ip = ips[0].get("ip_address") if ips and isinstance(ips[0], dict) else None
+        if not ip or port.get("Status") != "ACTIVE":
+            raise Failed(f"server {sid}: port {port}: no fixed IP or not ACTIVE")
+        if not re.search(rf'<nova:ip type="fixed" address="{re.escape(ip)}"', xml):
+            raise Failed(f"domain {sid}: <nova:ports> does not name the port's fixed IP {ip}")
+        self.ok(f"port {port.get('ID')} on {NET_NAME}: ACTIVE, fixed IP {ip}, in the domain's "
+                f"<nova:ports> (Nova wrote it)")
+        return ip
+
+    def guest_ran(self, sid, project, text):
+        s = self.sluice
+        if f"chain: address ens3 {self.port_ip}/" not in text and \
+                not re.search(rf"chain: address \S+ {re.escape(self.port_ip)}/", text):
+            raise Failed(f"console of {sid}: the guest has not the port's address {self.port_ip} "
+                         f"(Neutron's DHCP)")
+        self.ok(f"the guest got its port's address {self.port_ip} from Neutron's DHCP agent")
+        m = wait_log(s.agent, rf"enrolled instance {sid} project (\S+) [^\n]*? from (\S+) "
+                     r"\(client[^\n]*", 60, "the agent's enrollment of the guest")
+        if m.group(1) != project or m.group(2) != self.port_ip:
+            raise Failed(f"agent: {m.group(0)} (expected project {project} from "
+                         f"{self.port_ip}, the port's fixed IP)")
+        self.ok(f"agent: {m.group(0).strip()} (the source-address check saw the port's fixed IP)")
+        if "token expired" in text:
+            raise Failed(f"console of {sid}: the config drive's token expired before the "
+                         f"guest's first enrollment (token_ttl {s.token_ttl} s; --token-ttl):\n"
+                         f"{text[-3000:]}")
+        if "chain: enrolled, backend tcp://" + NET_HOST not in text:
+            raise Failed(f"console of {sid}: the guest did not enroll (or its backend.conf does "
+                         f"not point at {NET_HOST}):\n{text[-3000:]}")
+        name = PROGRAM.split(".")[0]
+        if f"chain: program | PASS {name}" not in text or "chain: program exit 0" not in text:
+            raise Failed(f"console of {sid}: {PROGRAM} did not pass in the guest:\n"
+                         f"{text[-3000:]}")
+        self.ok(f"the guest enrolled at first boot and ran {PROGRAM} on its backend: PASS {name}")
+        u = self.step("usage_agent", lambda: self.wait_usage(
+            lambda: server_usage(s.usage(), project, sid), 120, "sluice-usage"))
+        self.ok(f"sluice-usage: {sid} under project {project}: gpu_hours {u.get('gpu_hours')} "
+                f"({u.get('gpu_hours', 0) * 3600:.4f} s), kernels {u.get('kernels')}")
+
+    @staticmethod
+    def wait_usage(get, timeout, what):
+        t0, u = time.time(), None
+        while time.time() - t0 < timeout:
+            u = get()
+            if u and u.get("gpu_hours", 0) > 0 and u.get("kernels", 0) >= 1:
+                return u
+            time.sleep(3)
+        raise Failed(f"{what}: no GPU time for the instance after {timeout} s: {u}")
 
     def plain_server(self, image):
         s = self.sluice
@@ -271,16 +407,23 @@ class Chain:
         m = wait_log(s.novahook, rf"instance {sid} removed from [^\n]*", 60,
                      "the placement's removal")
         self.ok(f"nova-hook: {m.group(0)}")
-        rep = json.loads(s.registry("usage", "--project", self.project, "--format", "json"))
-        u = server_usage(rep, self.project, sid)
+        def registry_usage():
+            return server_usage(json.loads(s.registry("usage", "--project", self.project,
+                                                      "--format", "json")), self.project, sid)
+        if self.net:
+            u = self.step("usage_registry", lambda: self.wait_usage(
+                registry_usage, 180, f"sluice-registry usage --project {self.project}"))
+        else:
+            u = registry_usage()
         if not u:
-            raise Failed(f"sluice-registry usage --project {self.project}: no {sid}: {rep}")
+            raise Failed(f"sluice-registry usage --project {self.project}: no {sid}")
         self.ok(f"sluice-registry usage: {sid} under project {self.project}: flavor "
                 f"{u.get('flavor')}, {u.get('existence')} {u.get('hours')} h, state "
                 f"{u.get('state')}, gpu_hours {u.get('gpu_hours')}")
         u = server_usage(s.usage(), self.project, sid)
-        if not u:
-            raise Failed(f"sluice-usage (the agent's store): no {sid} under {self.project}")
+        if not u or (self.net and not u.get("gpu_hours")):
+            raise Failed(f"sluice-usage (the agent's store): no {sid} (or no GPU time) under "
+                         f"{self.project}: {u}")
         self.ok(f"sluice-usage: {sid} under project {self.project}: flavor {u.get('flavor')}, "
                 f"{u.get('existence')} {u.get('hours')} h, gpu_hours {u.get('gpu_hours')}")
 
@@ -297,11 +440,20 @@ class Chain:
         self.step("flavors", lambda: ensure_flavors(aio))
         image, new = self.step("image_upload", lambda: ensure_image(aio, args.image))
         log(f"image {IMAGE} {image} ({'uploaded' if new else 'already in Glance'})")
+        programs = None
+        if self.net:
+            net = aio.os_json("network", "show", NET_NAME)
+            self.net_id = net["id"]
+            log(f"network {NET_NAME} {self.net_id} ({net.get('provider:network_type')} on "
+                f"{net.get('provider:physical_network')}, subnets {net.get('subnets')})")
+            programs = ProgramServer(args.program)
         try:
             self.gpu_server(image)
             self.plain_server(image)
             self.gpu_delete()
         finally:
+            if programs:
+                programs.stop()
             for sid in list(self.servers):
                 aio.sh(["openstack", "server", "delete", "--wait", sid], timeout=600,
                        check=False)
@@ -317,9 +469,15 @@ def main():
     ap.add_argument("--slots", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=1200, help="per server, seconds")
     ap.add_argument("--reuse", action="store_true", help="the all-in-one is up already")
+    ap.add_argument("--nic-none", action="store_true",
+                    help="servers without a network (the first configuration; no enrollment)")
+    ap.add_argument("--token-ttl", type=int, default=3600,
+                    help="nova-hook's token_ttl here (the role's default is 600; a first boot "
+                    "under TCG takes longer: docs/openstack-aio.md)")
     ap.add_argument("--down", action="store_true", help="stop the services at the end")
     args = ap.parse_args()
     args.image = os.path.abspath(args.image or os.path.join(args.build, "vm", "image"))
+    args.program = os.path.join(os.path.abspath(args.build), "tests", "cuda", PROGRAM)
     if os.environ.get("SLUICE_OPENSTACK_CHAIN") != "1":
         print("SKIP: the chain takes 13-25 minutes (a guest's first boot under TCG): it runs only "
               "with SLUICE_OPENSTACK_CHAIN=1, the pre-landing command of docs/openstack-aio.md")
@@ -332,6 +490,14 @@ def main():
     if p.returncode != 0:
         print(f"SKIP: {p.stderr.strip()}")
         return SKIP
+    if not args.nic_none:
+        p = subprocess.run([script, "check-network"], capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"SKIP: {p.stderr.strip()} (or --nic-none)")
+            return SKIP
+        if not os.access(args.program, os.X_OK):
+            print(f"SKIP: no {args.program} (tests/cuda, needs nvcc; or --nic-none)")
+            return SKIP
     missing = [f for f in ("vmlinuz", "initrd.img", "root.img")
                if not os.path.exists(os.path.join(args.image, f))]
     if missing:
