@@ -51,12 +51,10 @@ int be_small_dtoh(struct sl_be_call *c, void *dst, CUdeviceptr src, size_t n, CU
     int pt = c->call->per_thread_stream;
     if (n == 0 || n > BE_STAGE_BYTES || !dst)
         return 0;
-    CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) =
-        PICK(api, cuMemcpyDtoHAsync_v2, pt);
+    CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) = PICK(api, cuMemcpyDtoHAsync_v2, pt);
     CUresult (*query)(CUstream) = PICK(api, cuStreamQuery, pt);
     CUresult (*sync)(CUstream) = PICK(api, cuStreamSynchronize, pt);
-    CUresult (*capturing)(CUstream, CUstreamCaptureStatus *) =
-        PICK(api, cuStreamIsCapturing, pt);
+    CUresult (*capturing)(CUstream, CUstreamCaptureStatus *) = PICK(api, cuStreamIsCapturing, pt);
     if (!copy || !query || !sync || !capturing)
         return 0;
     struct be_ctx *cx = be_ctx_find(s, c->call->context);

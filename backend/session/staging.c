@@ -18,8 +18,8 @@ void *be_stage_get(sl_be_session *s, struct be_ctx *cx)
     if (cx->stage || cx->stage_refused)
         return cx->stage;
     void *p = NULL;
-    CUresult rc =
-        s->api->cuMemHostAlloc ? s->api->cuMemHostAlloc(&p, BE_STAGE_BYTES, 0) : CUDA_ERROR_NOT_SUPPORTED;
+    CUresult rc = s->api->cuMemHostAlloc ? s->api->cuMemHostAlloc(&p, BE_STAGE_BYTES, 0)
+                                         : CUDA_ERROR_NOT_SUPPORTED;
     if (rc != CUDA_SUCCESS && be_is_sticky(rc))
         return NULL; /* the context failed: the driver's own copy answers that */
     if (rc != CUDA_SUCCESS || !p) {

@@ -125,12 +125,8 @@ static CUresult run(sl_be_session *s, Sluice__Wire__Call *call, const void *in, 
     static uint64_t seq;
     Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
     call->seq = ++seq;
-    struct sl_be_call c = {.s = s,
-                           .api = s->api,
-                           .call = call,
-                           .reply = &reply,
-                           .in = in,
-                           .in_len = in ? in_len : 0};
+    struct sl_be_call c = {
+        .s = s, .api = s->api, .call = call, .reply = &reply, .in = in, .in_len = in ? in_len : 0};
     CUresult rc = be_run_call(&c);
     if (out_len)
         *out_len = c.out_len;
@@ -476,12 +472,9 @@ static void test_fallbacks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cut_over),
-        cmocka_unit_test(test_async_call),
-        cmocka_unit_test(test_staging_life),
-        cmocka_unit_test(test_error_of_earlier_work),
-        cmocka_unit_test(test_wait_polls),
-        cmocka_unit_test(test_fallbacks),
+        cmocka_unit_test(test_cut_over),     cmocka_unit_test(test_async_call),
+        cmocka_unit_test(test_staging_life), cmocka_unit_test(test_error_of_earlier_work),
+        cmocka_unit_test(test_wait_polls),   cmocka_unit_test(test_fallbacks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
