@@ -6,6 +6,7 @@
 #include "api/reply.h"
 #include "session/contexts.h"
 #include "session/devices.h"
+#include "session/staging.h"
 #include "session/state.h"
 #include "session/waits.h"
 #include "sluice/backend_handlers.h"
@@ -19,6 +20,7 @@ static CUresult ctx_destroy(sl_be_session *s, struct be_ctx *c)
         be_acct_ctx_gone(s, c->ctx); /* accounting/timing.c: its timed work is measured first */
         if (s->api->cuCtxSynchronize_v2)
             s->api->cuCtxSynchronize_v2(c->ctx);
+        be_stage_free(s, c); /* session/staging.c: its small copies' page-locked buffer */
         rc = s->api->cuCtxDestroy_v2 ? s->api->cuCtxDestroy_v2(c->ctx) : CUDA_ERROR_NOT_SUPPORTED;
         if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_CONTEXT_IS_DESTROYED)
             return rc;

@@ -1,6 +1,7 @@
 /* Copies and memsets. Host -> device: the call's bulk (taken by the channel thread into a job
  * buffer, at most 64 MiB per call) must be exactly ByteCount bytes. Device -> host: the worker
- * copies into a buffer that becomes the reply's bulk. Every device range (both sides of a
+ * copies into a buffer that becomes the reply's bulk (up to 64 KiB by way of the context's
+ * page-locked staging buffer: copy_small.c). Every device range (both sides of a
  * device-to-device copy, the whole extent of a memset) is checked against the session's
  * allocation table first.
  *
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/copy_small.h"
 #include "bounds.h"
 #include "session/state.h"
 #include "session/streams.h"
@@ -119,8 +121,11 @@ CUresult be_h_cuMemcpyDtoH_v2(struct sl_be_call *c)
         rc = out_bulk(c, rq->byte_count, &buf);
     if (rc != CUDA_SUCCESS)
         return rc;
-    CUresult (*fn)(void *, CUdeviceptr, size_t) = PT(api, cuMemcpyDtoH_v2, call);
-    rc = fn ? fn(buf, rq->src_device, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
+    /* up to 64 KiB through the context's page-locked staging buffer (copy_small.c) */
+    if (!be_small_dtoh(c, buf, rq->src_device, rq->byte_count, NULL, &rc)) {
+        CUresult (*fn)(void *, CUdeviceptr, size_t) = PT(api, cuMemcpyDtoH_v2, call);
+        rc = fn ? fn(buf, rq->src_device, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (rc != CUDA_SUCCESS) {
         free(buf);
         return rc;
@@ -150,11 +155,13 @@ CUresult be_h_cuMemcpyDtoHAsync_v2(struct sl_be_call *c)
         rc = out_bulk(c, rq->byte_count, &buf);
     if (rc != CUDA_SUCCESS)
         return rc;
-    CUresult (*fn)(void *, CUdeviceptr, size_t, CUstream) = PZ(api, cuMemcpyDtoHAsync_v2, call);
-    CUresult (*sync)(CUstream) = PZ(api, cuStreamSynchronize, call);
-    rc = fn ? fn(buf, rq->src_device, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
-    if (rc == CUDA_SUCCESS)
-        rc = sync ? sync(st) : CUDA_ERROR_NOT_SUPPORTED;
+    if (!be_small_dtoh(c, buf, rq->src_device, rq->byte_count, st, &rc)) {
+        CUresult (*fn)(void *, CUdeviceptr, size_t, CUstream) = PZ(api, cuMemcpyDtoHAsync_v2, call);
+        CUresult (*sync)(CUstream) = PZ(api, cuStreamSynchronize, call);
+        rc = fn ? fn(buf, rq->src_device, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
+        if (rc == CUDA_SUCCESS)
+            rc = sync ? sync(st) : CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (rc != CUDA_SUCCESS) {
         free(buf);
         return rc;

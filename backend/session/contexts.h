@@ -18,6 +18,8 @@ struct be_ctx {
     /* the seq of its last async call (work that may still run) and of its last successful
      * cuCtxSynchronize: with none after that sync, the context is idle (waits.c) */
     uint64_t async_seq, synced_seq;
+    void *stage;       /* page-locked staging of small device-to-host copies (staging.c) */
+    int stage_refused; /* the driver refused it: those copies go the pageable way */
 };
 
 struct be_ctx *be_ctx_find(sl_be_session *s, uint64_t id);

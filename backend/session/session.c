@@ -24,6 +24,7 @@
 #include "session/reply.h"
 #include "session/run.h"
 #include "session/spin.h"
+#include "session/staging.h"
 #include "session/state.h"
 #include "session/waits.h"
 #include "sluice/backend_dispatch.h"
@@ -356,6 +357,7 @@ void be_session_release_all(sl_be_session *s)
         if (c->ctx && s->api) {
             if (s->api->cuCtxSynchronize_v2)
                 s->api->cuCtxSynchronize_v2(c->ctx);
+            be_stage_free(s, c); /* staging.c */
             if (s->api->cuCtxDestroy_v2)
                 s->api->cuCtxDestroy_v2(c->ctx);
         }

@@ -6,6 +6,7 @@
 //   launch + cuStreamSynchronize (tiny kernel)        one launch and a synchronize, per pair
 //   64 B cuMemcpyHtoD                                 a synchronous copy from pageable memory
 //   kernel + 4 B DtoH (.item())                       a launch, a 4-byte async DtoH, a sync
+//   kernel + 4 KiB / 64 KiB cuMemcpyDtoH              a launch, a synchronous DtoH
 //   cuMemAlloc + cuMemFree 1 MiB                      per pair
 //   256 MiB pageable / page-locked HtoD and DtoH      GB/s
 //   async empty launch                                us per launch over 20,000 launches
@@ -125,6 +126,21 @@ static void latency(cudaStream_t s, int *dev)
     if (value != 42)
         std::fprintf(stderr, "kernel + 4 B DtoH read %d, not 42\n", value);
     emit("kernel + 4 B DtoH (.item())", "us", median(t));
+
+    /* a synchronous cudaMemcpy / cuMemcpyDtoH of a result after a kernel, at the size limit of
+     * the backend's page-locked staging (64 KiB: docs/remoting.md) and below it */
+    static char small[64 << 10];
+    const size_t sizes[] = {4 << 10, 64 << 10};
+    const char *names[] = {"kernel + 4 KiB cuMemcpyDtoH", "kernel + 64 KiB cuMemcpyDtoH"};
+    for (int k = 0; k < 2; k++) {
+        for (double &v : t) {
+            double a = now_us();
+            tiny<<<1, 1, 0, s>>>(dev);
+            CU(cuMemcpyDtoH(small, (CUdeviceptr)dev, sizes[k]));
+            v = now_us() - a;
+        }
+        emit(names[k], "us", median(t));
+    }
 
     std::vector<double> al(reps(500));
     for (double &v : al) {
@@ -334,7 +350,7 @@ int main(int argc, char **argv)
     cudaStream_t s;
     int *dev;
     RT(cudaStreamCreate(&s));
-    RT(cudaMalloc(&dev, 4096));
+    RT(cudaMalloc(&dev, 64 << 10)); /* latency(): DtoH of up to 64 KiB */
     tiny<<<1, 1, 0, s>>>(dev); /* the context and the stream warm */
     RT(cudaStreamSynchronize(s));
     if (!only_hol) {

@@ -102,6 +102,13 @@ int main()
                 cudaGetErrorName(launch), cudaGetErrorName(sync), k);
     if (sync != cudaErrorAssert || k != 4)
         FAIL("expected cudaErrorAssert and 4 messages on stderr; stderr: [%s]", err.c_str());
+    // the error is sticky: a small synchronous copy back answers it too (issue 18: the
+    // backend's small device-to-host copies answer errors as the driver's copy does)
+    int first = -1;
+    cudaError_t copy = cudaMemcpy(&first, d, sizeof first, cudaMemcpyDeviceToHost);
+    std::printf("device_assert: a 4-byte copy back after it -> %s\n", cudaGetErrorName(copy));
+    if (copy != cudaErrorAssert)
+        FAIL("expected cudaErrorAssert from the copy after the failed assert");
     std::fflush(stdout);
     pass();
     return 0;

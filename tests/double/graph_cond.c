@@ -146,6 +146,12 @@ EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *cap
     LOCKED(capture_info(hStream, captureStatus, NULL, NULL, NULL, NULL, NULL));
 }
 
+/* The per-thread default stream shares the NULL stream's capture state here (as its clock). */
+EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return cuStreamIsCapturing(hStream, captureStatus);
+}
+
 /* The calling thread's capture mode: global until the thread exchanges it. */
 static _Thread_local CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 

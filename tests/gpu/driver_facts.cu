@@ -121,5 +121,45 @@ int main()
     fact_rc("cuMemcpyHtoDAsync to a bogus device pointer",
             cuMemcpyHtoDAsync((CUdeviceptr)0x10, host, sizeof host, 0));
     fact_rc("cuCtxSynchronize after it", cuCtxSynchronize());
+
+    /* A small synchronous cuMemcpyDtoH (issue 18: the backend makes it an async copy into
+     * page-locked memory, then a poll and a synchronization: backend/api/copy_small.c) during a
+     * capture, and with a kernel's fault pending (last: the fault poisons the context). */
+    CUdeviceptr dv = 0;
+    cuMemAlloc(&dv, 4096);
+    int v = 0;
+    CUstream blocking, nonblocking;
+    cuStreamCreate(&blocking, CU_STREAM_DEFAULT);
+    cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING);
+    const struct {
+        CUstream *st;
+        CUstreamCaptureMode mode;
+        const char *what;
+    } caps[] = {{&blocking, CU_STREAM_CAPTURE_MODE_GLOBAL, "a blocking stream captures (global)"},
+                {&blocking, CU_STREAM_CAPTURE_MODE_RELAXED, "a blocking stream captures (relaxed)"},
+                {&nonblocking, CU_STREAM_CAPTURE_MODE_GLOBAL,
+                 "a non-blocking stream captures (global)"},
+                {&nonblocking, CU_STREAM_CAPTURE_MODE_RELAXED,
+                 "a non-blocking stream captures (relaxed)"}};
+    char name[160];
+    for (const auto &c : caps) {
+        if (cuStreamBeginCapture(*c.st, c.mode) != CUDA_SUCCESS)
+            continue;
+        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+        std::snprintf(name, sizeof name, "cuStreamIsCapturing(CU_STREAM_LEGACY) while %s", c.what);
+        fact_rc(name, cuStreamIsCapturing(CU_STREAM_LEGACY, &cs));
+        std::snprintf(name, sizeof name, "cuMemcpyDtoH 4 B while %s", c.what);
+        fact_rc(name, cuMemcpyDtoH(&v, dv, 4));
+        CUgraph g = nullptr;
+        std::snprintf(name, sizeof name, "cuStreamEndCapture after the copy while %s", c.what);
+        fact_rc(name, cuStreamEndCapture(*c.st, &g));
+        if (g)
+            cuGraphDestroy(g);
+        std::snprintf(name, sizeof name, "cuCtxSynchronize after the capture while %s", c.what);
+        fact_rc(name, cuCtxSynchronize());
+    }
+    k_probe<<<1, 1>>>((int *)0x10); /* an illegal address, found when the GPU runs it */
+    fact_rc("cuMemcpyDtoH 4 B behind a kernel that faults", cuMemcpyDtoH(&v, dv, 4));
+    fact_rc("cuMemcpyDtoH 4 B after that (sticky)", cuMemcpyDtoH(&v, dv, 4));
     return 0;
 }

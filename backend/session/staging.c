@@ -1,0 +1,51 @@
+/* The page-locked staging buffer of a context: BE_STAGE_BYTES of cuMemHostAlloc memory,
+ * allocated at the context's first small synchronous device-to-host copy and kept until the
+ * context is destroyed or reset or the session ends (api/context.c, session.c free it first).
+ * Page-locked memory belongs to the context it was allocated in (the driver frees it with that
+ * context), hence one per context and not one per session. At most BE_MAX_CONTEXTS of them:
+ * 4 MiB of page-locked host memory per session at worst, one 64 KiB buffer in the usual one. */
+#include "session/staging.h"
+
+#include "session/contexts.h"
+#include "session/deferred.h"
+#include "session/state.h"
+#include "sluice/log.h"
+
+void *be_stage_get(sl_be_session *s, struct be_ctx *cx)
+{
+    if (!cx || !cx->ctx)
+        return NULL;
+    if (cx->stage || cx->stage_refused)
+        return cx->stage;
+    void *p = NULL;
+    CUresult rc = s->api->cuMemHostAlloc ? s->api->cuMemHostAlloc(&p, BE_STAGE_BYTES, 0)
+                                         : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS && be_is_sticky(rc))
+        return NULL; /* the context failed: the driver's own copy answers that */
+    if (rc != CUDA_SUCCESS || !p) {
+        cx->stage_refused = 1;
+        sl_log(SL_LOG_INFO, BE_COMPONENT,
+               "session %llu: context %llx: no page-locked staging buffer (cuMemHostAlloc of "
+               "%zu bytes -> %d); its small device-to-host copies go the pageable way",
+               (unsigned long long)s->id, (unsigned long long)cx->id, BE_STAGE_BYTES, (int)rc);
+        return NULL;
+    }
+    cx->stage = p;
+    return p;
+}
+
+void be_stage_free(sl_be_session *s, struct be_ctx *cx)
+{
+    if (!cx)
+        return;
+    cx->stage_refused = 0;
+    if (!cx->stage)
+        return;
+    void *p = cx->stage;
+    cx->stage = NULL;
+    if (!cx->ctx || !s->api->cuMemFreeHost)
+        return; /* the context's end frees it with everything else it held */
+    if (s->api->cuCtxSetCurrent && s->api->cuCtxSetCurrent(cx->ctx) == CUDA_SUCCESS)
+        s->api->cuMemFreeHost(p); /* a sticky error refuses it: the context's end frees it */
+    s->cur_ctx = UINT64_MAX;
+}
