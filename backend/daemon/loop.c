@@ -154,12 +154,7 @@ static void bulk_in(struct be_server *srv, const sl_server_event *ev)
     if (n->tx_pend) {
         struct be_tx *t = n->tx_pend;
         n->tx_pend = NULL;
-        if (n->tx_tail)
-            n->tx_tail->next = t;
-        else
-            n->tx_head = t;
-        n->tx_tail = t;
-        n->tx_bytes += t->len;
+        be_workers_queue(n, t);
         be_workers_flush(n);
     } else if (n->job_pend) {
         struct be_job *job = n->job_pend;

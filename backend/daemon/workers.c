@@ -281,13 +281,18 @@ sl_code be_workers_send(struct be_server *srv, struct be_sess_node *n, const voi
         }
         return rc;
     }
+    be_workers_queue(n, t);
+    return SL_OK;
+}
+
+void be_workers_queue(struct be_sess_node *n, struct be_tx *t)
+{
     if (n->tx_tail)
         n->tx_tail->next = t;
     else
         n->tx_head = t;
     n->tx_tail = t;
-    n->tx_bytes += total;
-    return SL_OK;
+    n->tx_bytes += t->len;
 }
 
 /* A worker's IPC token request (ipc_tokens.c): served against the registry with the session's
@@ -314,12 +319,7 @@ static void token_request(struct be_server *srv, struct be_sess_node *n)
     OPENSSL_cleanse(&ans, sizeof ans);
     t->buf = buf;
     t->len = sizeof h + sizeof ans;
-    if (n->tx_tail)
-        n->tx_tail->next = t;
-    else
-        n->tx_head = t;
-    n->tx_tail = t;
-    n->tx_bytes += t->len;
+    be_workers_queue(n, t);
     be_workers_flush(n);
 }
 

@@ -14,6 +14,8 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
  * for n's worker. */
 sl_code be_workers_send(struct be_server *srv, struct be_sess_node *n, const void *msg, size_t len,
                         const Sluice__Wire__CallFrame *f, sl_error *e);
+/* Puts t (whole: its bytes all there) at the end of what goes to n's worker. */
+void be_workers_queue(struct be_sess_node *n, struct be_tx *t);
 /* Writes what the worker's socket takes now. */
 void be_workers_flush(struct be_sess_node *n);
 /* Reads what n's worker sent, at most budget bytes (and BE_READ_TURN_NS) this turn; 0: all. */
