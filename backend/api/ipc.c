@@ -9,6 +9,7 @@
  * driver answers an invalid handle; the parent logs why. Opened memory joins the session's
  * allocation table uncounted (it is the exporter's, counted there) until cuIpcCloseMemHandle
  * (generated: a @release) or the session's end; opened events are the session's handles. */
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
