@@ -11,7 +11,8 @@
  * address). Its size counts against the instance's memory quota from the node's creation until
  * that free (the driver keeps graph memory reserved between launches); a node past the quota is
  * refused with CUDA_ERROR_OUT_OF_MEMORY. cuGraphMemAllocNodeGetParams answers the pod with the
- * descriptors as bulk. Free nodes are generated (their address is checked against the table). */
+ * descriptors as bulk. A free node's address is the session's memory or a graph allocation's
+ * (reserved for the graph even after the guest freed it outside). */
 #include "api/graph_mem.h"
 
 #include <stdlib.h>
@@ -254,17 +255,57 @@ CUresult be_g_clone_allocs(sl_be_session *s, uint64_t orig, uint64_t clone, CUgr
     return CUDA_SUCCESS;
 }
 
+/* Whether ptr is the address of a graph allocation of the session: an allocation node's, or one
+ * an instantiated graph's launches make. Such an address stays reserved for the graph after the
+ * guest freed the memory outside it, and a free node of another graph may name it
+ * (graphMemoryNodes: "freed in a different graph"). */
+static int graph_reserved(const struct be_gstate *st, uint64_t ptr)
+{
+    for (size_t i = 0; st && i < st->n_allocs; i++)
+        if (ptr == st->allocs[i].p.dptr)
+            return 1;
+    for (size_t i = 0; st && i < st->n_execs; i++)
+        for (size_t j = 0; j < st->execs[i]->n_allocs; j++)
+            if (ptr == st->execs[i]->allocs[j][0])
+                return 1;
+    return 0;
+}
+
+/* cuGraphAddMemFreeNode: the address is the session's memory or a graph allocation of it. */
 CUresult be_h_cuGraphAddMemFreeNode(struct sl_be_call *c)
 {
     sl_be_session *s = c->s;
-    const Sluice__Wire__Call *call = c->call;
     Sluice__Wire__Reply *reply = c->reply;
-    CUresult rc = sl_be_gen_cuGraphAddMemFreeNode(c);
-    if (rc == CUDA_SUCCESS &&
-        reply->out_case == SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_MEM_FREE_NODE)
-        be_g_set_parent(s, reply->cu_graph_add_mem_free_node->ph_graph_node,
-                        call->cu_graph_add_mem_free_node->h_graph);
-    return rc;
+    const Sluice__Cuda__CuGraphAddMemFreeNodeRequest *rq = c->call->cu_graph_add_mem_free_node;
+    if (!rq)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!s->api->cuGraphAddMemFreeNode)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (sl_be_devptr_check(s, rq->dptr, 0) != CUDA_SUCCESS && !graph_reserved(s->graph, rq->dptr)) {
+        sl_be_detail(reply, "0x%llx is neither the session's memory nor a graph allocation",
+                     (unsigned long long)rq->dptr);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUgraph g;
+    CUresult rc = be_g_graph(s, rq->h_graph, &g);
+    CUgraphNode *deps = NULL;
+    if (rc == CUDA_SUCCESS)
+        rc = be_g_deps_in(s, reply, rq->dependencies, rq->n_dependencies, rq->num_dependencies,
+                          &deps);
+    CUgraphNode node = NULL;
+    if (rc == CUDA_SUCCESS)
+        rc = s->api->cuGraphAddMemFreeNode(&node, g, deps, (size_t)rq->num_dependencies,
+                                           (CUdeviceptr)rq->dptr);
+    free(deps);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    Sluice__Cuda__CuGraphAddMemFreeNodeReply *rp = BE_REPLY(
+        reply, cu_graph_add_mem_free_node, SLUICE__WIRE__REPLY__OUT_CU_GRAPH_ADD_MEM_FREE_NODE,
+        Sluice__Cuda__CuGraphAddMemFreeNodeReply,
+        sluice__cuda__cu_graph_add_mem_free_node_reply__init);
+    if (!rp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return be_g_node_put(s, rq->h_graph, node, &rp->ph_graph_node);
 }
 
 /* cuDeviceGetGraphMemAttribute / cuDeviceSetGraphMemAttribute: every attribute is a cuuint64_t

@@ -133,6 +133,32 @@ int main()
     CHECK(cudaMemset(d2, 0, n * sizeof(int)));
     CHECK(cudaFree(d2));
 
+    // freed outside the graph, then by a free node of another graph made after that free: the
+    // address stays the graph's (NVIDIA's graphMemoryNodes, "freed in a different graph")
+    v = 5;
+    int *d3 = nullptr;
+    cudaGraph_t g3 = build(&d3, host.data(), n, &v, &nn, false, false);
+    cudaGraphExec_t e3;
+    CHECK(cudaGraphInstantiate(&e3, g3, 0));
+    CHECK(cudaGraphDestroy(g3)); // only the instance knows the allocation now
+    CHECK(cudaGraphLaunch(e3, s));
+    CHECK(cudaFreeAsync(d3, s));
+    CHECK(cudaStreamSynchronize(s));
+    cudaGraph_t gf;
+    cudaGraphNode_t fnode;
+    CHECK(cudaGraphCreate(&gf, 0));
+    CHECK(cudaGraphAddMemFreeNode(&fnode, gf, nullptr, 0, d3));
+    cudaGraphExec_t ef;
+    CHECK(cudaGraphInstantiate(&ef, gf, 0));
+    CHECK(cudaGraphDestroy(gf));
+    std::fill(host.begin(), host.end(), -1);
+    CHECK(cudaGraphLaunch(e3, s));
+    CHECK(cudaGraphLaunch(ef, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect(host.data(), n, 5, "an allocation freed by another graph's free node");
+    CHECK(cudaGraphExecDestroy(e3));
+    CHECK(cudaGraphExecDestroy(ef));
+
     CHECK(cudaStreamDestroy(s));
     pass();
     return 0;

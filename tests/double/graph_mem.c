@@ -152,3 +152,16 @@ void graph_mem_unuse(size_t size)
 {
     graph_mem_used -= size;
 }
+
+int graph_alloc_free(uintptr_t p)
+{
+    for (struct dbl_galloc *a = gallocs; a; a = a->next)
+        if (a->dptr == p) {
+            if (!a->live)
+                return CUDA_ERROR_INVALID_VALUE;
+            a->live = false;
+            graph_mem_unuse(a->size);
+            return CUDA_SUCCESS;
+        }
+    return -1;
+}

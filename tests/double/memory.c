@@ -5,6 +5,7 @@
 
 #include "context.h"
 #include "device.h"
+#include "graph_mem.h"
 
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total)
 {
@@ -47,6 +48,9 @@ static CUresult mem_free(uintptr_t p, enum alloc_kind kind)
         return CUDA_SUCCESS;
     if (kind == A_DEVICE && alloc_free(p, A_MANAGED) == CUDA_SUCCESS)
         return CUDA_SUCCESS; /* cuMemFree frees managed memory too */
+    int g = kind == A_DEVICE ? graph_alloc_free(p) : -1;
+    if (g >= 0)
+        return (CUresult)g;
     return alloc_free(p, kind);
 }
 

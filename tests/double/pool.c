@@ -7,6 +7,7 @@
 
 #include "context.h"
 #include "copy.h"
+#include "graph_mem.h"
 
 /* A pool is bookkeeping: its allocations are ordinary allocations (execution is synchronous,
  * so "stream order" is call order). Attributes are stored and answered back; the used-memory
@@ -267,6 +268,9 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
             pallocs[i] = pallocs[--npallocs];
             break;
         }
+    int g = graph_alloc_free((uintptr_t)dptr);
+    if (g >= 0)
+        return (CUresult)g;
     return alloc_free((uintptr_t)dptr, A_DEVICE);
 }
 
