@@ -134,14 +134,20 @@ static void ev_put(sl_be_session *s, struct be_acct_ctx *c, CUevent e)
 }
 
 /* The reference event: recorded on the context's idle private stream, so its device time is
- * (within microseconds) the host time it was recorded at. */
+ * (within microseconds) the host time it was recorded at. In relaxed capture mode: the first
+ * work of a context may be a launch the program captures (capture_host on the H100, run 22: the
+ * synchronization invalidated the program's capture). */
 void be_acct_rebase(sl_be_session *s, struct be_acct_ctx *c)
 {
     if (c->broken)
         return;
     int64_t t0 = be_acct_clock_ns(CLOCK_REALTIME);
-    if (s->api->cuEventRecord(c->ref, c->priv) != CUDA_SUCCESS ||
-        s->api->cuEventSynchronize(c->ref) != CUDA_SUCCESS) {
+    CUstreamCaptureMode m = be_capture_relax(s);
+    CUresult rc = s->api->cuEventRecord(c->ref, c->priv);
+    if (rc == CUDA_SUCCESS)
+        rc = s->api->cuEventSynchronize(c->ref);
+    be_capture_restore(s, m);
+    if (rc != CUDA_SUCCESS) {
         c->broken = 1;
         return;
     }

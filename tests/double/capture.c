@@ -3,15 +3,20 @@
  * (cuStreamUpdateCaptureDependencies); other streams join through an event recorded in the
  * capture (fork) and leave when the origin waits on theirs (join). Copies, memsets and host
  * functions issued on a capturing stream are refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
- * (not modelled), as are capture modes' cross-thread rules. The legacy stream cannot capture.
+ * (not modelled). The legacy stream cannot capture.
  * What the driver forbids while a capture runs is refused as the driver does, and invalidates
  * the capture (cuStreamEndCapture then fails): synchronizing or querying a capturing stream, an
  * event last recorded in a capture, or the context while any of its streams captures (CUDA
- * Programming Guide, "Prohibited and Unhandled Operations"). The backend must never do these
- * behind a program's capture (its accounting's timing events, its waits).
+ * Programming Guide, "Prohibited and Unhandled Operations"). The capture modes' rules hold for
+ * the potentially unsafe calls modelled here (synchronizing or querying any stream or event): a
+ * thread in global or thread-local mode may not make them while a capture of its own not begun
+ * in relaxed mode runs, nor, in global mode, while another thread's global capture runs
+ * (cuStreamBeginCapture, cuThreadExchangeStreamCaptureMode). The backend must never do these
+ * behind a program's capture (its accounting's timing events, its waits) but in relaxed mode.
  * TEST DOUBLE: never a GPU result (README.md). */
 #include "capture.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +27,9 @@
 struct dbl_capture {
     CUstream s; /* NULL: a free slot */
     bool origin;
-    bool invalid; /* a prohibited operation happened: the capture cannot end well */
+    bool invalid;             /* a prohibited operation happened: the capture cannot end well */
+    CUstreamCaptureMode mode; /* origin: the mode it was begun in, by thread */
+    pthread_t thread;
     struct dbl_graph *g;
     unsigned long long id;
     CUgraphNode deps[DBL_MAX_DEPS];
@@ -212,7 +219,39 @@ static CUresult begin(CUstream s, CUstreamCaptureMode mode)
     c->origin = true;
     c->g = g;
     c->id = next_id++;
+    c->mode = mode;
+    c->thread = pthread_self();
     return CUDA_SUCCESS;
+}
+
+/* The calling thread's capture mode: global until the thread exchanges it. */
+static _Thread_local CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = capture_mode;
+    capture_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+unsigned long long capture_prohibiting(void)
+{
+    if (capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return 0;
+    for (size_t i = 0; i < MAX_CAPTURING; i++) {
+        const struct dbl_capture *c = &caps[i];
+        if (!c->s || !c->origin)
+            continue;
+        int own = pthread_equal(c->thread, pthread_self());
+        if ((own && c->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+            (!own && capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+             c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL))
+            return c->id;
+    }
+    return 0;
 }
 
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)

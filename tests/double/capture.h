@@ -28,6 +28,10 @@ unsigned long long capture_id_of_event(CUevent e);
 void capture_invalidate(unsigned long long id);
 int capture_invalidate_all(void);
 
+/* The capture whose mode prohibits the calling thread's potentially unsafe calls, 0 when none
+ * does (the thread's mode, cuThreadExchangeStreamCaptureMode, and the captures' modes). */
+unsigned long long capture_prohibiting(void);
+
 /* cuStreamWaitEvent: 1 when the event was recorded in a capture (s now takes part in it). */
 CUresult capture_wait(CUstream s, CUevent e, int *joined);
 

@@ -152,19 +152,6 @@ EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus
     return cuStreamIsCapturing(hStream, captureStatus);
 }
 
-/* The calling thread's capture mode: global until the thread exchanges it. */
-static _Thread_local CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-
-EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
-{
-    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUstreamCaptureMode old = capture_mode;
-    capture_mode = *mode;
-    *mode = old;
-    return CUDA_SUCCESS;
-}
-
 /* A launch of an instance of g: its handles made with CU_GRAPH_COND_ASSIGN_DEFAULT start at
  * their default. */
 void cond_defaults(const struct dbl_graph *g)

@@ -63,10 +63,13 @@ CUresult stream_sync(CUstream h)
     return rc ? rc : check_stream(h);
 }
 
-/* Synchronizing or querying a capturing stream: refused, and the capture invalidated. */
+/* Synchronizing or querying a capturing stream, or any stream where a capture's mode prohibits
+ * it: refused, and the capture invalidated. */
 static CUresult not_capturing(CUstream h)
 {
     unsigned long long id = capture_id_of(h);
+    if (!id)
+        id = capture_prohibiting();
     if (!id)
         return CUDA_SUCCESS;
     capture_invalidate(id);
@@ -228,6 +231,8 @@ static CUresult event_sync(CUevent h, double *until)
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
     unsigned long long id = capture_id_of_event(h);
+    if (!id) /* a capture's mode may prohibit the call (capture.c) */
+        id = capture_prohibiting();
     if (id) { /* last recorded in a capture: it stands for no work that runs */
         capture_invalidate(id);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;

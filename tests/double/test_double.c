@@ -4,6 +4,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -343,6 +344,73 @@ static void test_capture_prohibited(void **state)
     assert_int_equal(SYM(cuCtxDestroy_v2)(c), CUDA_SUCCESS);
 }
 
+struct other_query {
+    CUcontext ctx;
+    CUstream st;
+    CUstreamCaptureMode mode;
+    CUresult rc;
+};
+
+static void *query_from_other_thread(void *arg)
+{
+    struct other_query *q = arg;
+    SYM(cuCtxSetCurrent)(q->ctx);
+    CUstreamCaptureMode m = q->mode;
+    SYM(cuThreadExchangeStreamCaptureMode)(&m);
+    q->rc = SYM(cuStreamQuery)(q->st);
+    return NULL;
+}
+
+static CUresult query_on_thread(CUcontext c, CUstream st, CUstreamCaptureMode mode)
+{
+    struct other_query q = {c, st, mode, CUDA_ERROR_UNKNOWN};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, query_from_other_thread, &q), 0);
+    pthread_join(t, NULL);
+    return q.rc;
+}
+
+/* The capture modes: a potentially unsafe call (here a query of another, idle stream) is
+ * refused and invalidates the capture when the calling thread's mode says so. */
+static void test_capture_modes(void **state)
+{
+    (void)state;
+    CUcontext c = ctx_new();
+    CUstream s = NULL, other = NULL;
+    CUgraph g = NULL;
+    assert_int_equal(SYM(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuStreamCreate)(&other, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    /* own global capture: refused, invalidated */
+    assert_int_equal(SYM(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuStreamQuery)(other), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_int_equal(SYM(cuStreamEndCapture)(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* the thread in relaxed mode: allowed, the capture ends well */
+    assert_int_equal(SYM(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    assert_int_equal(SYM(cuThreadExchangeStreamCaptureMode)(&m), CUDA_SUCCESS);
+    assert_int_equal(m, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    assert_int_equal(SYM(cuStreamQuery)(other), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuThreadExchangeStreamCaptureMode)(&m), CUDA_SUCCESS);
+    /* another thread: refused in global mode, allowed in thread-local and relaxed mode */
+    assert_int_equal(query_on_thread(c, other, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+    assert_int_equal(query_on_thread(c, other, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuStreamEndCapture)(s, &g), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuGraphDestroy)(g), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(query_on_thread(c, other, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_int_equal(SYM(cuStreamEndCapture)(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* a thread-local capture does not bind other threads */
+    assert_int_equal(SYM(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                     CUDA_SUCCESS);
+    assert_int_equal(query_on_thread(c, other, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuStreamEndCapture)(s, &g), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuGraphDestroy)(g), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuStreamDestroy_v2)(other), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuStreamDestroy_v2)(s), CUDA_SUCCESS);
+    assert_int_equal(SYM(cuCtxDestroy_v2)(c), CUDA_SUCCESS);
+}
+
 int main(void)
 {
     setenv("SLUICE_DOUBLE_MEM_MIB", "64", 1);
@@ -361,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_globals_and_sticky),
         cmocka_unit_test(test_host_func),
         cmocka_unit_test(test_capture_prohibited),
+        cmocka_unit_test(test_capture_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
