@@ -16,7 +16,10 @@
  * back as the copy would have returned it, and device printf output is flushed as the copy
  * would have flushed it. A capture on the stream, or a capture the legacy stream cannot be
  * queried under (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), leaves the copy to the driver's own call,
- * which answers what it answers there. */
+ * which answers what it answers there. While another stream captures in global mode, the poll
+ * and the synchronization (potentially unsafe calls, which the copy itself is not) run in relaxed
+ * capture mode: otherwise they invalidate that capture where the driver's own copy does not
+ * (sluice-driver-facts, run 22). */
 #include "api/copy_small.h"
 
 #include <string.h>
@@ -24,6 +27,7 @@
 #include "session/contexts.h"
 #include "session/spin.h"
 #include "session/staging.h"
+#include "session/streams.h"
 #include "session/state.h"
 #include "sluice/driver_api.h"
 #include "sluice/relax.h"
@@ -69,7 +73,9 @@ int be_small_dtoh(struct sl_be_call *c, void *dst, CUdeviceptr src, size_t n, CU
     *rc = copy(stage, src, n, st);
     if (*rc != CUDA_SUCCESS)
         return 1; /* refused at the call: nothing was queued */
+    CUstreamCaptureMode mode = be_capture_relax(s);
     *rc = wait_stream(query, sync, st, s->spin_ns);
+    be_capture_restore(s, mode);
     if (*rc == CUDA_SUCCESS)
         memcpy(dst, stage, n);
     else
