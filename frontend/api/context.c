@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/context.h"
+#include "api/device.h"
 #include "call/allocs.h"
 #include "call/connection.h"
 #include "call/contexts.h"
@@ -32,10 +33,11 @@ void sl_fe_ctx_reset(void)
 }
 
 /* Before cuInit the driver answers the context calls CUDA_ERROR_NOT_INITIALIZED and writes no
- * out parameter (recorded on the GPU machine: docs/measurements/2026-11-26-run11). */
+ * out parameter (recorded on the GPU machine: docs/measurements/2026-11-26-run11), also after
+ * cuDriverGetVersion, which opens the session (run 22). */
 #define NEED_INIT()                                                                                \
     do {                                                                                           \
-        if (!sl_fe_rpc_initialized())                                                              \
+        if (!sl_fe_init_done())                                                                    \
             return CUDA_ERROR_NOT_INITIALIZED;                                                     \
     } while (0)
 

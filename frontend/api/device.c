@@ -6,6 +6,7 @@
  * 13000, and 13000 when no backend can be reached (cuInit then says CUDA_ERROR_NO_DEVICE). The
  * integrity hash (INTEGRITY_CHECK) covers this value, so the hook reports the same one. */
 #define __CUDA_API_VERSION_INTERNAL 1
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,11 +28,28 @@ int sl_fe_reported_driver_version(void)
     return v ? v : 13000;
 }
 
+/* Whether cuInit succeeded: the session may be open before it (cuDriverGetVersion connects), but
+ * the driver answers the context and profiler calls CUDA_ERROR_NOT_INITIALIZED until cuInit. */
+static atomic_int g_init_done;
+
+int sl_fe_init_done(void)
+{
+    return atomic_load(&g_init_done);
+}
+
+void sl_fe_init_mark_done(void)
+{
+    atomic_store(&g_init_done, 1);
+}
+
 CUresult cuInit(unsigned int Flags)
 {
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    return sl_fe_ensure_session();
+    CUresult rc = sl_fe_ensure_session();
+    if (rc == CUDA_SUCCESS)
+        sl_fe_init_mark_done();
+    return rc;
 }
 
 CUresult cuDriverGetVersion(int *driverVersion)

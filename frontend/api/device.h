@@ -13,6 +13,11 @@
  * 13000 for cudart 13.0). cuGetProcAddress refuses cudaVersion above it. */
 int sl_fe_reported_driver_version(void);
 
+/* Whether cuInit has succeeded in this process (not merely a session opened). */
+int sl_fe_init_done(void);
+/* What cuInit's success records (the unit tests call it where they stand in for cuInit). */
+void sl_fe_init_mark_done(void);
+
 /* Device facts as our cuDeviceGetCount, cuDeviceGetUuid and cuDeviceGetAttribute report them
  * (the integrity hash covers them, so they must be exactly those values). */
 CUresult sl_fe_device_count(int *count);

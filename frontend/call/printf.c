@@ -1,6 +1,8 @@
 /* The printf filter: the output of device printf that a reply carries goes to the program's
- * standard output, what the device wrote to stderr (failed device-side asserts) to its standard
- * error (docs/remoting.md "Host callbacks and printf"). */
+ * standard output, after what the program printed before it; what the device wrote to stderr
+ * (failed device-side asserts) goes straight to its standard error, as the driver writes it:
+ * without flushing the program's buffered standard output first (simpleAssert's output, run 22;
+ * docs/remoting.md "Host callbacks and printf"). */
 #include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -24,8 +26,12 @@ void sl_fe_printf_write(const ProtobufCBinaryData *out, const ProtobufCBinaryDat
 {
     if (!out->len && !err->len)
         return;
-    fflush(stdout);
-    write_all(1, out);
-    fflush(stderr);
-    write_all(2, err);
+    if (out->len) {
+        fflush(stdout);
+        write_all(1, out);
+    }
+    if (err->len) {
+        fflush(stderr);
+        write_all(2, err);
+    }
 }

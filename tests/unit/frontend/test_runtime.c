@@ -17,6 +17,7 @@
 
 #include <cudaProfiler.h>
 
+#include "api/device.h"
 #include "api/context.h"
 #include "api/errors.h"
 #include "api/launch.h"
@@ -264,12 +265,17 @@ static void ctx_calls_before_init(void **state)
     assert_int_equal(cuCtxPushCurrent_v2(C1), CUDA_ERROR_NOT_INITIALIZED);
     assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_ERROR_NOT_INITIALIZED);
     assert_ptr_equal(c, (CUcontext)7);
-    /* assumed as the context calls until tests/gpu/driver_facts.cu records it */
+    /* as the driver answers (tests/gpu/driver_facts.cu, run 22) */
     assert_int_equal(cuProfilerStart(), CUDA_ERROR_NOT_INITIALIZED);
     assert_int_equal(cuProfilerStop(), CUDA_ERROR_NOT_INITIALIZED);
-    struct sl_fe_transport none = {0}; /* what cuInit's session does: the calls work */
+    struct sl_fe_transport none = {0}; /* a session open (cuDriverGetVersion opens it) */
     sl_fe_rpc_attach(&none);
     assert_true(sl_fe_rpc_initialized());
+    /* still before cuInit: the driver answers as before (run 22) */
+    assert_int_equal(cuCtxGetCurrent(&c), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(cuProfilerStart(), CUDA_ERROR_NOT_INITIALIZED);
+    sl_fe_init_mark_done(); /* what cuInit's success records: the calls work */
+    assert_int_equal(cuProfilerStart(), CUDA_ERROR_INVALID_CONTEXT); /* no current context */
     sl_fe_rpc_reset(); /* no transport for the later tests; initialized stays */
     assert_true(sl_fe_rpc_initialized());
 }
@@ -368,6 +374,10 @@ static void error_names_and_strings(void **state)
 static void profiler_is_local(void **state)
 {
     (void)state;
+    sl_fe_ctx_reset();
+    sl_fe_ctx_remember(C1, 0);
+    assert_int_equal(cuProfilerStart(), CUDA_ERROR_INVALID_CONTEXT); /* the driver's answer */
+    assert_int_equal(cuCtxSetCurrent(C1), CUDA_SUCCESS);
     assert_int_equal(cuProfilerStart(), CUDA_SUCCESS);
     assert_int_equal(cuProfilerStop(), CUDA_SUCCESS);
 #pragma GCC diagnostic push
