@@ -202,7 +202,9 @@ int main()
     CHECK(cudaFree(0)); // the primary context again
     CU(cuCtxGetCurrent(&primary));
     CU(cuMemGetInfo(&f1, &total));
-    if (f1 < f0)
+    // natively the context made again holds ~20 MB more than the one reset (H100, run 22):
+    // memory the reset left behind would be more than that
+    if (f1 + 64 * MIB < f0)
         FAIL("free %zu after the primary context's reset, %zu before", f1, f0);
     CU(cuMemAlloc(&p, MIB));
     use(p, MIB, 5);
