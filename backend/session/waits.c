@@ -218,7 +218,11 @@ static int target(struct be_waits *w, const struct sl_be_call *c, const struct s
             st = CU_STREAM_PER_THREAD;
         if (done_soon(w, st, NULL))
             return 0;
-        if (api->cuEventCreate(&x->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        /* blocking sync: past the poll the waiter sleeps in the driver instead of spinning
+         * there, which slowed every other driver call of the worker (the head-of-line rows,
+         * run 22) and cost a core per waiting guest thread */
+        if (api->cuEventCreate(&x->ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) !=
+            CUDA_SUCCESS)
             return 0;
         if (api->cuEventRecord(x->ev, st) != CUDA_SUCCESS) {
             api->cuEventDestroy_v2(x->ev);
