@@ -3,12 +3,16 @@
  * context is destroyed or reset or the session ends (api/context.c, session.c free it first).
  * Page-locked memory belongs to the context it was allocated in (the driver frees it with that
  * context), hence one per context and not one per session. At most BE_MAX_CONTEXTS of them:
- * 4 MiB of page-locked host memory per session at worst, one 64 KiB buffer in the usual one. */
+ * 4 MiB of page-locked host memory per session at worst, one 64 KiB buffer in the usual one.
+ * Allocated and freed in relaxed capture mode: the first small copy may come while another
+ * stream captures in global mode, where the allocation is a potentially unsafe call that would
+ * invalidate that capture (sluice-driver-facts, run 23) and the copy itself is not. */
 #include "session/staging.h"
 
 #include "session/contexts.h"
 #include "session/deferred.h"
 #include "session/state.h"
+#include "session/streams.h"
 #include "sluice/log.h"
 
 void *be_stage_get(sl_be_session *s, struct be_ctx *cx)
@@ -18,8 +22,10 @@ void *be_stage_get(sl_be_session *s, struct be_ctx *cx)
     if (cx->stage || cx->stage_refused)
         return cx->stage;
     void *p = NULL;
+    CUstreamCaptureMode mode = be_capture_relax(s);
     CUresult rc = s->api->cuMemHostAlloc ? s->api->cuMemHostAlloc(&p, BE_STAGE_BYTES, 0)
                                          : CUDA_ERROR_NOT_SUPPORTED;
+    be_capture_restore(s, mode);
     if (rc != CUDA_SUCCESS && be_is_sticky(rc))
         return NULL; /* the context failed: the driver's own copy answers that */
     if (rc != CUDA_SUCCESS || !p) {
@@ -45,7 +51,10 @@ void be_stage_free(sl_be_session *s, struct be_ctx *cx)
     cx->stage = NULL;
     if (!cx->ctx || !s->api->cuMemFreeHost)
         return; /* the context's end frees it with everything else it held */
-    if (s->api->cuCtxSetCurrent && s->api->cuCtxSetCurrent(cx->ctx) == CUDA_SUCCESS)
+    if (s->api->cuCtxSetCurrent && s->api->cuCtxSetCurrent(cx->ctx) == CUDA_SUCCESS) {
+        CUstreamCaptureMode mode = be_capture_relax(s);
         s->api->cuMemFreeHost(p); /* a sticky error refuses it: the context's end frees it */
+        be_capture_restore(s, mode);
+    }
     s->cur_ctx = UINT64_MAX;
 }

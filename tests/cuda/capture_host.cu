@@ -7,6 +7,7 @@
 // input as it is when the graph runs and writes the output before the stream is seen
 // complete, and the host function sees the device-to-host bytes.
 #include "common.cuh"
+#include <cuda.h>
 #include <cstdlib>
 #include <cstring>
 
@@ -143,9 +144,34 @@ static void fork_join(int n)
     std::free(out);
 }
 
+// A small synchronous device-to-host copy on the legacy stream while a non-blocking stream
+// captures in global mode: the driver allows it (sluice-driver-facts, run 22), and the capture
+// ends well. Through Sluice the copy's own work (a page-locked staging buffer allocated at the
+// first such copy, its poll and synchronization) must not invalidate the capture either.
+static void copy_beside_capture()
+{
+    float *d;
+    CHECK(cudaMalloc(&d, sizeof(float)));
+    CHECK(cudaMemset(d, 0, sizeof(float)));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    scale<<<1, 1, 0, s>>>(d, 2.0f, 1);
+    float v = -1.0f;
+    CUresult r = cuMemcpyDtoH(&v, (CUdeviceptr)d, sizeof v);
+    if (r != CUDA_SUCCESS || v != 0.0f)
+        FAIL("copy beside a capture: cuMemcpyDtoH -> %d, value %g", (int)r, v);
+    cudaGraph_t g;
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(d));
+}
+
 int main()
 {
     g_test_name = "capture_host";
+    copy_beside_capture(); // first: the context's first small copy
     one_stream(1000);
     fork_join(4096);
     std::printf("capture_host: %d host function calls, 6 launches checked\n", g_calls);

@@ -8,7 +8,8 @@
  * the capture (cuStreamEndCapture then fails): synchronizing or querying a capturing stream, an
  * event last recorded in a capture, or the context while any of its streams captures (CUDA
  * Programming Guide, "Prohibited and Unhandled Operations"). The capture modes' rules hold for
- * the potentially unsafe calls modelled here (synchronizing or querying any stream or event): a
+ * the potentially unsafe calls modelled here (synchronizing or querying any stream or event,
+ * allocating device, host or managed memory with the synchronous calls): a
  * thread in global or thread-local mode may not make them while a capture of its own not begun
  * in relaxed mode runs, nor, in global mode, while another thread's global capture runs
  * (cuStreamBeginCapture, cuThreadExchangeStreamCaptureMode). The backend must never do these

@@ -3,6 +3,7 @@
  * TEST DOUBLE: never a GPU result (README.md). */
 #include "core.h"
 
+#include "capture.h"
 #include "context.h"
 #include "device.h"
 #include "graph_mem.h"
@@ -30,6 +31,11 @@ static CUresult mem_alloc(uintptr_t *out, size_t size, enum alloc_kind kind)
         return rc;
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long id = capture_prohibiting(); /* a potentially unsafe call (capture.c) */
+    if (id) {
+        capture_invalidate(id);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     return alloc_new(size, kind, c, out);
 }
 
