@@ -160,6 +160,9 @@ def run_mode(mode, a, work):
     for t in range(len(backends)):
         log = open(os.path.join(work, f"tenant{t}", "backend.log"), errors="replace").read()
         kills += log.count("grace period")
+        if any(f["tenant"] == t for f in failed):  # kept beside --out: why a session failed
+            with open(f"{a.out}.{mode}.tenant{t}.backend.log", "w") as keep:
+                keep.write(log)
     heavy = [r for r in results if r["role"] == "heavy"]
     light = [r for r in results if r["role"] == "light"]
     copy = [r for r in results if r["role"] == "copy"]
