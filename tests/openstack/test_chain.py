@@ -4,11 +4,14 @@ issue 23's chain driven through OpenStack's own interfaces (the `openstack` clie
 on what each service logged or stored (docs/openstack-aio.md, "The chain"):
 
   1. the all-in-one up; provider.yaml read by nova-compute; the flavors (test_aio.py's steps)
-  2. Sluice deployed (sluice_deploy.py): novahook.conf, the nova.conf fragment
-     (vendordata_providers DynamicJSON, vendordata_dynamic_targets = sluice@nova-hook) and
-     agent.conf with its flavor policy table rendered by ansible from the roles' templates;
-     nova-compute restarted to read the fragment; sluice-novahook and sluice-agent from the
-     build folder; the agent registered with nova-hook's registry
+  2. Sluice deployed by its roles (sluice_deploy.py): ansible-playbook ansible/site.yml against
+     this machine (connection local): sluice_novahook (the package, novahook.conf, the nova.conf
+     fragment with vendordata_dynamic_targets = sluice@nova-hook, the GPU flavor by its
+     bootstrap) and sluice_agent (the package, agent.conf with its flavor policy table,
+     provider.yaml), both daemons started by the roles without systemd
+     (sluice_*_service_manager: direct); asserted that what runs came from the roles (packages,
+     the files' role headers, the processes' command lines); nova-compute restarted to read the
+     fragment; the agent registered with nova-hook's registry
   3. the real guest image (scripts/guest-image: vmlinuz, initrd.img, root.img) in Glance as a
      kernel, a ramdisk and a raw root disk with kernel_id, ramdisk_id and os_command_line
   4. `openstack server create --flavor g1.gold --image sluice-guest --nic net-id=<sluice-net>`
@@ -27,18 +30,21 @@ on what each service logged or stored (docs/openstack-aio.md, "The chain"):
      `sluice-usage` shows its GPU time under the Keystone project
   5. a plain flavor on the same host: the agent logs "not a GPU flavor", nova-hook answers its
      vendordata request with nothing ("not on a Sluice host")
-  6. `openstack server delete`: the agent logs the undefine and revokes the session, nova-hook
-     removes the placement; `sluice-registry usage` and `sluice-usage` show the instance and its
+  6. `openstack server delete` while tests/cuda's session_hold holds a session from the guest:
+     the agent logs the undefine and revokes the instance, the backend ends the live session
+     (timed from the delete), nova-hook removes the placement; `sluice-registry usage` and `sluice-usage` show the instance and its
      GPU time under its Keystone project
 
 With --nic-none (or without the network agents' packages) step 4 is the first configuration of
 issue 23: `--nic none`, the guest reads the config drive and cannot reach the agent (asserted),
-and there is no GPU time. Root only, the packages of scripts/install-deps --openstack, the
-build's binaries (vector_add.static of tests/cuda included) and the guest image (exit 77 naming
-what is missing). Timings: one JSON line (CHAIN_TIMINGS).
+and there is no GPU time. Root only, the packages of scripts/install-deps --openstack, Sluice's
+packages (packages.build's BUILD/deb, a fixture), the build's driver double and tests/cuda's
+vector_add.static and session_hold.static, and the guest image (exit 77 naming what is
+missing). Timings: one JSON line (CHAIN_TIMINGS).
 """
 import argparse
 import functools
+import glob
 import http.server
 import json
 import os
@@ -63,6 +69,8 @@ IMAGE, KERNEL, RAMDISK = "sluice-guest", "sluice-guest-kernel", "sluice-guest-ra
 CMDLINE = "root=/dev/vda console=ttyS0 systemd.show_status=1"
 NET_NAME, NET_HOST, PROGRAM_PORT = "sluice-net", "10.222.0.1", 7480  # scripts/openstack-aio
 PROGRAM = "vector_add.static"
+# tests/cuda's session_hold: a session kept busy (a call every 100 ms) until a call fails
+HOLD, HOLD_SECONDS = "session_hold.static", 3600
 # With a network: the user-data script waits for the enrollment sluice-enroll.service does at
 # boot, fetches a tests/cuda program from the host (HTTP/1.0 over bash's /dev/tcp: the image has
 # no curl) and runs it; everything goes to the serial console (`openstack console log show`).
@@ -94,6 +102,19 @@ if [ -s /etc/sluice/client.pem ]; then
     chmod 0755 /root/@PROGRAM@
     /root/@PROGRAM@ 2>&1 | sed 's/^/chain: program | /'
     echo "chain: program exit ${PIPESTATUS[0]}"
+  fi
+  # a session that lives on until `openstack server delete` ends it (its own unit: it outlives
+  # this script; its output goes to the journal and the console)
+  if fetch @HOLD@ /root/@HOLD@; then
+    chmod 0755 /root/@HOLD@
+    systemd-run --unit=chain-hold -E SLUICE_HOLD_SECONDS=@HOLD_SECONDS@ \
+      -p StandardOutput=journal+console /root/@HOLD@
+    for _ in $(seq 1 120); do
+      journalctl -u chain-hold.service --no-pager -o cat | grep -q '^SESSION' && break
+      sleep 1
+    done
+    journalctl -u chain-hold.service --no-pager -o cat | grep -m 1 '^SESSION' |
+      sed 's/^/chain: hold | /'
   fi
 else
   echo "chain: not enrolled"
@@ -190,6 +211,7 @@ class Chain:
         self.aio = Aio(args.source, args.state)
         self.net = None if args.nic_none else NET_NAME
         self.sluice = Sluice(args.state, args.build, os.path.join(args.state, "log"), args.slots,
+                             args.debs, self.aio.env,
                              advertise=NET_HOST if self.net else "127.0.0.1",
                              token_ttl=args.token_ttl)
 
@@ -220,11 +242,15 @@ class Chain:
     # ------------------------------------------------------------------ steps
 
     def deploy(self):
-        """Returns whether the nova.conf fragment changed (nova-compute reads it at start)."""
+        """The roles against this machine."""
         s = self.sluice
-        before = open(s.nova_conf).read() if os.path.exists(s.nova_conf) else None
-        s.credentials()
-        s.render()
+        # the role's flavor bootstrap makes g1.gold (test_aio.py's run may have left one)
+        if "g1.gold" in self.aio.os("flavor", "list", "--all", "-f", "value", "-c",
+                                    "Name").split():
+            self.aio.os("flavor", "delete", "g1.gold")
+        s.deploy()
+        self.ok(f"ansible-playbook ansible/site.yml (sluice_novahook, sluice_agent; connection "
+                f"local, sluice_*_service_manager direct): {s.recap}")
         text = open(s.nova_conf).read()
         for want in ("vendordata_providers = StaticJSON,DynamicJSON",
                      f"vendordata_dynamic_targets = sluice@https://127.0.0.1:9443/v1/vendordata",
@@ -236,20 +262,30 @@ class Chain:
             raise Failed(f"{s.agent_conf}: no [flavor g1.gold] with tier gold")
         if not re.search(rf"^token_ttl = {s.token_ttl}$", open(s.novahook_conf).read(), re.M):
             raise Failed(f"{s.novahook_conf}: no token_ttl = {s.token_ttl}")
-        self.ok(f"the roles' templates rendered by ansible: {s.novahook_conf} (token_ttl "
-                f"{s.token_ttl}), {s.agent_conf} ([flavor g1.gold] tier gold, advertise "
-                f"{s.advertise}), the nova.conf fragment {s.nova_conf}")
-        s.start()
+        prov = open(s.provider_yaml).read() if os.path.exists(s.provider_yaml) else ""
+        if "CUSTOM_GPU_REMOTE_SLOT" not in prov or f"total: {self.args.slots}" not in prov:
+            raise Failed(f"{s.provider_yaml}: not the role's provider config with "
+                         f"CUSTOM_GPU_REMOTE_SLOT total {self.args.slots}")
+        for line in s.provenance():
+            self.ok(f"from the roles: {line}")
+        self.ok(f"the roles' files: {s.novahook_conf} (token_ttl {s.token_ttl}), {s.agent_conf} "
+                f"([flavor g1.gold] tier gold, advertise {s.advertise}), the nova.conf fragment "
+                f"{s.nova_conf}, {s.provider_yaml}")
+        specs = self.aio.os_json("flavor", "show", "g1.gold")["properties"]
+        if specs.get("sluice:sla") != "gold" or \
+                specs.get("resources:CUSTOM_GPU_REMOTE_SLOT") != "1":
+            raise Failed(f"flavor g1.gold (the role's bootstrap-flavors.sh): {specs}")
+        self.ok(f"flavor g1.gold by the role's bootstrap (the real openstack client): {specs}")
         self.ok(f"sluice-novahook on 127.0.0.1:9443 and sluice-agent up; the agent registered "
                 f"as {s.host} with nova-hook's registry")
-        return open(s.nova_conf).read() != before
 
     def gpu_server(self, image):
         s, aio = self.sluice, self.aio
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
             if self.net:
                 f.write(USER_DATA_NET.replace("@HOST@", NET_HOST).replace(
-                    "@PORT@", str(PROGRAM_PORT)).replace("@PROGRAM@", PROGRAM))
+                    "@PORT@", str(PROGRAM_PORT)).replace("@PROGRAM@", PROGRAM).replace(
+                    "@HOLD@", HOLD).replace("@HOLD_SECONDS@", str(HOLD_SECONDS)))
             else:
                 f.write(USER_DATA)
         try:
@@ -363,10 +399,26 @@ class Chain:
             raise Failed(f"console of {sid}: {PROGRAM} did not pass in the guest:\n"
                          f"{text[-3000:]}")
         self.ok(f"the guest enrolled at first boot and ran {PROGRAM} on its backend: PASS {name}")
+        self.hold_session(sid, project, text)
         u = self.step("usage_agent", lambda: self.wait_usage(
             lambda: server_usage(s.usage(), project, sid), 120, "sluice-usage"))
         self.ok(f"sluice-usage: {sid} under project {project}: gpu_hours {u.get('gpu_hours')} "
                 f"({u.get('gpu_hours', 0) * 3600:.4f} s), kernels {u.get('kernels')}")
+
+    def hold_session(self, sid, project, text):
+        """tests/cuda's session_hold runs in the guest: its session is open at the backend."""
+        if "chain: hold | SESSION OPEN" not in text:
+            raise Failed(f"console of {sid}: {HOLD} did not open its session:\n{text[-3000:]}")
+        rx = rf"session (\d+) instance {sid} project {project}: opened \(guest pid (\d+)[^\n]*"
+        wait_log(self.sluice.agent, rx, 60, "the holding session at the backend")
+        opened = list(re.finditer(rx, self.sluice.agent.text()))
+        self.hold = opened[-1].group(1)
+        closed = re.search(rf"session {self.hold} instance {sid} project \S+: closing",
+                           self.sluice.agent.text())
+        if len(opened) < 2 or closed:
+            raise Failed(f"backend: the holding session is not the open second session of {sid} "
+                         f"({len(opened)} opened, session {self.hold} closing: {bool(closed)})")
+        self.ok(f"backend: {opened[-1].group(0).strip()} ({HOLD}, still open)")
 
     @staticmethod
     def wait_usage(get, timeout, what):
@@ -397,7 +449,10 @@ class Chain:
 
     def gpu_delete(self):
         s, sid = self.sluice, self.gpu
-        self.step("gpu_server_delete", lambda: self.delete(sid))
+        if self.net:
+            self.revoke_live(sid)
+        else:
+            self.step("gpu_server_delete", lambda: self.delete(sid))
         m = wait_log(s.agent, rf"instance {sid} \(\S+\): [^\n]*undefined[^\n]*", 60,
                      "the agent's revocation at the undefine")
         self.ok(f"agent: {m.group(0)}")
@@ -427,15 +482,60 @@ class Chain:
         self.ok(f"sluice-usage: {sid} under project {self.project}: flavor {u.get('flavor')}, "
                 f"{u.get('existence')} {u.get('hours')} h, gpu_hours {u.get('gpu_hours')}")
 
+    def revoke_live(self, sid):
+        """`openstack server delete` while the holding session lives: the backend ends it
+        (its revocation names one live session, the session closes). Timed from the delete's
+        start to each log line's appearance (polled every 50 ms; the daemons' lines carry no
+        time), and to the client's return (--wait: the server gone)."""
+        s, log_ = self.sluice, self.sluice.agent
+        t0 = time.time()
+        p = subprocess.Popen(["openstack", "server", "delete", "--wait", sid], env=self.aio.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            wait_log(log_, rf"instance {sid} \(\S+\): destroyed", 600, "the domain's end")
+            self.timings["delete_to_destroyed"] = round(time.time() - t0, 2)
+            wait_log(log_, rf"instance {sid} \(\S+\): undefined", 600, "the undefine")
+            self.timings["delete_to_undefined"] = round(time.time() - t0, 2)
+            m = wait_log(log_, rf"instance {sid} revoked \(([^)]*)\): (\d+) live sessions? "
+                         r"ended[^\n]*", 600, "the backend's revocation of the instance")
+            self.timings["delete_to_backend_revoked"] = round(time.time() - t0, 2)
+            c = wait_log(log_, rf"session {self.hold} instance {sid} from \S+ closed: "
+                         r"revoked[^\n]*", 60, "the holding session's end by the revocation")
+            self.timings["delete_to_session_closed"] = round(time.time() - t0, 2)
+        finally:
+            out, _ = p.communicate(timeout=600)
+        self.timings["gpu_server_delete"] = round(time.time() - t0, 1)
+        if p.returncode != 0:
+            raise Failed(f"openstack server delete --wait {sid}: exit {p.returncode}: {out}")
+        self.servers.remove(sid)
+        if int(m.group(2)) < 1:
+            raise Failed(f"backend: {m.group(0)}: the holding session was not live at the "
+                         f"revocation (ended otherwise before?)")
+        self.ok(f"backend: {m.group(0).strip()}")
+        self.ok(f"backend: {c.group(0).strip()}")
+        t = self.timings
+        self.ok(f"from `openstack server delete`: domain destroyed {t['delete_to_destroyed']} s, "
+                f"undefined {t['delete_to_undefined']} s, revoked at the backend "
+                f"{t['delete_to_backend_revoked']} s, the live session closed "
+                f"{t['delete_to_session_closed']} s; the client returned (server gone) "
+                f"{t['gpu_server_delete']} s")
+
     def run(self):
         args, aio = self.args, self.aio
         if not args.reuse:
-            self.step("aio_up", lambda: aio.sh([aio.script, "up"], timeout=1800))
-        changed = self.step("sluice_deploy", self.deploy)
-        # nova-compute reads the fragment at start (the files it names at each request)
-        if changed or not args.reuse:
+            out = self.step("aio_up", lambda: aio.sh([aio.script, "up"], timeout=1800))
+            for line in out.splitlines():
+                log(f"  {line}")
+        self.step("sluice_deploy", self.deploy)
+        # nova-compute reads the fragment and provider.yaml at start (the files the fragment
+        # names at each request): restarted when the roles wrote either after its start
+        started = os.stat(os.path.join(args.state, "run", "nova-compute.pid")).st_mtime
+        s = self.sluice
+        if not args.reuse or any(os.stat(f).st_mtime > started
+                                 for f in (s.nova_conf, s.provider_yaml)):
             self.step("nova_compute_restart", lambda: restart_compute(aio))
-        self.step("provider_config", lambda: ensure_inventory(aio, args.slots, True))
+        self.step("provider_config", lambda: ensure_inventory(aio, args.slots, True,
+                                                              write=False))
         compute_rp(aio)
         self.step("flavors", lambda: ensure_flavors(aio))
         image, new = self.step("image_upload", lambda: ensure_image(aio, args.image))
@@ -465,6 +565,8 @@ def main():
     ap.add_argument("--source", required=True)
     ap.add_argument("--build", required=True)
     ap.add_argument("--image", help="scripts/guest-image's output (default BUILD/vm/image)")
+    ap.add_argument("--debs", help="scripts/build-packages' output, the roles' "
+                    "sluice_packages_dir (default BUILD/deb: packages.build)")
     ap.add_argument("--state", default=os.environ.get("SLUICE_AIO_DIR", "/var/lib/sluice-aio"))
     ap.add_argument("--slots", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=1200, help="per server, seconds")
@@ -478,6 +580,7 @@ def main():
     args = ap.parse_args()
     args.image = os.path.abspath(args.image or os.path.join(args.build, "vm", "image"))
     args.program = os.path.join(os.path.abspath(args.build), "tests", "cuda", PROGRAM)
+    args.debs = os.path.abspath(args.debs or os.path.join(args.build, "deb"))
     if os.environ.get("SLUICE_OPENSTACK_CHAIN") != "1":
         print("SKIP: the chain takes 13-25 minutes (a guest's first boot under TCG): it runs only "
               "with SLUICE_OPENSTACK_CHAIN=1, the pre-landing command of docs/openstack-aio.md")
@@ -495,9 +598,16 @@ def main():
         if p.returncode != 0:
             print(f"SKIP: {p.stderr.strip()} (or --nic-none)")
             return SKIP
-        if not os.access(args.program, os.X_OK):
-            print(f"SKIP: no {args.program} (tests/cuda, needs nvcc; or --nic-none)")
-            return SKIP
+        for prog in (args.program, os.path.join(os.path.dirname(args.program), HOLD)):
+            if not os.access(prog, os.X_OK):
+                print(f"SKIP: no {prog} (tests/cuda, needs nvcc; or --nic-none)")
+                return SKIP
+    debs = {pkg: glob.glob(os.path.join(args.debs, f"{pkg}_*.deb"))
+            for pkg in ("sluice-novahook", "sluice-agent")}
+    if any(len(found) != 1 for found in debs.values()):
+        print(f"SKIP: {args.debs} does not hold one sluice-novahook and one sluice-agent "
+              f"package: scripts/build-packages {args.debs} (the roles install them)")
+        return SKIP
     missing = [f for f in ("vmlinuz", "initrd.img", "root.img")
                if not os.path.exists(os.path.join(args.image, f))]
     if missing:
