@@ -1,84 +1,25 @@
 /* CUDA IPC between the processes of one guest (issue 20; docs/security.md, "IPC handles"). A
  * real IPC handle never reaches the guest: it names device memory of the host's GPU that any
  * process could open with it. The exporting session registers the real handle with the backend's
- * parent (daemon/broker.c to daemon/ipc_tokens.c) and hands the guest the random token it gets
- * back, of the handle's size; an importing session asks the parent to resolve the token, which
- * it does only for a session of the exporter's instance and as the kind it was registered as,
- * then opens the real handle. A token of another instance or tenant (another backend: unknown
- * here), a forged one or one whose exporter ended is answered CUDA_ERROR_INVALID_VALUE, as the
- * driver answers an invalid handle; the parent logs why. Opened memory joins the session's
- * allocation table uncounted (it is the exporter's, counted there) until cuIpcCloseMemHandle
- * (generated: a @release) or the session's end; opened events are the session's handles. */
+ * parent (api/ipc_broker.c, daemon/broker.c to daemon/ipc_tokens.c) and hands the guest the random
+ * token it gets back, of the handle's size; an importing session asks the parent to resolve the
+ * token, which it does only for a session of the exporter's instance and as the kind it was
+ * registered as, then opens the real handle. A token of another instance or tenant (another
+ * backend: unknown here), a forged one or one whose exporter ended is answered
+ * CUDA_ERROR_INVALID_VALUE, as the driver answers an invalid handle; the parent logs why. Opened
+ * memory joins the session's allocation table uncounted (it is the exporter's, counted there) until
+ * cuIpcCloseMemHandle (generated: a @release) or the session's end; opened events are the session's
+ * handles. */
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
 
 #include "api/reply.h"
-#include "daemon/broker.h"
+#include "api/ipc_broker.h"
 #include "session/state.h"
 #include "sluice/backend_handlers.h"
 #include "sluice/backend_hooks.h"
-
-#define BROKER_TIMEOUT_MS 10000
-
-/* Registers the real handle real[len] as kind: the token in token[BE_IPC_TOKEN_BYTES]. */
-static CUresult export_token(sl_be_session *s, Sluice__Wire__Reply *reply,
-                             enum be_ipc_token_kind kind, const void *real, size_t len,
-                             uint8_t token[BE_IPC_TOKEN_BYTES])
-{
-    if (!s->broker) {
-        sl_be_detail(reply, "IPC handles need the backend's session worker processes");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    struct be_ipc_token_req rq = {.op = BE_TOKEN_OP_REGISTER, .kind = kind, .len = (uint32_t)len};
-    memcpy(rq.real, real, len);
-    struct be_ipc_token_ans ans;
-    int asked = be_broker_ask(s->broker, &rq, &ans, BROKER_TIMEOUT_MS);
-    OPENSSL_cleanse(&rq, sizeof rq);
-    CUresult rc = CUDA_SUCCESS;
-    if (asked != 0 || ans.result != 0) {
-        sl_be_detail(reply, "%s", ans.why);
-        rc = asked != 0 ? CUDA_ERROR_UNKNOWN : CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-        memcpy(token, ans.token, BE_IPC_TOKEN_BYTES);
-    }
-    OPENSSL_cleanse(&ans, sizeof ans);
-    return rc;
-}
-
-/* Resolves the guest's token tok as kind: the real handle in real[want]. */
-static CUresult import_token(sl_be_session *s, Sluice__Wire__Reply *reply,
-                             enum be_ipc_token_kind kind, const ProtobufCBinaryData *tok,
-                             void *real, size_t want)
-{
-    if (tok->len != BE_IPC_TOKEN_BYTES) {
-        sl_be_detail(reply, "an IPC handle of %zu bytes", tok->len);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (!s->broker) {
-        sl_be_detail(reply, "IPC handles need the backend's session worker processes");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    struct be_ipc_token_req rq = {.op = BE_TOKEN_OP_RESOLVE, .kind = kind};
-    memcpy(rq.token, tok->data, BE_IPC_TOKEN_BYTES);
-    struct be_ipc_token_ans ans;
-    int asked = be_broker_ask(s->broker, &rq, &ans, BROKER_TIMEOUT_MS);
-    CUresult rc = CUDA_SUCCESS;
-    if (asked != 0) {
-        sl_be_detail(reply, "%s", ans.why);
-        rc = CUDA_ERROR_UNKNOWN;
-    } else if (ans.result != 0 || ans.len != want) {
-        /* the parent logged why (its warning names the session and the token's owner) */
-        sl_be_detail(reply, "%s", ans.result ? ans.why : "an IPC handle of another size");
-        rc = CUDA_ERROR_INVALID_VALUE;
-    } else {
-        memcpy(real, ans.real, want);
-    }
-    OPENSSL_cleanse(&rq, sizeof rq);
-    OPENSSL_cleanse(&ans, sizeof ans);
-    return rc;
-}
 
 static CUresult token_reply(ProtobufCBinaryData *out, const uint8_t token[BE_IPC_TOKEN_BYTES])
 {
@@ -108,7 +49,7 @@ CUresult be_h_cuIpcGetMemHandle(struct sl_be_call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     uint8_t token[BE_IPC_TOKEN_BYTES];
-    rc = export_token(s, reply, BE_TOKEN_MEM, &real, sizeof real, token);
+    rc = be_ipc_export(s, reply, BE_TOKEN_MEM, &real, sizeof real, -1, token);
     OPENSSL_cleanse(&real, sizeof real);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -129,7 +70,8 @@ CUresult be_h_cuIpcOpenMemHandle_v2(struct sl_be_call *c)
     if (!api->cuIpcOpenMemHandle_v2 || !api->cuIpcCloseMemHandle)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUipcMemHandle real;
-    CUresult rc = import_token(s, reply, BE_TOKEN_MEM, &rq->handle, &real, sizeof real);
+    CUresult rc = be_ipc_import(s, reply, BE_TOKEN_MEM, rq->handle.data, rq->handle.len, &real,
+                                sizeof real, NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     Sluice__Cuda__CuIpcOpenMemHandleV2Reply *rp = BE_REPLY(
@@ -172,7 +114,7 @@ CUresult be_h_cuIpcGetEventHandle(struct sl_be_call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     uint8_t token[BE_IPC_TOKEN_BYTES];
-    rc = export_token(s, reply, BE_TOKEN_EVENT, &real, sizeof real, token);
+    rc = be_ipc_export(s, reply, BE_TOKEN_EVENT, &real, sizeof real, -1, token);
     OPENSSL_cleanse(&real, sizeof real);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -193,7 +135,8 @@ CUresult be_h_cuIpcOpenEventHandle(struct sl_be_call *c)
     if (!api->cuIpcOpenEventHandle || !api->cuEventDestroy_v2)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUipcEventHandle real;
-    CUresult rc = import_token(s, reply, BE_TOKEN_EVENT, &rq->handle, &real, sizeof real);
+    CUresult rc = be_ipc_import(s, reply, BE_TOKEN_EVENT, rq->handle.data, rq->handle.len, &real,
+                                sizeof real, NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     Sluice__Cuda__CuIpcOpenEventHandleReply *rp =

@@ -1,10 +1,11 @@
 /* Memory pools: the hand-written calls (cuMemPoolCreate, cuMemPoolSetAttribute,
  * cuMemPoolGetAttribute, cuMemPoolGetAccess). Pools live on a device of the session: the
  * CUmemLocation's id is a device ordinal (translated); host and NUMA locations are refused (that
- * memory would be the backend host's, not the guest's), and so are pools with shareable handle
- * types (export is refused by design, docs/remoting.md). Attribute values travel as bulk: 4
- * bytes for the REUSE_* flags, 8 for the others. Allocations from pools (cuMemAllocAsync,
- * cuMemAllocFromPoolAsync) are generated and registered with their size (@span). */
+ * memory would be the backend host's, not the guest's), and so are shareable handle types other
+ * than POSIX file descriptors (those travel as tokens: api/shareable.c, docs/security.md).
+ * Attribute values travel as bulk: 4 bytes for the REUSE_* flags, 8 for the others. Allocations
+ * from pools (cuMemAllocAsync, cuMemAllocFromPoolAsync) are generated and registered with their
+ * size (@span). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,8 +41,10 @@ CUresult be_h_cuMemPoolCreate(struct sl_be_call *c)
     }
     memcpy(&props, rq->pool_props.data, sizeof props);
     props.win32SecurityAttributes = NULL;
-    if (props.handleTypes != CU_MEM_HANDLE_TYPE_NONE) {
-        sl_be_detail(reply, "memory pools with shareable handle types are refused");
+    if (props.handleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+        props.handleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        sl_be_detail(reply, "memory pool handle types %u: only POSIX file descriptors (1) travel",
+                     (unsigned)props.handleTypes);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     CUresult rc = location(s, reply, &props.location);

@@ -8,14 +8,17 @@
  * the session's memory in its allocation table (kind BE_R_OTHER, parent BE_VMM_PARENT), so that
  * copies, kernels' launches checks and memsets across adjacent mappings work and nothing
  * reserved but unmapped passes. Allocation properties and access descriptors name devices by the
- * guest's ordinals (translated both ways); allocations with shareable handle types are refused
- * (export is refused by design), so is cuMemExportToShareableHandle. */
+ * guest's ordinals (translated both ways). Of the shareable handle types only POSIX file
+ * descriptors are allowed (api/shareable.c exports and imports them); an imported handle is the
+ * exporter's memory, not counted here, and an exported one's token is forgotten when it is
+ * released (the parent's descriptor would keep the memory alive past the quota's count). */
 #include "api/vmm.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "accounting/quota.h"
+#include "api/ipc_broker.h"
 #include "api/reply.h"
 #include "session/handles.h"
 #include "session/ranges.h"
@@ -32,6 +35,8 @@ struct be_vrange {
 
 struct be_vhandle {
     uint64_t id, size;
+    int exported; /* a shareable handle of it went to the parent (api/shareable.c) */
+    int imported; /* the exporter's memory: not counted here */
 };
 
 struct be_vmm {
@@ -144,11 +149,47 @@ static CUresult prop_in(sl_be_session *s, Sluice__Wire__Reply *reply,
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(p, pod->data, sizeof *p);
-    if (p->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE || p->win32HandleMetaData) {
-        sl_be_detail(reply, "allocations with shareable handle types are refused");
+    if ((p->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+         p->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+        p->win32HandleMetaData) {
+        sl_be_detail(reply, "shareable handle types %u: only POSIX file descriptors (1) travel",
+                     (unsigned)p->requestedHandleTypes);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     return location_in(s, reply, &p->location);
+}
+
+static struct be_vhandle *vhandle(sl_be_session *s, uint64_t id)
+{
+    for (size_t i = 0; s->vmm && i < s->vmm->n_hs; i++)
+        if (s->vmm->hs[i].id == id)
+            return &s->vmm->hs[i];
+    return NULL;
+}
+
+int be_vmm_handle_size(sl_be_session *s, uint64_t id, uint64_t *size)
+{
+    const struct be_vhandle *h = vhandle(s, id);
+    if (!h)
+        return -1;
+    *size = h->size;
+    return 0;
+}
+
+void be_vmm_handle_exported(sl_be_session *s, uint64_t id)
+{
+    struct be_vhandle *h = vhandle(s, id);
+    if (h)
+        h->exported = 1;
+}
+
+int be_vmm_handle_imported(sl_be_session *s, uint64_t id, uint64_t size)
+{
+    struct be_vmm *v = vmm(s);
+    if (!v || grow((void **)&v->hs, &v->cap_hs, v->n_hs, sizeof *v->hs))
+        return -1;
+    v->hs[v->n_hs++] = (struct be_vhandle){id, size, 0, 1};
+    return 0;
 }
 
 /* ---------------------------------------------------------------- handlers */
@@ -242,7 +283,7 @@ CUresult be_h_cuMemCreate(struct sl_be_call *c)
             api->cuMemRelease(h);
     }
     if (rc == CUDA_SUCCESS) {
-        v->hs[v->n_hs++] = (struct be_vhandle){rp->handle, rq->size};
+        v->hs[v->n_hs++] = (struct be_vhandle){rp->handle, rq->size, 0, 0};
         s->mem.counted_vmm += rq->size;
     }
     be_acct_mem_publish(s); /* what is held now replaces the reservation */
@@ -268,7 +309,12 @@ CUresult be_h_cuMemRelease(struct sl_be_call *c)
     struct be_vmm *v = s->vmm;
     for (size_t i = 0; v && i < v->n_hs; i++)
         if (v->hs[i].id == id) {
-            s->mem.counted_vmm -= v->hs[i].size;
+            if (!v->hs[i].imported)
+                s->mem.counted_vmm -= v->hs[i].size;
+            if (v->hs[i].exported) { /* the parent's descriptor would keep it alive, uncounted */
+                uint64_t real[2] = {(uint64_t)(uintptr_t)h, v->hs[i].size};
+                be_ipc_forget(s, BE_TOKEN_ALLOC, real, sizeof real);
+            }
             v->hs[i] = v->hs[--v->n_hs];
             break;
         }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon/broker.h"
 
@@ -20,6 +21,7 @@ struct be_broker {
     int answered; /* its answer is in ans */
     int gone;
     struct be_ipc_token_ans ans;
+    int ans_fd; /* the descriptor that came with ans, -1: none */
 };
 
 be_broker *be_broker_new(be_broker_send_fn send)
@@ -28,6 +30,7 @@ be_broker *be_broker_new(be_broker_send_fn send)
     if (!b)
         return NULL;
     b->send = send;
+    b->ans_fd = -1;
     pthread_mutex_init(&b->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -41,6 +44,8 @@ void be_broker_free(be_broker *b)
 {
     if (!b)
         return;
+    if (b->ans_fd >= 0)
+        close(b->ans_fd);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
     free(b);
@@ -62,6 +67,17 @@ static struct timespec deadline(int timeout_ms)
 int be_broker_ask(be_broker *b, const struct be_ipc_token_req *req, struct be_ipc_token_ans *ans,
                   int timeout_ms)
 {
+    int fd = -1;
+    int rc = be_broker_ask_fd(b, req, -1, ans, &fd, timeout_ms);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int be_broker_ask_fd(be_broker *b, const struct be_ipc_token_req *req, int send_fd,
+                     struct be_ipc_token_ans *ans, int *recv_fd, int timeout_ms)
+{
+    *recv_fd = -1;
     memset(ans, 0, sizeof *ans);
     ans->result = -1;
     struct timespec until = deadline(timeout_ms);
@@ -78,7 +94,7 @@ int be_broker_ask(be_broker *b, const struct be_ipc_token_req *req, struct be_ip
     b->busy = 1;
     b->answered = 0;
     pthread_mutex_unlock(&b->mu);
-    if (b->send(req, sizeof *req) != 0) {
+    if (b->send(req, sizeof *req, send_fd) != 0) {
         snprintf(ans->why, sizeof ans->why, "the request to the backend's server failed");
         pthread_mutex_lock(&b->mu);
         b->busy = 0;
@@ -92,6 +108,8 @@ int be_broker_ask(be_broker *b, const struct be_ipc_token_req *req, struct be_ip
     if (b->answered) {
         *ans = b->ans;
         memset(&b->ans, 0, sizeof b->ans);
+        *recv_fd = b->ans_fd;
+        b->ans_fd = -1;
         rc = 0;
     } else {
         snprintf(ans->why, sizeof ans->why, "%s",
@@ -106,12 +124,15 @@ int be_broker_ask(be_broker *b, const struct be_ipc_token_req *req, struct be_ip
     return rc;
 }
 
-int be_broker_answer(be_broker *b, const void *msg, size_t len)
+int be_broker_answer(be_broker *b, const void *msg, size_t len, int fd)
 {
     pthread_mutex_lock(&b->mu);
     int ok = len == sizeof b->ans && b->busy && !b->answered && !b->gone;
+    if (!ok && fd >= 0)
+        close(fd);
     if (ok) {
         memcpy(&b->ans, msg, sizeof b->ans);
+        b->ans_fd = fd;
         b->ans.why[sizeof b->ans.why - 1] = '\0';
         if (b->ans.len > BE_IPC_TOKEN_BYTES)
             b->ans.len = BE_IPC_TOKEN_BYTES;

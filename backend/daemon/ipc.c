@@ -20,8 +20,25 @@
 #include "session/spin.h"
 #include "sluice/wire.h"
 
+static void rx_close_fd(struct be_ipc_rx *rx)
+{
+    if (rx->has_fd)
+        close(rx->fd);
+    rx->has_fd = 0;
+    rx->fd = -1;
+}
+
+int be_ipc_rx_take_fd(struct be_ipc_rx *rx)
+{
+    int fd = rx->has_fd ? rx->fd : -1;
+    rx->has_fd = 0;
+    rx->fd = -1;
+    return fd;
+}
+
 void be_ipc_rx_next(struct be_ipc_rx *rx)
 {
+    rx_close_fd(rx); /* one nobody took: it came with a message that carries none */
     free(rx->msg);
     free(rx->bulk);
     rx->msg = rx->bulk = NULL;
@@ -79,6 +96,45 @@ static int rx_feed(struct be_ipc_rx *rx, const uint8_t *p, size_t n, size_t *use
     return rx->got == total ? 1 : 0;
 }
 
+/* One record into buf; a descriptor that came with it in *got_fd; *bad when more came than one
+ * descriptor or anything else (every descriptor that came is closed then). */
+static ssize_t recv_record(int fd, uint8_t *buf, int nonblock, int *got_fd, int *bad)
+{
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int) * 4)];
+    } ctl;
+    struct iovec iov = {buf, BE_IPC_RECORD};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
+    ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | (nonblock ? MSG_DONTWAIT : 0));
+    if (n < 0)
+        return n;
+    *bad = (mh.msg_flags & MSG_CTRUNC) != 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            *bad = 1;
+            continue;
+        }
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int one;
+            memcpy(&one, CMSG_DATA(c) + i * sizeof(int), sizeof one);
+            if (*got_fd < 0) {
+                *got_fd = one;
+            } else {
+                close(one);
+                *bad = 1;
+            }
+        }
+    }
+    if (*bad && *got_fd >= 0) {
+        close(*got_fd);
+        *got_fd = -1;
+    }
+    return n;
+}
+
 int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock)
 {
     if (!rx->spare && !(rx->spare = malloc(BE_IPC_RECORD)))
@@ -98,19 +154,68 @@ int be_ipc_read(int fd, struct be_ipc_rx *rx, int nonblock)
             rx->spent = 0;
             return 2; /* the budget of this turn is spent */
         }
-        ssize_t n = recv(fd, rx->spare, BE_IPC_RECORD, nonblock ? MSG_DONTWAIT : 0);
+        int got_fd = -1, bad = 0;
+        ssize_t n = recv_record(fd, rx->spare, nonblock, &got_fd, &bad);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 2; /* nothing more now */
         if (n <= 0)
-            return -2; /* EOF or error */
+            return -2;                            /* EOF or error */
+        if (bad || (got_fd >= 0 && rx->has_fd)) { /* one descriptor per message at most */
+            if (got_fd >= 0)
+                close(got_fd);
+            return -1;
+        }
+        if (got_fd >= 0) {
+            rx->has_fd = 1;
+            rx->fd = got_fd;
+        }
         if (nonblock && rx->budget) {
             rx->spent = rx->budget <= (size_t)n;
             rx->budget -= rx->spent ? rx->budget : (size_t)n;
         }
         rx->spare_len = (size_t)n;
         rx->spare_off = 0;
+    }
+}
+
+int be_ipc_send_fd(int fd, uint32_t type, const void *msg, size_t len, int pass_fd)
+{
+    struct be_ipc_hdr h = {type, 0, len, 0};
+    uint8_t buf[sizeof h + 4096];
+    if (len > sizeof buf - sizeof h)
+        return -1;
+    memcpy(buf, &h, sizeof h);
+    if (len)
+        memcpy(buf + sizeof h, msg, len);
+    return be_ipc_sendmsg_fd(fd, buf, sizeof h + len, pass_fd, 0) == (ssize_t)(sizeof h + len) ? 0
+                                                                                               : -1;
+}
+
+ssize_t be_ipc_sendmsg_fd(int fd, const void *buf, size_t len, int pass_fd, int nonblock)
+{
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {(void *)buf, len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (pass_fd >= 0) {
+        mh.msg_control = ctl.b;
+        mh.msg_controllen = sizeof ctl.b;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
+    }
+    for (;;) {
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | (nonblock ? MSG_DONTWAIT : 0));
+        if (w < 0 && errno == EINTR)
+            continue;
+        return w;
     }
 }
 

@@ -140,6 +140,8 @@ void be_sessions_tx_free(struct be_sess_node *n)
 {
     for (struct be_tx *t = n->tx_head, *x; t; t = x) {
         x = t->next;
+        if (t->has_fd)
+            close(t->fd);
         free(t->buf);
         free(t);
     }

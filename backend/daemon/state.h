@@ -40,6 +40,7 @@ struct be_tx {
     struct be_tx *next;
     uint8_t *buf; /* be_ipc_hdr + message + bulk */
     size_t len, off;
+    int has_fd, fd; /* a descriptor sent with the first record (SCM_RIGHTS), closed once sent */
 };
 
 struct be_sess_node {

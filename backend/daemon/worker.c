@@ -53,10 +53,10 @@ static struct be_direct *w_direct;      /* the direct endpoint (direct.c), NULL:
 static struct be_direct *w_direct_left; /* one left open for the process's exit (w_run_direct) */
 static be_broker *w_broker;             /* the IPC token broker's worker side (broker.c) */
 
-static int w_token_send(const void *msg, size_t len)
+static int w_token_send(const void *msg, size_t len, int fd)
 {
     pthread_mutex_lock(&w_mu);
-    int rc = be_ipc_send_blocking(w_fd, BE_IPC_TOKEN, 0, msg, len, NULL, 0);
+    int rc = be_ipc_send_fd(w_fd, BE_IPC_TOKEN, msg, len, fd);
     pthread_mutex_unlock(&w_mu);
     return rc;
 }
@@ -171,9 +171,9 @@ static int w_frame(sl_be_session *s, Sluice__Wire__ClientMessage *m, uint8_t *bl
 }
 
 /* The parent's answer to an IPC token request (broker.c). 0 = go on. */
-static int w_token_answer(const struct be_ipc_rx *rx)
+static int w_token_answer(struct be_ipc_rx *rx)
 {
-    if (be_broker_answer(w_broker, rx->msg, (size_t)rx->hdr.msg_len) == 0)
+    if (be_broker_answer(w_broker, rx->msg, (size_t)rx->hdr.msg_len, be_ipc_rx_take_fd(rx)) == 0)
         return 0;
     w_close(SL_ERR_PROTOCOL, "an IPC token answer from the parent that nobody asked for");
     return -1;

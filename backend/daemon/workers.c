@@ -301,8 +301,9 @@ void be_workers_queue(struct be_sess_node *n, struct be_tx *t)
 static void token_request(struct be_server *srv, struct be_sess_node *n)
 {
     struct be_ipc_token_ans ans;
-    be_ipc_tokens_serve(srv->tokens, n->instance, n->id, n->rx.msg, (size_t)n->rx.hdr.msg_len,
-                        &ans);
+    int out_fd = -1;
+    be_ipc_tokens_serve_fd(srv->tokens, n->instance, n->id, n->rx.msg, (size_t)n->rx.hdr.msg_len,
+                           be_ipc_rx_take_fd(&n->rx), &ans, &out_fd);
     if (ans.result)
         sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu instance %s: %s",
                (unsigned long long)n->id, n->instance, ans.why);
@@ -311,6 +312,8 @@ static void token_request(struct be_server *srv, struct be_sess_node *n)
     uint8_t *buf = t ? malloc(sizeof h + sizeof ans) : NULL;
     if (!buf) {
         free(t);
+        if (out_fd >= 0)
+            close(out_fd);
         be_sessions_violation(srv, n->peer, SL_ERR_NOMEM, "out of memory for an IPC token answer");
         return;
     }
@@ -319,6 +322,8 @@ static void token_request(struct be_server *srv, struct be_sess_node *n)
     OPENSSL_cleanse(&ans, sizeof ans);
     t->buf = buf;
     t->len = sizeof h + sizeof ans;
+    t->has_fd = out_fd >= 0;
+    t->fd = out_fd;
     be_workers_queue(n, t);
     be_workers_flush(n);
 }
@@ -329,11 +334,13 @@ void be_workers_flush(struct be_sess_node *n)
     while (n->fd >= 0 && n->tx_head) {
         struct be_tx *t = n->tx_head;
         size_t k = t->len - t->off < BE_IPC_RECORD ? t->len - t->off : BE_IPC_RECORD;
-        ssize_t w = send(n->fd, t->buf + t->off, k, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
+        ssize_t w = be_ipc_sendmsg_fd(n->fd, t->buf + t->off, k, t->has_fd ? t->fd : -1, 1);
         if (w <= 0)
-            return; /* full (POLLOUT later) or gone (EOF on read, then reaped) */
+            return;      /* full (POLLOUT later) or gone (EOF on read, then reaped) */
+        if (t->has_fd) { /* the worker has its own copy now */
+            close(t->fd);
+            t->has_fd = 0;
+        }
         t->off += (size_t)w;
         if (t->off == t->len) {
             n->tx_head = t->next;

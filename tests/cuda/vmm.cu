@@ -1,8 +1,8 @@
 // vmm: virtual memory management as vectorAddMMAP and cudaCompressibleMemory use it. Allocation
 // granularity, an address range reserved, two physical allocations mapped side by side, access
 // set, a copy and a kernel across both mappings, allocation properties and access read back;
-// then: a copy into the range after it is unmapped, cuMemCreate with a shareable handle type and
-// cuMemExportToShareableHandle refused (Sluice), everything released.
+// then: a copy into the range after it is unmapped, cuMemCreate and cuMemExportToShareableHandle
+// with the fabric handle type refused (Sluice), everything released.
 #include "driver.cuh"
 #include <cstdlib>
 #include <cstring>
@@ -64,18 +64,19 @@ int main()
     const char *native = std::getenv("SLUICE_E2E_NATIVE");
     if (!native || native[0] != '1') {
         // Sluice's checks: the unmapped range is no longer the session's memory; shareable
-        // handles are refused
+        // handles other than POSIX file descriptors are refused (those travel as tokens:
+        // shareable_ipc.cu)
         if (cuMemcpyHtoD(base, v.data(), 64) == CUDA_SUCCESS)
             FAIL("a copy into an unmapped range was accepted");
         CUmemAllocationProp sh = prop;
-        sh.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        sh.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
         CUmemGenericAllocationHandle x;
         if (cuMemCreate(&x, gran, &sh, 0) != CUDA_ERROR_NOT_SUPPORTED)
-            FAIL("cuMemCreate with a shareable handle type was not refused");
-        int fd = -1;
-        if (cuMemExportToShareableHandle(&fd, h[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) !=
+            FAIL("cuMemCreate with the fabric handle type was not refused");
+        CUmemFabricHandle fh;
+        if (cuMemExportToShareableHandle(&fh, h[0], CU_MEM_HANDLE_TYPE_FABRIC, 0) !=
             CUDA_ERROR_NOT_SUPPORTED)
-            FAIL("cuMemExportToShareableHandle was not refused");
+            FAIL("cuMemExportToShareableHandle of the fabric type was not refused");
     }
     CU(cuMemAddressFree(base, 2 * gran));
     pass();

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "ipc.h"
 
 static const char MEM_MAGIC[8] = "SLDBLMEM";
 static const char EVT_MAGIC[8] = "SLDBLEVT";
@@ -30,6 +31,8 @@ struct mem_handle { /* inside CUipcMemHandle (64 bytes) */
     int32_t pid, fd;
 };
 _Static_assert(sizeof(struct mem_handle) <= sizeof(CUipcMemHandle), "fits a CUipcMemHandle");
+_Static_assert(sizeof(CUipcMemHandle) == DBL_IPC_BYTES, "64 bytes");
+_Static_assert(sizeof(CUmemPoolPtrExportData) == DBL_IPC_BYTES, "64 bytes");
 
 struct evt_handle { /* inside CUipcEventHandle */
     char magic[8];
@@ -62,22 +65,27 @@ static CUresult share(struct dbl_alloc *a)
     return CUDA_ERROR_OPERATING_SYSTEM;
 }
 
-static CUresult get_mem(CUipcMemHandle *h, CUdeviceptr dptr)
+CUresult dbl_ipc_export(CUdeviceptr dptr, const char magic[8], void *out)
 {
     struct dbl_ctx *c;
     CUresult rc = need_ctx(&c);
     if (rc)
         return rc;
-    struct dbl_alloc *a = h && dptr ? alloc_find(dptr, 1) : NULL;
+    struct dbl_alloc *a = out && dptr ? alloc_find(dptr, 1) : NULL;
     if (!a || a->kind != A_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
     if (!a->ipc_fd1 && (rc = share(a)) != CUDA_SUCCESS)
         return rc;
     struct mem_handle m = {.size = a->size, .pid = (int32_t)getpid(), .fd = a->ipc_fd1 - 1};
-    memcpy(m.magic, MEM_MAGIC, sizeof m.magic);
-    memset(h, 0, sizeof *h);
-    memcpy(h->reserved, &m, sizeof m);
+    memcpy(m.magic, magic, sizeof m.magic);
+    memset(out, 0, DBL_IPC_BYTES);
+    memcpy(out, &m, sizeof m);
     return CUDA_SUCCESS;
+}
+
+static CUresult get_mem(CUipcMemHandle *h, CUdeviceptr dptr)
+{
+    return dbl_ipc_export(dptr, MEM_MAGIC, h ? h->reserved : NULL);
 }
 
 EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
@@ -87,14 +95,20 @@ EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 
 static CUresult open_mem(CUdeviceptr *out, const CUipcMemHandle *h, unsigned flags)
 {
+    if (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    return dbl_ipc_open(h->reserved, MEM_MAGIC, out);
+}
+
+CUresult dbl_ipc_open(const void *in, const char magic[8], CUdeviceptr *out)
+{
     struct dbl_ctx *c;
     CUresult rc = need_ctx(&c);
     if (rc)
         return rc;
     struct mem_handle m;
-    memcpy(&m, h->reserved, sizeof m);
-    if (!out || flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS ||
-        memcmp(m.magic, MEM_MAGIC, sizeof m.magic) || !m.size || m.pid <= 0 || m.fd < 0)
+    memcpy(&m, in, sizeof m);
+    if (!out || memcmp(m.magic, magic, sizeof m.magic) || !m.size || m.pid <= 0 || m.fd < 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (m.pid == (int32_t)getpid())
         return CUDA_ERROR_INVALID_CONTEXT; /* the exporting process itself, as the driver */

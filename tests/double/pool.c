@@ -3,11 +3,17 @@
 #include "core.h"
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "context.h"
 #include "copy.h"
 #include "graph_mem.h"
+#include "ipc.h"
 
 /* A pool is bookkeeping: its allocations are ordinary allocations (execution is synchronous,
  * so "stream order" is call order). Attributes are stored and answered back; the used-memory
@@ -16,6 +22,8 @@ struct dbl_pool {
     struct dbl_obj hdr;
     cuuint64_t threshold, used, used_high;
     int reuse[3];
+    unsigned handle_types; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: exportable */
+    int imported;          /* cuMemPoolImportFromShareableHandle: pointers are imported into it */
 };
 
 static struct dbl_pool default_pool, *current_pool;
@@ -92,13 +100,16 @@ static CUresult pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
     if (!dbl_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id != 0)
+        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id != 0 ||
+        (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+         props->handleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
         return CUDA_ERROR_INVALID_VALUE;
     struct dbl_pool *p = calloc(1, sizeof *p);
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     p->hdr.kind = K_POOL;
     p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
+    p->handle_types = (unsigned)props->handleTypes;
     obj_add(p);
     *pool = (CUmemoryPool)p;
     return CUDA_SUCCESS;
@@ -116,7 +127,7 @@ static CUresult pool_destroy(CUmemoryPool pool)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < npallocs;) /* the driver frees what is left in it */
         if (pallocs[i].pool == p) {
-            alloc_free(pallocs[i].base, A_DEVICE);
+            alloc_free(pallocs[i].base, p->imported ? A_IPC : A_DEVICE);
             pallocs[i] = pallocs[--npallocs];
         } else {
             i++;
@@ -264,9 +275,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
         return rc;
     for (size_t i = 0; i < npallocs; i++)
         if (pallocs[i].base == (uintptr_t)dptr) {
-            pallocs[i].pool->used -= pallocs[i].size;
+            struct dbl_pool *p = pallocs[i].pool;
+            p->used -= pallocs[i].size;
             pallocs[i] = pallocs[--npallocs];
-            break;
+            return alloc_free((uintptr_t)dptr, p->imported ? A_IPC : A_DEVICE);
         }
     int g = graph_alloc_free((uintptr_t)dptr);
     if (g >= 0)
@@ -277,4 +289,112 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     LOCKED(free_async(dptr, hStream));
+}
+
+/* ---------------------------------------------------------------- sharing between processes */
+
+/* A pool's POSIX file descriptor handle is a memfd of this name (it holds nothing: importing
+ * makes a pool of this process into which pointers are imported); a pointer's export data is an
+ * IPC description of its allocation (ipc.c), mapped by the importer. */
+#define POOL_FD_NAME "/memfd:sluice-double-pool"
+static const char PTR_MAGIC[8] = "SLDBLPPT";
+
+static CUresult pool_export(void *out, CUmemoryPool pool, CUmemAllocationHandleType t,
+                            unsigned long long flags)
+{
+    struct dbl_pool *p = obj_get(pool, K_POOL);
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!out || flags || t != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !(p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        return CUDA_ERROR_INVALID_VALUE;
+    int fd = memfd_create(POOL_FD_NAME + 7, 0);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)out = fd;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
+                                                 CUmemAllocationHandleType handleType,
+                                                 unsigned long long flags)
+{
+    LOCKED(pool_export(handle_out, pool, handleType, flags));
+}
+
+static CUresult pool_import(CUmemoryPool *out, void *os, CUmemAllocationHandleType t,
+                            unsigned long long flags)
+{
+    if (!dbl_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    intptr_t fd = (intptr_t)os;
+    char path[64], target[64] = "";
+    snprintf(path, sizeof path, "/proc/self/fd/%d", (int)fd);
+    if (!out || flags || t != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fd < 0 ||
+        fd > INT32_MAX || readlink(path, target, sizeof target - 1) < 0 ||
+        strncmp(target, POOL_FD_NAME, strlen(POOL_FD_NAME)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->hdr.kind = K_POOL;
+    p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
+    p->handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    p->imported = 1;
+    obj_add(p);
+    *out = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+                                                   CUmemAllocationHandleType handleType,
+                                                   unsigned long long flags)
+{
+    LOCKED(pool_import(pool_out, handle, handleType, flags));
+}
+
+static CUresult export_ptr(CUmemPoolPtrExportData *out, CUdeviceptr ptr)
+{
+    for (size_t i = 0; i < npallocs; i++)
+        if (pallocs[i].base == (uintptr_t)ptr) {
+            const struct dbl_pool *p = pallocs[i].pool;
+            if (!out || p->imported ||
+                !(p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+                return CUDA_ERROR_INVALID_VALUE;
+            return dbl_ipc_export(ptr, PTR_MAGIC, out);
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+    LOCKED(export_ptr(shareData_out, ptr));
+}
+
+static CUresult import_ptr(CUdeviceptr *out, CUmemoryPool pool, const CUmemPoolPtrExportData *d)
+{
+    struct dbl_pool *p = obj_get(pool, K_POOL);
+    if (!p || !p->imported || !out || !d)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (npallocs == cappallocs) {
+        size_t cap = cappallocs ? cappallocs * 2 : 64;
+        struct dbl_pool_alloc *n = realloc(pallocs, cap * sizeof *n);
+        if (!n)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        pallocs = n;
+        cappallocs = cap;
+    }
+    CUdeviceptr ptr = 0;
+    CUresult rc = dbl_ipc_open(d, PTR_MAGIC, &ptr);
+    if (rc)
+        return rc;
+    pallocs[npallocs++] = (struct dbl_pool_alloc){(uintptr_t)ptr, 0, p};
+    *out = ptr;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
+                                       CUmemPoolPtrExportData *shareData)
+{
+    LOCKED(import_ptr(ptr_out, pool, shareData));
 }

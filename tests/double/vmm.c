@@ -3,8 +3,13 @@
 #include "core.h"
 
 #include <stdbool.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "device.h"
@@ -13,7 +18,10 @@
  * physical allocation a memfd, cuMemMap maps the memfd over the reservation, cuMemUnmap makes it
  * inaccessible again. Mapped ranges are device memory for copies and kernels (allocations of
  * kind A_REGISTERED, which the double never frees itself; adjacent mappings are one range).
- * Granularity: 2 MiB. */
+ * Granularity: 2 MiB. A POSIX file descriptor shareable handle is a copy of the memfd
+ * (cuMemExportToShareableHandle); cuMemImportFromShareableHandle takes a descriptor of such a
+ * memfd only (its name says so) and makes a handle of the same memory, as another process of one
+ * GPU would. */
 #define DBL_VMM_GRAN ((size_t)2 << 20)
 
 struct dbl_vres {
@@ -215,6 +223,64 @@ static CUresult vmm_release(CUmemGenericAllocationHandle h)
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     LOCKED(vmm_release(handle));
+}
+
+#define VMM_FD_NAME "/memfd:sluice-double-vmm"
+
+static CUresult vmm_export(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType t,
+                           unsigned long long flags)
+{
+    struct dbl_vmem *m = vmem_of(h);
+    if (!m)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!out || flags || t != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !(m->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        return CUDA_ERROR_INVALID_VALUE;
+    int fd = dup(m->fd);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)out = fd;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle,
+                                             CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType handleType,
+                                             unsigned long long flags)
+{
+    LOCKED(vmm_export(shareableHandle, handle, handleType, flags));
+}
+
+static CUresult vmm_import(CUmemGenericAllocationHandle *h, void *os, CUmemAllocationHandleType t)
+{
+    intptr_t fd = (intptr_t)os;
+    char path[64], target[64] = "";
+    snprintf(path, sizeof path, "/proc/self/fd/%d", (int)fd);
+    struct stat st;
+    if (!h || t != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fd < 0 || fd > INT32_MAX ||
+        readlink(path, target, sizeof target - 1) < 0 ||
+        strncmp(target, VMM_FD_NAME, strlen(VMM_FD_NAME)) || fstat((int)fd, &st) != 0 ||
+        st.st_size <= 0 || (size_t)st.st_size % DBL_VMM_GRAN)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct dbl_vmem *m = calloc(1, sizeof *m);
+    if (!m || (m->fd = fcntl((int)fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m->size = (size_t)st.st_size;
+    m->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    m->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    m->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    m->next = vmems;
+    vmems = m;
+    *h = (CUmemGenericAllocationHandle)(uintptr_t)m;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                               CUmemAllocationHandleType shHandleType)
+{
+    LOCKED(vmm_import(handle, osHandle, shHandleType));
 }
 
 static CUresult vmm_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h)

@@ -7,6 +7,11 @@ answer to an invalid handle (cudaErrorInvalidValue), and never see a byte of tha
   - from guest-a through another backend (B: another tenant's backend knows no token of A);
   - with the handle forged (bytes changed) on A;
   - on A after the exporter's session ended.
+The same for POSIX file descriptor shareable handles (`shareable_ipc export` / `import`): the
+guest's descriptors are memfds holding a token, so an attacker who learnt a file's bytes makes
+a memfd with the same bytes and seals; its pool, pool pointer and allocation imports must all be
+refused as invalid (CUDA_ERROR_INVALID_VALUE / cudaErrorInvalidValue), the forged case with
+the token (the file's last 64 bytes, the pointer data) changed.
 The exporter's memory must be intact at its end, and A's log must name the refusals. Runs on the
 driver double (CI) and on the real driver (--real-driver)."""
 import os
@@ -40,6 +45,38 @@ def importer(h, exe, env, handle, what, problems):
         problems.append(f"{what}: not refused as an invalid handle: " + out[-1500:])
 
 
+SHARE_REFUSED = ["shareable_ipc(import): pool -> CUDA_ERROR_INVALID_VALUE",
+                 "shareable_ipc(import): pointer -> cudaErrorInvalidValue",
+                 "shareable_ipc(import): allocation -> CUDA_ERROR_INVALID_VALUE"]
+
+
+def share_importer(h, exe, env, share, what, problems):
+    p = subprocess.run([exe, "import"] + share, capture_output=True, env=env, timeout=60,
+                       stdin=subprocess.DEVNULL, preexec_fn=h.die_with_parent)
+    out = (p.stdout + p.stderr).decode(errors="replace")
+    print(f"shareable, {what}: rc={p.returncode}: " + " / ".join(
+        l for l in out.splitlines() if l.startswith("shareable_ipc(import)")))
+    if p.returncode != 0 or any(r not in out for r in SHARE_REFUSED) or \
+            "PASS shareable_ipc(import)" not in out:
+        problems.append(f"shareable, {what}: not refused as an invalid handle: " + out[-1500:])
+
+
+def forge_share(share):
+    """The tokens changed: the last 64 bytes of each file, the whole pointer data."""
+    pool, pseals, ptr, alloc, aseals = share
+    def flip(x, start):
+        b = bytearray.fromhex(x)
+        for i in range(start, len(b), 3):
+            b[i] ^= 0x3c
+        return b.hex()
+    return [flip(pool, len(pool) // 2 - 64), pseals, flip(ptr, 0),
+            flip(alloc, len(alloc) // 2 - 64), aseals]
+
+
+def forgotten(h, log):
+    return h.tail(log, 400).count("IPC handle(s) it exported forgotten")
+
+
 def forge(handle):
     b = bytearray.fromhex(handle)
     for i in range(0, len(b), 5):
@@ -49,10 +86,11 @@ def forge(handle):
 
 def run(h, args, pki, work, driver, frontend_dir):
     exe = os.path.join(args.programs_dir, "ipc.static")
+    sexe = os.path.join(args.programs_dir, "shareable_ipc.static")
     a = h.Backend(args, pki, work, driver, allow_also=(GUEST_B,))
     b = None
     problems = []
-    exporter = None
+    exporter = sharer = None
     try:
         why = a.wait_ready()
         if why:
@@ -70,13 +108,28 @@ def run(h, args, pki, work, driver, frontend_dir):
         importer(h, exe, env_b, handle, "another instance (guest-b) on the same backend",
                  problems)
         importer(h, exe, env_a, forge(handle), "a forged handle", problems)
+        sharer = subprocess.Popen([sexe, "export"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.PIPE, env=env_a,
+                                  start_new_session=True, preexec_fn=h.die_with_parent)
+        sfirst = sharer.stdout.readline().decode(errors="replace")
+        m = re.match(r"SHARE ([0-9a-f]+) (\d+) ([0-9a-f]{128}) ([0-9a-f]+) (\d+)$", sfirst.strip())
+        if not m:
+            return problems + [f"the shareable exporter printed no handles: {sfirst.strip()}"]
+        share = list(m.groups())
+        share_importer(h, sexe, env_b, share, "another instance (guest-b) on the same backend",
+                       problems)
+        share_importer(h, sexe, env_a, forge_share(share), "forged tokens", problems)
         b = h.Backend(args, pki, work, driver)
         why = b.wait_ready()
         if why:
             problems.append(f"backend B: {why}")
         else:
-            importer(h, exe, h.guest_env(args, b, frontend_dir), handle,
+            env_other = h.guest_env(args, b, frontend_dir)
+            importer(h, exe, env_other, handle,
                      "the same instance through another backend (another tenant's)", problems)
+            share_importer(h, sexe, env_other, share,
+                           "the same instance through another backend (another tenant's)",
+                           problems)
         out, _ = exporter.communicate(b"end\n", timeout=60)
         out = first + out.decode(errors="replace")
         print(f"exporter: rc={exporter.returncode}")
@@ -84,14 +137,26 @@ def run(h, args, pki, work, driver, frontend_dir):
             problems.append("the exporter's memory was not intact: " + out[-1500:])
         # the server forgets the tokens when it has ended the exporter's session: wait for it
         end = time.time() + 20
-        while time.time() < end and "IPC handle(s) it exported forgotten" not in h.tail(a.log, 400):
+        while time.time() < end and forgotten(h, a.log) < 1:
             time.sleep(0.1)
         importer(h, exe, env_a, handle, "after the exporter's session ended", problems)
+        before = forgotten(h, a.log)
+        sout, _ = sharer.communicate(b"end\n", timeout=60)
+        sout = sfirst + sout.decode(errors="replace")
+        print(f"shareable exporter: rc={sharer.returncode}")
+        if sharer.returncode != 0 or "PASS shareable_ipc(export)" not in sout:
+            problems.append("the shareable exporter's memory was not intact: " + sout[-1500:])
+        end = time.time() + 20
+        while time.time() < end and forgotten(h, a.log) <= before:
+            time.sleep(0.1)
+        share_importer(h, sexe, env_a, share, "after the exporter's session ended", problems)
     except subprocess.TimeoutExpired as ex:
         problems.append(f"timeout: {ex.cmd}")
     finally:
         if exporter:
             h.kill_group(exporter, 1)
+        if sharer:
+            h.kill_group(sharer, 1)
         a.stop()
         if b:
             b.stop()

@@ -42,7 +42,7 @@ PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback",
             "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm",
             "concurrent_threads", "managed_memory", "memcpy_default", "launch_checks",
             "driver_semantics", "device_assert", "mem_free",
-            "alloc_cache", "capture_host", "mapped_large", "ipc"]
+            "alloc_cache", "capture_host", "mapped_large", "ipc", "shareable_ipc"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
@@ -55,6 +55,9 @@ EXPECTED = {
     "managed_memory": ["managed_memory: host and kernels shared 100000 ints, a list of 1000"],
     "ipc": ["ipc: the importer read 65536 ints of this process",
             "ipc(importer): forged memory handle -> cudaError"],
+    "shareable_ipc": ["shareable_ipc: the importer read 65536 ints of a pool allocation",
+                      "shareable_ipc(importer): a pipe as a pool handle -> CUDA_ERROR",
+                      "shareable_ipc(importer): a pool handle as an allocation handle -> CUDA_ERROR"],
 }
 TIMEOUT = {"large_copy": 300, "many_launches": 300}
 GUEST_UUID = "3d6b0f5e-9a1c-4e27-8f34-1b2c3d4e5f60"  # CN of make-demo-pki's guest-a
@@ -401,7 +404,7 @@ def ipc_attacks(args, pki, work, driver, frontend_dir):
 
 SCENARIOS = {"worker_crash": (worker_crash, ["session_hold", "vector_add", "printf_kernel"]),
              "image_store": (image_store, ["vector_add"]),
-             "ipc_attacks": (ipc_attacks, ["ipc"])}
+             "ipc_attacks": (ipc_attacks, ["ipc", "shareable_ipc"])}
 
 
 def check_table(args):

@@ -225,27 +225,18 @@ static void test_occupancy_handlers(void **state)
 
 /* ---------------------------------------------------------------- security */
 
-/* Pool pointer export/import, shareable handles and multicast are never dispatched to the
- * driver. CUDA IPC is, through the token broker's hand handlers only (api/ipc.c: a real handle
- * never reaches the guest), and the legacy cuIpcOpenMemHandle stays refused. */
+/* Multicast, address-range handles and allocation handle retention are never dispatched to the
+ * driver. CUDA IPC, shareable handles and pool pointers are, through the token broker's hand
+ * handlers only (api/ipc.c, api/shareable.c: a real handle never reaches the guest), and the
+ * legacy cuIpcOpenMemHandle stays refused. */
 static void test_security_calls_have_no_handler(void **state)
 {
     (void)state;
     static const uint32_t ids[] = {
-        SL_CALL_cuIpcOpenMemHandle,
-        SL_CALL_cuMemPoolExportPointer,
-        SL_CALL_cuMemPoolImportPointer,
-        SL_CALL_cuMemPoolExportToShareableHandle,
-        SL_CALL_cuMemPoolImportFromShareableHandle,
-        SL_CALL_cuMemExportToShareableHandle,
-        SL_CALL_cuMemImportFromShareableHandle,
-        SL_CALL_cuMemGetHandleForAddressRange,
-        SL_CALL_cuMemRetainAllocationHandle,
-        SL_CALL_cuMulticastCreate,
-        SL_CALL_cuMulticastAddDevice,
-        SL_CALL_cuMulticastBindMem,
-        SL_CALL_cuMulticastBindAddr,
-        SL_CALL_cuMulticastUnbind,
+        SL_CALL_cuIpcOpenMemHandle,          SL_CALL_cuMemGetHandleForAddressRange,
+        SL_CALL_cuMemRetainAllocationHandle, SL_CALL_cuMulticastCreate,
+        SL_CALL_cuMulticastAddDevice,        SL_CALL_cuMulticastBindMem,
+        SL_CALL_cuMulticastBindAddr,         SL_CALL_cuMulticastUnbind,
         SL_CALL_cuMulticastGetGranularity,
     };
     for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
@@ -260,6 +251,12 @@ static void test_security_calls_have_no_handler(void **state)
         {SL_CALL_cuIpcOpenMemHandle_v2, be_h_cuIpcOpenMemHandle_v2},
         {SL_CALL_cuIpcGetEventHandle, be_h_cuIpcGetEventHandle},
         {SL_CALL_cuIpcOpenEventHandle, be_h_cuIpcOpenEventHandle},
+        {SL_CALL_cuMemPoolExportPointer, be_h_cuMemPoolExportPointer},
+        {SL_CALL_cuMemPoolImportPointer, be_h_cuMemPoolImportPointer},
+        {SL_CALL_cuMemPoolExportToShareableHandle, be_h_cuMemPoolExportToShareableHandle},
+        {SL_CALL_cuMemPoolImportFromShareableHandle, be_h_cuMemPoolImportFromShareableHandle},
+        {SL_CALL_cuMemExportToShareableHandle, be_h_cuMemExportToShareableHandle},
+        {SL_CALL_cuMemImportFromShareableHandle, be_h_cuMemImportFromShareableHandle},
     };
     for (size_t i = 0; i < sizeof brokered / sizeof *brokered; i++) {
         assert_null(sl_call_lookup(brokered[i].id)->refuse);

@@ -219,9 +219,9 @@ static void test_vmm(void **state)
         h[i] = reply.cu_mem_create->handle;
         sl_be_reply_clear(&reply);
     }
-    /* shareable handle types are refused before the driver */
+    /* shareable handle types other than POSIX file descriptors are refused before the driver */
     int before = driver_calls;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
     assert_int_equal(run(s, &cc, NULL, 0, NULL), CUDA_ERROR_NOT_SUPPORTED);
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
     prop.location.id = 3; /* no such device */

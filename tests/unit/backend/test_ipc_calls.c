@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -36,11 +37,13 @@ static uint8_t g_opened_with[64];     /* the handle the driver's open saw */
 static int g_opens;
 
 /* The worker's write to its parent, answered at once by the parent's registry. */
-static int send_to_parent(const void *msg, size_t len)
+static int send_to_parent(const void *msg, size_t len, int fd)
 {
     struct be_ipc_token_ans ans;
-    be_ipc_tokens_serve(g_reg, g_asking->instance, g_asking->id, msg, len, &ans);
-    return be_broker_answer(g_broker, &ans, sizeof ans);
+    int out = -1; /* SCM_RIGHTS would give the parent its own copy: a dup here */
+    be_ipc_tokens_serve_fd(g_reg, g_asking->instance, g_asking->id, msg, len,
+                           fd >= 0 ? dup(fd) : -1, &ans, &out);
+    return be_broker_answer(g_broker, &ans, sizeof ans, out);
 }
 
 static CUresult get_mem(CUipcMemHandle *h, CUdeviceptr p)

@@ -988,16 +988,16 @@ static void unsupported_returns_not_supported(void **state)
     assert_int_equal(cuGraphDebugDotPrint(NULL, "x", 0), CUDA_ERROR_NOT_SUPPORTED);
 }
 
-/* Security: these are never forwarded, whatever the backend's driver offers (CUDA IPC handles
- * travel as tokens the backend brokers: ipc_calls_travel). */
+/* Security: these are never forwarded, whatever the backend's driver offers (CUDA IPC and
+ * shareable handles travel as tokens the backend brokers: ipc_calls_travel,
+ * shareable_descriptors). */
 static void security_calls_never_travel(void **state)
 {
     (void)state;
-    CUmemPoolPtrExportData ed;
     CUmemGenericAllocationHandle mc;
     CUmulticastObjectProp prop = {0};
     size_t gran;
-    assert_int_equal(cuMemPoolExportPointer(&ed, 0x1000), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuMemRetainAllocationHandle(&mc, (void *)0x1000), CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(cuMulticastCreate(&mc, &prop), CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(cuMulticastGetGranularity(&gran, &prop, CU_MULTICAST_GRANULARITY_MINIMUM),
                      CUDA_ERROR_NOT_SUPPORTED);
@@ -1037,6 +1037,47 @@ static void ipc_calls_travel(void **state)
     assert_int_equal(F.call_ids[2], SL_CALL_cuIpcCloseMemHandle);
     assert_int_equal(F.call_ids[3], SL_CALL_cuIpcGetEventHandle);
     assert_int_equal(F.call_ids[4], SL_CALL_cuIpcOpenEventHandle);
+}
+
+/* Shareable handles (frontend/api/shareable.c): a descriptor that is not a Sluice memfd of the
+ * right kind is CUDA_ERROR_INVALID_VALUE and never travels, nor does a handle type other than
+ * POSIX file descriptors; no descriptor is left behind. The memfd's way through the backend:
+ * e2e.shareable_ipc.*, e2e.ipc_attacks. */
+static void shareable_descriptors(void **state)
+{
+    (void)state;
+    int pp[2];
+    assert_int_equal(pipe(pp), 0);
+    int before = fcntl(pp[1], F_DUPFD, 0); /* the lowest free descriptor now */
+    close(before);
+    CUmemoryPool pool = NULL;
+    CUmemGenericAllocationHandle h = 0;
+    assert_int_equal(cuMemPoolImportFromShareableHandle(&pool, (void *)(uintptr_t)pp[0],
+                                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                                        0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)pp[0],
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemImportFromShareableHandle(&h, (void *)(intptr_t)-1,
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                     CUDA_ERROR_INVALID_VALUE);
+    int fd = -1;
+    assert_int_equal(cuMemExportToShareableHandle(&fd, 1, CU_MEM_HANDLE_TYPE_FABRIC, 0),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(
+        cuMemExportToShareableHandle(NULL, 1, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(
+        cuMemPoolExportToShareableHandle(&fd, (CUmemoryPool)0x1, CU_MEM_HANDLE_TYPE_WIN32, 0),
+        CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(F.calls, 0);
+    assert_int_equal(fd, -1);
+    int now = fcntl(pp[1], F_DUPFD, 0);
+    assert_int_equal(now, before); /* no descriptor left open */
+    close(now);
+    close(pp[0]);
+    close(pp[1]);
 }
 
 /* The occupancy calls travel as their own calls; a kernel's id goes as the function. */
@@ -1098,6 +1139,7 @@ int main(void)
         cmocka_unit_test_setup(lost_connection_fails_cleanly, setup),
         cmocka_unit_test_setup(unsupported_returns_not_supported, setup),
         cmocka_unit_test_setup(security_calls_never_travel, setup),
+        cmocka_unit_test_setup(shareable_descriptors, setup),
         cmocka_unit_test_setup(ipc_calls_travel, setup),
         cmocka_unit_test_setup(occupancy_calls, setup),
     };

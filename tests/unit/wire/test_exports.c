@@ -70,15 +70,15 @@ static void table_holds_every_exported_name(void **state)
 static void refused_calls_answer_not_supported(void **state)
 {
     (void)state;
-    const struct sl_call_info *ci = sl_call_lookup(SL_CALL_cuMemPoolExportPointer);
+    const struct sl_call_info *ci = sl_call_lookup(SL_CALL_cuMemRetainAllocationHandle);
     assert_non_null(ci);
     assert_non_null(ci->refuse);
     assert_false(ci->flags & SL_CALL_SENT);
-    CUresult (*exp)(CUmemPoolPtrExportData *, CUdeviceptr) = (CUresult(*)(
-        CUmemPoolPtrExportData *, CUdeviceptr))sl_fe_export_address("cuMemPoolExportPointer");
-    assert_ptr_equal((const void *)exp, (const void *)cuMemPoolExportPointer);
-    CUmemPoolPtrExportData d;
-    assert_int_equal(exp(&d, 0), CUDA_ERROR_NOT_SUPPORTED);
+    CUresult (*exp)(CUmemGenericAllocationHandle *, void *) = (CUresult(*)(
+        CUmemGenericAllocationHandle *, void *))sl_fe_export_address("cuMemRetainAllocationHandle");
+    assert_ptr_equal((const void *)exp, (const void *)cuMemRetainAllocationHandle);
+    CUmemGenericAllocationHandle h;
+    assert_int_equal(exp(&h, NULL), CUDA_ERROR_NOT_SUPPORTED);
     /* CUDA IPC travels (as tokens the backend brokers, docs/security.md) */
     ci = sl_call_lookup(SL_CALL_cuIpcGetMemHandle);
     assert_non_null(ci);
