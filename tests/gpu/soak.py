@@ -456,9 +456,11 @@ def main():
     ctx = A.Ctx()
     ctx.build = build
     real = bool(a.real_driver or a.bundle or a.driver)
-    ctx.mode = "gpu" if real else "double"
     ctx.driver = a.driver or (run.real_driver() if real else os.path.join(
         build, "tests", "double", "libsluice-driver-double.so"))
+    if ctx.driver and "driver-double" in os.path.basename(ctx.driver):
+        real = False  # --driver naming the double
+    ctx.mode = "gpu" if real else "double"
     ctx.backend = os.path.join(build, "backend", "sluice-backend")
     ctx.fake_agent = os.path.join(build, "tests", "e2e", "sluice-fake-agent")
     ctx.share_check = os.path.join(build, "tests", "e2e", "sluice-share-check")
