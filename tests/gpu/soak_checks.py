@@ -50,9 +50,10 @@ def rates(tenant, w0, w1, shared_by_id):
     return raw, shared, covered
 
 
-def check_shares(tenants, w0, w1, shared_by_id, tol):
+def check_shares(tenants, w0, w1, shared_by_id, tol, timed=True):
     """Each capped tenant with heavy sessions (each alone would keep the GPU busy: the GPU is
-    oversubscribed) measures its cap within tol (a fraction: 0.05 is 5 points)."""
+    oversubscribed) measures its cap within tol (a fraction: 0.05 is 5 points). timed False
+    (a sanitized build, whose sessions cannot keep a GPU busy): the figures, not checked."""
     bad, fig = [], {}
     for t in tenants:
         raw, shared, covered = rates(t, w0, w1, shared_by_id)
@@ -60,7 +61,7 @@ def check_shares(tenants, w0, w1, shared_by_id, tol):
         heavy = [s for s in t["sessions"] if s["role"] == "heavy"]
         fig[t["name"]] = {"cap": t["cap"], "raw": round(raw, 4), "shared": round(shared, 4),
                           "throttled_s": round(throttled, 3)}
-        if t["cap"] >= 1 or not heavy:
+        if t["cap"] >= 1 or not heavy or not timed:
             fig[t["name"]]["checked"] = False  # uncapped, or not asking for more than its cap
             continue
         fig[t["name"]]["checked"] = True
@@ -69,9 +70,9 @@ def check_shares(tenants, w0, w1, shared_by_id, tol):
                        "inside the measured window")
         if abs(raw - t["cap"]) > tol:
             bad.append(f"{t['name']}: measured {raw:.1%}, cap {t['cap']:.0%}")
-    detail = "; ".join(bad) or ", ".join(
-        f"{k} {v['raw']:.1%} (cap {v['cap']:.0%}, billed {v['shared']:.1%})"
-        for k, v in fig.items())
+    detail = "; ".join(bad) or ("" if timed else "not checked under ASan (timings): ") + \
+        ", ".join(f"{k} {v['raw']:.1%} (cap {v['cap']:.0%}, billed {v['shared']:.1%})"
+                  for k, v in fig.items())
     return not bad, detail, fig
 
 
