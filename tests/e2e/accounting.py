@@ -87,7 +87,7 @@ def make_ca(pki, name):
 class Agent:
     """sluice-fake-agent on ipc://<work>/<name>.sock, its JSON lines in <work>/<name>.jsonl."""
 
-    def __init__(self, ctx, name, project, grants, no_ack=0, sock=None):
+    def __init__(self, ctx, name, project, grants, no_ack=0, sock=None, seconds=None):
         self.ctx = ctx
         self.sock = sock or os.path.join(ctx.work, f"{name}.sock")
         self.out = os.path.join(ctx.work, f"{name}-{len(os.listdir(ctx.work))}.jsonl")
@@ -95,6 +95,8 @@ class Agent:
                 "--project", project, "--no-ack", str(no_ack)]
         for g in grants:
             argv += ["--grant", ",".join(str(x) for x in g)]
+        if seconds:  # how long it serves (its default: 600 s)
+            argv += ["--seconds", str(seconds)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True,
                                      preexec_fn=run.die_with_parent)
         self.wait_for(lambda evs: any(e["type"] == "listening" for e in evs), 10, "listening")
@@ -126,11 +128,11 @@ class Tenant:
     """A sluice-backend for project with --control to its fake agent; guests' config folders."""
 
     def __init__(self, ctx, name, project, grants, no_ack=0, resend=2, interval=1,
-                 max_sessions=None, extra=()):
+                 max_sessions=None, extra=(), agent_seconds=None):
         self.ctx = ctx
         self.name = name
         self.project = project
-        self.agent = Agent(ctx, name, project, grants, no_ack)
+        self.agent = Agent(ctx, name, project, grants, no_ack, seconds=agent_seconds)
         self.port = run.free_port()
         self.endpoint = f"tcp://127.0.0.1:{self.port}"
         self.log = os.path.join(ctx.work, f"backend-{name}.log")
