@@ -119,7 +119,7 @@ static int hidden_mode(int argc, char **argv)
     const char *driver = NULL, *instance = "", *project = "";
     unsigned long long sid = 0;
     int fd = -1;
-    struct be_worker_opts wo = {-1, -1, -1, 0, 0, NULL, 0, {0}};
+    struct be_worker_opts wo = {-1, -1, -1, 0, 0, NULL, 0, {0}, 0};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--session-worker"))
             fd = atoi(argv[i + 1]);
@@ -137,6 +137,8 @@ static int hidden_mode(int argc, char **argv)
             wo.image_dir = argv[i + 1];
         else if (!strcmp(argv[i], "--spin-us"))
             wo.spin_us = (unsigned)strtoul(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--lanes"))
+            wo.lanes = (unsigned)strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--direct"))
             wo.direct.listen = argv[i + 1];
         else if (!strcmp(argv[i], "--cert"))

@@ -12,6 +12,7 @@
 #include "daemon/control.h"
 #include "daemon/direct.h"
 #include "daemon/grants.h"
+#include "daemon/lanes.h"
 #include "daemon/outbox.h"
 #include "daemon/sessions.h"
 #include "daemon/state.h"
@@ -22,8 +23,11 @@
 #include "sluice_control.pb-c.h"
 
 sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s,
-                         const struct be_direct *direct, uint8_t **buf, size_t *len, sl_error *e)
+                         const struct be_direct *direct, const struct be_lanes *lanes,
+                         uint8_t **buf, size_t *len, sl_error *e)
 {
+    uint32_t lane_ports[SL_LANE_MAX];
+    ProtobufCBinaryData lane_tickets[SL_LANE_MAX];
     int nd = devs ? devs->count : 0;
     Sluice__Wire__DeviceInfo *di = calloc(nd ? (size_t)nd : 1, sizeof *di);
     Sluice__Wire__DeviceInfo **dp = calloc(nd ? (size_t)nd : 1, sizeof *dp);
@@ -61,6 +65,16 @@ sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s,
         acc.direct_port = be_direct_port(direct);
         acc.direct_ticket =
             (ProtobufCBinaryData){BE_DIRECT_TICKET, (uint8_t *)be_direct_ticket(direct)};
+        unsigned nl = be_lanes_count(lanes);
+        for (unsigned i = 0; i < nl && i < SL_LANE_MAX; i++) {
+            lane_ports[i] = be_lanes_port(lanes, i);
+            lane_tickets[i] =
+                (ProtobufCBinaryData){SL_LANE_TICKET, (uint8_t *)be_lanes_ticket(lanes, i)};
+        }
+        acc.lane_ports = lane_ports;
+        acc.n_lane_ports = nl;
+        acc.lane_tickets = lane_tickets;
+        acc.n_lane_tickets = nl;
     }
     Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
     m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT;
@@ -117,6 +131,7 @@ void be_accept_open(struct be_server *srv, const sl_server_event *ev,
     snprintf(n->instance, sizeof n->instance, "%s", ev->identity->instance_id);
     snprintf(n->project, sizeof n->project, "%s", ev->identity->project_id);
     snprintf(n->fingerprint, sizeof n->fingerprint, "%s", ev->identity->fingerprint);
+    n->lanes = o->lanes; /* checked by the envelope: <= SL_LANE_MAX */
     snprintf(n->flavor, sizeof n->flavor, "%s", sla.flavor);
     if (srv->acct) {
         n->acct_inst = be_acct_inst_set(srv->acct, inst, &sla);
@@ -176,7 +191,7 @@ void be_accept_open(struct be_server *srv, const sl_server_event *ev,
     be_control_session(srv->ctl, SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED, n->instance,
                        n->project, n->id, "");
     if (n->s) {
-        if (be_encode_accept(srv->devs, n->s, NULL, &buf, &len, &e) != SL_OK) {
+        if (be_encode_accept(srv->devs, n->s, NULL, NULL, &buf, &len, &e) != SL_OK) {
             be_sessions_violation(srv, ev->peer, SL_ERR_NOMEM, "out of memory");
             return;
         }

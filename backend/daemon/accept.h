@@ -12,10 +12,12 @@
 #include "sluice/wire.h"
 
 struct be_direct; /* daemon/direct.h */
+struct be_lanes;  /* daemon/lanes.h */
 /* The encoded ServerMessage{accept} for session s on devs, with the worker's direct endpoint
- * (port and ticket) when direct is not NULL. */
+ * (port and ticket) when direct is not NULL, and its bulk lanes' when lanes is not NULL. */
 sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s,
-                         const struct be_direct *direct, uint8_t **buf, size_t *len, sl_error *e);
+                         const struct be_direct *direct, const struct be_lanes *lanes,
+                         uint8_t **buf, size_t *len, sl_error *e);
 /* A SessionOpen from ev's peer: admitted (a worker process or an in-process session started) or
  * refused with the reason. */
 void be_accept_open(struct be_server *srv, const sl_server_event *ev,

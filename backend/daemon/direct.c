@@ -76,6 +76,49 @@ static int d_accept(void *user, const sl_peer_identity *id, sl_error *why)
     return 1;
 }
 
+sl_code be_direct_bind(const struct be_direct_cfg *c, const sl_channel_opts *opts,
+                       const sl_server_hooks *hooks, sl_server **srv, uint16_t *port_out,
+                       sl_error *e)
+{
+    *srv = NULL;
+    sl_tls_config tls = {
+        .mode = SL_TLS_MUTUAL, .ca_file = c->ca, .cert_file = c->cert, .key_file = c->key};
+    if (!c->port_min) {
+        if (sl_server_bind(c->listen, &tls, opts, hooks, srv, e) != SL_OK)
+            return e->code;
+    } else { /* the operator's range (a firewall opens it): a free port from a random start */
+        unsigned n = c->port_max - c->port_min + 1, tries = n < 512 ? n : 512, r = 0;
+        size_t base = strlen(c->listen) - 1; /* the '*' */
+        char ep[300];
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+            r = (unsigned)getpid();
+        sl_fail(e, SL_ERR_IO, "no free port in %u..%u", c->port_min, c->port_max);
+        for (unsigned k = 0; k < tries && !*srv && base < 250; k++) {
+            snprintf(ep, sizeof ep, "%.*s%u", (int)base, c->listen, c->port_min + (r + k) % n);
+            sl_error be;
+            if (sl_server_bind(ep, &tls, opts, hooks, srv, &be) == SL_OK)
+                break;
+            if (be.code == SL_ERR_CONFIG) { /* the TLS material, not the port */
+                *e = be;
+                break;
+            }
+        }
+        if (!*srv)
+            return e->code;
+    }
+    const char *ep = sl_server_endpoint(*srv);
+    const char *colon = ep ? strrchr(ep, ':') : NULL;
+    unsigned long port = colon ? strtoul(colon + 1, NULL, 10) : 0;
+    if (!port || port > 65535) {
+        sl_fail(e, SL_ERR_IO, "no port in the bound endpoint %s", ep ? ep : "?");
+        sl_server_close(*srv);
+        *srv = NULL;
+        return e->code;
+    }
+    *port_out = (uint16_t)port;
+    return SL_OK;
+}
+
 sl_code be_direct_open(const struct be_direct_cfg *c, struct be_direct **out, sl_error *e)
 {
     *out = NULL;
@@ -96,8 +139,6 @@ sl_code be_direct_open(const struct be_direct_cfg *c, struct be_direct **out, sl
         sl_fail(e, SL_ERR_IO, "no random bytes for the ticket: %s", strerror(errno));
         goto fail;
     }
-    sl_tls_config tls = {
-        .mode = SL_TLS_MUTUAL, .ca_file = c->ca, .cert_file = c->cert, .key_file = c->key};
     sl_server_hooks hooks = {.accept = d_accept, .user = d};
     sl_channel_opts opts;
     sl_channel_opts_default(&opts);
@@ -105,37 +146,8 @@ sl_code be_direct_open(const struct be_direct_cfg *c, struct be_direct **out, sl
     opts.max_bulk = BE_MAX_BULK_PER_FRAME;
     opts.max_out_queue = BE_MAX_REPLY_QUEUE;
     opts.max_peers = 4;
-    if (!c->port_min) {
-        if (sl_server_bind(c->listen, &tls, &opts, &hooks, &d->srv, e) != SL_OK)
-            goto fail;
-    } else { /* the operator's range (a firewall opens it): a free port from a random start */
-        unsigned n = c->port_max - c->port_min + 1, tries = n < 512 ? n : 512, r = 0;
-        size_t base = strlen(c->listen) - 1; /* the '*' */
-        char ep[300];
-        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
-            r = (unsigned)getpid();
-        sl_fail(e, SL_ERR_IO, "no free port in %u..%u", c->port_min, c->port_max);
-        for (unsigned k = 0; k < tries && !d->srv && base < 250; k++) {
-            snprintf(ep, sizeof ep, "%.*s%u", (int)base, c->listen, c->port_min + (r + k) % n);
-            sl_error be;
-            if (sl_server_bind(ep, &tls, &opts, &hooks, &d->srv, &be) == SL_OK)
-                break;
-            if (be.code == SL_ERR_CONFIG) { /* the TLS material, not the port */
-                *e = be;
-                break;
-            }
-        }
-        if (!d->srv)
-            goto fail;
-    }
-    const char *ep = sl_server_endpoint(d->srv);
-    const char *colon = ep ? strrchr(ep, ':') : NULL;
-    unsigned long port = colon ? strtoul(colon + 1, NULL, 10) : 0;
-    if (!port || port > 65535) {
-        sl_fail(e, SL_ERR_IO, "no port in the bound endpoint %s", ep ? ep : "?");
+    if (be_direct_bind(c, &opts, &hooks, &d->srv, &d->port, e) != SL_OK)
         goto fail;
-    }
-    d->port = (uint16_t)port;
     *out = d;
     return SL_OK;
 fail:
@@ -338,12 +350,19 @@ static void d_calls(struct be_direct *d, const struct be_direct_hooks *h, const 
         if (bl > BE_MAX_BULK_PER_CALL)
             snprintf(why, sizeof why, "call seq %llu announces %llu bytes of bulk, over 64 MiB",
                      (unsigned long long)f->calls[i]->seq, (unsigned long long)bl);
-        total += bl;
-        if (bl) {
+        else if (f->calls[i]->lane_pieces && !h->lanes)
+            snprintf(why, sizeof why, "call seq %llu sends its bulk on lanes the session has not",
+                     (unsigned long long)f->calls[i]->seq);
+        if (bl)
             blob = BE_IPC_ALIGN(blob) + bl;
+        if (bl && !f->calls[i]->lane_pieces) { /* a lane call's bulk comes on its lanes */
+            total += bl;
             nseg++;
         }
     }
+    if (!why[0] && blob > BE_MAX_BULK_PER_FRAME) /* the lanes' bulk counts too */
+        snprintf(why, sizeof why, "the calls of one frame announce %llu bytes of bulk, over %llu",
+                 (unsigned long long)blob, (unsigned long long)BE_MAX_BULK_PER_FRAME);
     if (!why[0] && total != ev->bulk_len)
         snprintf(why, sizeof why,
                  "the calls' bulk lengths (%llu bytes) do not add up to the %llu bytes announced",
@@ -354,18 +373,18 @@ static void d_calls(struct be_direct *d, const struct be_direct_hooks *h, const 
                  (unsigned long long)f->calls[0]->seq, (unsigned long long)d->last_seq);
     if (why[0]) {
         sl_wire_free_client(m);
-        d_end(d, h, 1, strstr(why, "over 64") ? SL_ERR_TOO_LARGE : SL_ERR_PROTOCOL, why);
+        d_end(d, h, 1, strstr(why, ", over ") ? SL_ERR_TOO_LARGE : SL_ERR_PROTOCOL, why);
         return;
     }
     if (f->n_calls)
         d->last_seq = f->calls[f->n_calls - 1]->seq;
-    if (!nseg) {
+    if (!blob) {
         if (h->frame(h->user, m, NULL, 0) != 0)
             d_end(d, h, 1, SL_ERR_PROTOCOL, "the session refused a frame");
         return;
     }
     uint8_t *buf = malloc((size_t)blob);
-    struct iovec *seg = buf ? calloc(nseg, sizeof *seg) : NULL;
+    struct iovec *seg = buf ? calloc(nseg ? nseg : 1, sizeof *seg) : NULL;
     if (!seg) {
         free(buf);
         sl_wire_free_client(m);
@@ -375,13 +394,31 @@ static void d_calls(struct be_direct *d, const struct be_direct_hooks *h, const 
     uint64_t off = 0;
     size_t k = 0;
     for (size_t i = 0; i < f->n_calls; i++) {
-        uint64_t bl = f->calls[i]->bulk_length;
+        const Sluice__Wire__Call *c = f->calls[i];
+        uint64_t bl = c->bulk_length;
         if (!bl)
             continue;
         uint64_t at = BE_IPC_ALIGN(off);
         memset(buf + off, 0, (size_t)(at - off));
-        seg[k++] = (struct iovec){buf + at, (size_t)bl};
+        if (!c->lane_pieces) {
+            seg[k++] = (struct iovec){buf + at, (size_t)bl};
+        } else if (h->lanes(h->user, c->seq, buf + at, bl, c->lane_pieces, why, sizeof why)) {
+            /* the lanes' threads write into buf: it goes (with the frame) only to the session,
+             * which waits for the pieces before it runs the call; a refused announcement ends
+             * the session, and a lane blocked on it ends with it */
+            free(seg);
+            sl_wire_free_client(m);
+            d_end(d, h, 1, SL_ERR_PROTOCOL, why);
+            free(buf);
+            return;
+        }
         off = at + bl;
+    }
+    if (!nseg) {
+        free(seg);
+        if (h->frame(h->user, m, buf, blob) != 0)
+            d_end(d, h, 1, SL_ERR_PROTOCOL, "the session refused a frame");
+        return;
     }
     d->pend = m;
     d->pend_blob = buf;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sluice/channel.h"
 #include "sluice/error.h"
 #include "sluice/wire.h"
 
@@ -29,11 +30,20 @@ struct be_direct_hooks {
     int (*frame)(void *user, Sluice__Wire__ClientMessage *m, uint8_t *blob, uint64_t blob_len);
     /* The guest's direct channel ended (its close, a lost peer, a violation): code and why. */
     void (*ended)(void *user, sl_code code, const char *why);
+    /* A call whose n bytes of bulk come as k pieces on the session's lanes (lanes.c) into dst
+     * (inside the frame's blob): 0, or non-zero with why filled. NULL: the session has no
+     * lanes, and such a call ends it. */
+    int (*lanes)(void *user, uint64_t seq, uint8_t *dst, uint64_t n, uint32_t k, char *why,
+                 size_t why_len);
     void *user;
 };
 
 /* Binds the endpoint and draws the ticket. */
 sl_code be_direct_open(const struct be_direct_cfg *c, struct be_direct **out, sl_error *e);
+/* Binds a mutual-TLS channel server for c's endpoint (a free port, or one of c's range) with
+ * the backend's material: the direct endpoint's and each lane's (lanes.c). */
+sl_code be_direct_bind(const struct be_direct_cfg *c, const sl_channel_opts *opts,
+                       const sl_server_hooks *hooks, sl_server **srv, uint16_t *port, sl_error *e);
 uint16_t be_direct_port(const struct be_direct *d);
 const uint8_t *be_direct_ticket(const struct be_direct *d);
 /* The descriptors the worker's loop waits on (the channel's, the queue's): 2. */

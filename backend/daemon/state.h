@@ -51,6 +51,7 @@ struct be_sess_node {
     char fingerprint[65]; /* the admitted certificate's SHA-256: its worker's direct endpoint
                            * accepts only it (direct.c) */
     sl_code end_code;     /* why the session ended, for the worker (0: SL_ERR_CLOSED) */
+    unsigned lanes;       /* the bulk lanes its SessionOpen asked for (its worker's --lanes) */
     sl_be_session *s;     /* thread mode */
     /* process mode */
     pid_t pid; /* 0 once reaped */

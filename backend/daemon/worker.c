@@ -38,6 +38,7 @@
 #include "daemon/direct.h"
 #include "daemon/driver.h"
 #include "daemon/ipc.h"
+#include "daemon/lanes.h"
 #include "daemon/outbox.h"
 #include "session/image_cache.h"
 #include "session/image_store.h"
@@ -52,6 +53,7 @@ static pthread_mutex_t w_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct be_direct *w_direct;      /* the direct endpoint (direct.c), NULL: none */
 static struct be_direct *w_direct_left; /* one left open for the process's exit (w_run_direct) */
 static be_broker *w_broker;             /* the IPC token broker's worker side (broker.c) */
+static struct be_lanes *w_lanes;        /* the bulk lanes (lanes.c), NULL: none */
 
 static int w_token_send(const void *msg, size_t len, int fd)
 {
@@ -140,6 +142,7 @@ static int w_frame(sl_be_session *s, Sluice__Wire__ClientMessage *m, uint8_t *bl
         return -1;
     }
     job->msg = m;
+    job->lanes = w_lanes ? be_lanes_in(w_lanes) : NULL; /* a call's pieces (session.c waits) */
     job->blob = blob;            /* the calls' bulk, back to back: job->bulk[i] point into it */
     uint64_t off = 0, bytes = 0; /* each call's bulk at a BE_IPC_ALIGN offset (workers.c) */
     for (size_t i = 0; i < f->n_calls; i++) {
@@ -199,6 +202,18 @@ static int w_direct_frame(void *user, Sluice__Wire__ClientMessage *m, uint8_t *b
     return w_frame(user, m, blob, blob_len);
 }
 
+/* A call's bulk comes on the lanes: its place in the frame's blob is where they put it. */
+static int w_direct_lanes(void *user, uint64_t seq, uint8_t *dst, uint64_t n, uint32_t k, char *why,
+                          size_t why_len)
+{
+    (void)user;
+    sl_error e;
+    if (sl_lane_asm_expect(be_lanes_in(w_lanes), seq, dst, n, k, &e) == SL_OK)
+        return 0;
+    snprintf(why, why_len, "%s", e.msg);
+    return -1;
+}
+
 /* The guest's direct channel ended: the parent ends the session (it tells the agent, closes the
  * guest's channel with it) and then this worker. */
 static void w_direct_ended(void *user, sl_code code, const char *why)
@@ -213,7 +228,10 @@ static void w_direct_ended(void *user, sl_code code, const char *why)
 static int w_run_direct(int fd, sl_be_session *s)
 {
     int gone = 0;
-    struct be_direct_hooks h = {w_direct_frame, w_direct_ended, s};
+    struct be_direct_hooks h = {.frame = w_direct_frame,
+                                .ended = w_direct_ended,
+                                .lanes = w_lanes ? w_direct_lanes : NULL,
+                                .user = s};
     struct be_ipc_rx rx = {0};
     int fds[2];
     be_direct_fds(w_direct, fds);
@@ -391,7 +409,15 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
                "session %llu: no direct endpoint (%s); the guest's calls take the backend's "
                "channel",
                (unsigned long long)sid, e.msg);
-    if (be_encode_accept(&devs, s, w_direct, &buf, &len, &e) != SL_OK) {
+    if (w_direct && o->lanes >= 2) {
+        if (be_lanes_open(&o->direct, o->lanes > SL_LANE_MAX ? SL_LANE_MAX : o->lanes, w_direct,
+                          &w_lanes, &e) != SL_OK)
+            sl_log(SL_LOG_WARNING, BE_COMPONENT,
+                   "session %llu: no bulk lanes (%s); large copies take the direct channel",
+                   (unsigned long long)sid, e.msg);
+        s->lanes = w_lanes;
+    }
+    if (be_encode_accept(&devs, s, w_direct, w_lanes, &buf, &len, &e) != SL_OK) {
         w_close(SL_ERR_NOMEM, e.msg);
         goto out;
     }
@@ -426,6 +452,9 @@ out:
         pthread_mutex_unlock(&w_mu);
         be_direct_close(d, SL_ERR_CLOSED, "the session did not start");
     }
+    be_lanes_close(w_lanes, SL_ERR_CLOSED, "the session did not start");
+    w_lanes = NULL;
+    s->lanes = NULL;
     be_printf_unwatch(); /* the watcher lets go of s before it is freed */
     be_session_free(s);  /* joins the worker thread: final usage record, frees everything */
     be_acct_shm_unmap(shm);

@@ -165,7 +165,10 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
         srv->cfg->no_gpu_timing ? "none" : "events",
         "--spin-us",
         spin,
-        NULL, /* --image-dir D, --direct EP --cert --key --ca --peer-sha256 --direct-ports */
+        NULL, /* --image-dir D, --direct EP --cert --key --ca --peer-sha256 --direct-ports,
+               * --lanes N */
+        NULL,
+        NULL,
         NULL,
         NULL,
         NULL,
@@ -186,7 +189,8 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
         argv[k++] = (char *)srv->cfg->image_dir;
     }
     /* the worker's own endpoint: the backend's address, a free port (of --direct-ports) */
-    char direct[300];
+    char direct[300], lanes[16];
+    snprintf(lanes, sizeof lanes, "%u", n->lanes);
     const char *colon = strrchr(srv->cfg->listen, ':');
     if (!srv->cfg->no_direct && colon && srv->cfg->cert && srv->cfg->key && srv->cfg->ca &&
         n->fingerprint[0] &&
@@ -202,6 +206,10 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
         if (srv->cfg->direct_ports) {
             argv[k++] = "--direct-ports";
             argv[k++] = (char *)srv->cfg->direct_ports;
+        }
+        if (n->lanes >= 2) { /* the guest's SLUICE_LANES (lanes.c) */
+            argv[k++] = "--lanes";
+            argv[k++] = lanes;
         }
     }
     pid_t pid = fork();

@@ -6,6 +6,7 @@
 #include "session/reply.h"
 #include "api/mapped.h"
 #include "bounds.h"
+#include "daemon/lanes.h"
 #include "daemon/outbox.h"
 #include "session/deferred.h"
 #include "session/printf.h"
@@ -41,6 +42,14 @@ void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
         c->out = NULL;
         c->out_len = 0;
     }
+    /* a large reply its call asked for on the lanes leaves there, in pieces (daemon/lanes.c) */
+    uint8_t *lane_bulk = NULL;
+    if (bulk && c->call && c->call->reply_on_lanes && blen >= BE_LANE_MIN_BULK &&
+        be_lanes_up(s->lanes)) {
+        reply->lane_pieces = sl_lane_pieces_for(blen, be_lanes_count(s->lanes));
+        lane_bulk = bulk;
+        bulk = NULL;
+    }
     Sluice__Wire__Reply *one[1] = {reply};
     Sluice__Wire__ReplyFrame rf = SLUICE__WIRE__REPLY_FRAME__INIT;
     rf.n_replies = 1;
@@ -56,9 +65,13 @@ void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
                (unsigned long long)s->id, s->instance, s->project, e.msg);
         free(bulk);
         be_outbox_push_close(s->srv, s->peer, SL_ERR_PROTOCOL, "backend could not encode a reply");
+        free(lane_bulk);
     } else {
-        be_outbox_push_reply(s->srv, s->peer, buf, len, bulk, blen);
+        be_outbox_push_reply(s->srv, s->peer, buf, len, bulk, bulk ? blen : 0);
+        if (lane_bulk)
+            be_lanes_send(s->lanes, reply->seq, lane_bulk, blen, reply->lane_pieces);
     }
+    reply->lane_pieces = 0;
     reply->stdout_data.data = NULL;
     reply->stdout_data.len = 0;
     reply->stderr_data.data = NULL;

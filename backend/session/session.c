@@ -29,6 +29,7 @@
 #include "session/waits.h"
 #include "sluice/backend_dispatch.h"
 #include "sluice/error.h"
+#include "sluice/lanes.h"
 #include "sluice/log.h"
 #include "sluice/relax.h"
 
@@ -114,6 +115,31 @@ sl_code be_session_enqueue(sl_be_session *s, struct be_job *job, sl_error *e)
     return SL_OK;
 }
 
+#define BE_LANE_WAIT_MS 30000 /* the pieces of the call at the head, at most (lanes.c) */
+
+/* The call at the head has its bulk on the lanes: the session thread waits for its pieces
+ * (only its: a later call's may have arrived already). A lane lost or broken, or pieces that do
+ * not come, end the session with that reason: the call never runs on a partial bulk. */
+static sl_code lanes_wait(sl_be_session *s, struct be_job *job, const Sluice__Wire__Call *call)
+{
+    sl_error e;
+    if (!job->lanes) {
+        sl_fail(&e, SL_ERR_PROTOCOL, "call seq %llu has lane pieces on a session without lanes",
+                (unsigned long long)call->seq);
+    } else if (sl_lane_asm_wait(job->lanes, call->seq, BE_LANE_WAIT_MS, &e) == SL_OK) {
+        sl_lane_asm_forget(job->lanes, call->seq);
+        return SL_OK;
+    }
+    sl_log(SL_LOG_NOTICE, BE_COMPONENT, "session %llu: %s", (unsigned long long)s->id, e.msg);
+    /* a lane thread may still be writing another piece into the blob: it is left to the
+     * process's exit, which follows the session's end */
+    job->blob = NULL;
+    free(job->bulk);
+    job->bulk = NULL;
+    be_outbox_push_close(s->srv, s->peer, e.code, e.msg);
+    return e.code;
+}
+
 static void run_job(sl_be_session *s, struct be_job *job)
 {
     const Sluice__Wire__CallFrame *f = job->msg->calls;
@@ -126,6 +152,8 @@ static void run_job(sl_be_session *s, struct be_job *job)
         if (atomic_load_explicit(&s->abandon, memory_order_relaxed))
             break;
         const Sluice__Wire__Call *call = f->calls[i];
+        if (call->lane_pieces && lanes_wait(s, job, call) != SL_OK)
+            break;
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
         int async = sl_call_is_async(ci, call);
         Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;

@@ -18,6 +18,7 @@ struct be_job {
     uint8_t *blob;                    /* when set, bulk[i] point into it (worker.c) */
     size_t bytes;
     void (*release)(struct be_job *j); /* worker.c: bulk in the shared ring, freed by this */
+    struct sl_lane_asm *lanes;         /* where a call's lane pieces arrive (daemon/lanes.c) */
     uint64_t ring_end;
 };
 

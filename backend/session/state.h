@@ -30,6 +30,7 @@ struct be_ctx;       /* session/contexts.h */
 struct be_devices;   /* session/devices.h */
 struct be_gstate;    /* api/graph.h */
 struct be_job;       /* session/session.h */
+struct be_lanes;     /* daemon/lanes.h */
 struct be_map;       /* api/mapped.c */
 struct be_server;    /* the channel thread's server; NULL in a session worker process */
 struct be_vmm;       /* api/vmm.c */
@@ -75,13 +76,15 @@ struct sl_be_session {
     pthread_cond_t cv;
     struct be_job *qhead, *qtail;
     size_t q_calls, q_bytes;
-    atomic_uint q_jobs;  /* jobs queued: what the idle session thread watches while it spins */
-    uint64_t spin_ns;    /* --spin-us (spin.c); set before be_session_start */
-    int closing;         /* no more jobs: clean up and exit */
-    atomic_int abandon;  /* with closing: nothing more runs, is waited for or freed
-                          * (be_session_abandon); read without mu between calls */
-    atomic_int finished; /* the worker is done; the channel thread may join and free */
-    struct be_cb *cbs;   /* callbacks waiting for CallbackDone */
+    atomic_uint q_jobs;     /* jobs queued: what the idle session thread watches while it spins */
+    uint64_t spin_ns;       /* --spin-us (spin.c); set before be_session_start */
+    struct be_lanes *lanes; /* a worker's bulk lanes (daemon/lanes.c): replies asked for on
+                             * them leave there (reply.c); NULL: none */
+    int closing;            /* no more jobs: clean up and exit */
+    atomic_int abandon;     /* with closing: nothing more runs, is waited for or freed
+                             * (be_session_abandon); read without mu between calls */
+    atomic_int finished;    /* the worker is done; the channel thread may join and free */
+    struct be_cb *cbs;      /* callbacks waiting for CallbackDone */
     uint64_t next_cb;
     pthread_t thread;
     int started;

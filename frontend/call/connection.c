@@ -12,12 +12,14 @@
 #include "call/contexts.h"
 #include "call/direct.h"
 #include "call/env.h"
+#include "call/lanes.h"
 #include "call/notice.h"
 #include "call/rpc_session.h"
 #include "call/rpc_stats.h"
 #include "call/transport.h"
 #include "component.h"
 #include "sluice/channel.h"
+#include "sluice/lanes.h"
 #include "sluice/log.h"
 #include "sluice/wire.h"
 
@@ -29,6 +31,9 @@ static sl_client *g_direct; /* the session worker's direct channel (direct.c), N
 static uint32_t g_direct_port;
 static uint8_t g_ticket[64];
 static size_t g_ticket_len;
+static uint32_t g_lane_ports[SL_LANE_MAX]; /* the bulk lanes SessionAccept offered (lanes.c) */
+static uint8_t g_lane_tickets[SL_LANE_MAX][SL_LANE_TICKET];
+static unsigned g_nlanes;
 static int g_driver_version;
 static struct sl_fe_device *g_devs;
 static int g_ndevs;
@@ -106,6 +111,12 @@ static CUresult take_accept(const Sluice__Wire__SessionAccept *a)
     g_ticket_len = a->direct_ticket.len <= sizeof g_ticket ? a->direct_ticket.len : 0;
     if (g_ticket_len)
         memcpy(g_ticket, a->direct_ticket.data, g_ticket_len);
+    g_nlanes = 0; /* the envelope checked: <= SL_LANE_MAX ports, one 32-byte ticket each */
+    for (size_t i = 0; i < a->n_lane_ports && i < SL_LANE_MAX; i++) {
+        g_lane_ports[i] = a->lane_ports[i];
+        memcpy(g_lane_tickets[i], a->lane_tickets[i].data, SL_LANE_TICKET);
+        g_nlanes++;
+    }
     g_devs = calloc(a->n_devices ? a->n_devices : 1, sizeof *g_devs);
     if (!g_devs)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -137,6 +148,37 @@ static CUresult take_accept(const Sluice__Wire__SessionAccept *a)
     return CUDA_SUCCESS;
 }
 
+/* The bulk lanes to ask for ($SLUICE_LANES, 2..8; 0: none, also without the direct channel). */
+static unsigned lanes_wanted(void)
+{
+    unsigned n = (unsigned)sl_fe_env_uint("SLUICE_LANES", 1, SL_LANE_MAX);
+    return n >= 2 && sl_fe_env_uint("SLUICE_DIRECT", 1, 1) ? n : 0;
+}
+
+/* After the direct channel: every lane SessionAccept offered, each with its ticket, or none (one
+ * warning says why; large copies then take the direct channel). */
+static void open_lanes(const char *endpoint, const sl_tls_config *tls, const sl_channel_opts *opts)
+{
+    sl_client *c[SL_LANE_MAX];
+    unsigned n = 0;
+    char ep[600] = "";
+    sl_error err;
+    for (; n < g_nlanes; n++) {
+        c[n] = sl_fe_worker_connect(endpoint, tls, opts, g_lane_ports[n], g_lane_tickets[n],
+                                    SL_LANE_TICKET, ep, sizeof ep, &err);
+        if (!c[n])
+            break;
+    }
+    if (n == g_nlanes && sl_fe_lanes_start(c, n, &err) == SL_OK)
+        return;
+    for (unsigned i = 0; n < g_nlanes && i < n; i++)
+        sl_client_close(c[i]);
+    sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
+           "the session's bulk lanes cannot be used (%s%s%s); large copies take the direct "
+           "channel (SLUICE_LANES=1 skips this attempt)",
+           ep, ep[0] ? ": " : "", err.msg);
+}
+
 static sl_code open_session(sl_client *c, sl_error *err, CUresult *rc)
 {
     char host[256] = "";
@@ -149,6 +191,7 @@ static sl_code open_session(sl_client *c, sl_error *err, CUresult *rc)
     open.client = client;
     open.pid = (uint32_t)getpid();
     open.hostname = host;
+    open.lanes = lanes_wanted(); /* $SLUICE_LANES (lanes.c) */
     Sluice__Wire__ServerMessage *sm = NULL;
     sl_code sc = sl_fe_open_exchange(c, &open, 30000, &sm, err);
     if (sc)
@@ -215,6 +258,9 @@ static CUresult connect_now(void)
     g_client = c;
     g_direct = sl_fe_direct_open(cfg.endpoint, &tls, &opts, g_direct_port, g_ticket, g_ticket_len);
     memset(g_ticket, 0, sizeof g_ticket); /* single use */
+    if (g_direct && g_nlanes)
+        open_lanes(cfg.endpoint, &tls, &opts);
+    memset(g_lane_tickets, 0, sizeof g_lane_tickets);
     struct sl_fe_transport tr = {tr_send, tr_recv, tr_recv_bulk, c, tr_fds, tr_has_input};
     if (g_direct) /* the calls go to the session's worker; g_client says why it ended */
         tr = (struct sl_fe_transport){tr_direct_send, tr_direct_recv, tr_direct_recv_bulk,
@@ -307,6 +353,15 @@ static void log_stats(void)
            (unsigned long long)st.frames_handed, (unsigned long long)st.fences,
            (unsigned long long)st.memo_hits, (unsigned long long)st.callbacks_run,
            (unsigned long long)st.deferred_errors);
+    unsigned lanes;
+    uint64_t sent, sent_b, got, got_b;
+    sl_fe_lanes_stats(&lanes, &sent, &sent_b, &got, &got_b);
+    if (lanes)
+        sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT,
+               "session stats: %u bulk lanes carried %llu pieces (%.1f MiB) to the device and "
+               "%llu pieces (%.1f MiB) back",
+               lanes, (unsigned long long)sent, (double)sent_b / 1048576.0, (unsigned long long)got,
+               (double)got_b / 1048576.0);
     log_top("synchronous calls most made", sl_fe_rpc_top_sync);
     log_top("the memo was emptied by", sl_fe_rpc_top_forget);
     log_top("the idle context was forgotten by", sl_fe_rpc_top_unclean);
@@ -318,6 +373,7 @@ __attribute__((destructor)) static void sl_fe_session_close(void)
     if (g_state == 1 && g_client) {
         log_stats();
         sl_fe_rpc_detach();
+        sl_fe_lanes_close();
         sl_client_close(g_direct);
         g_direct = NULL;
         sl_client_close(g_client);

@@ -58,30 +58,45 @@ static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket
     return sc;
 }
 
+sl_client *sl_fe_worker_connect(const char *endpoint, const sl_tls_config *tls,
+                                const sl_channel_opts *opts, uint32_t port, const uint8_t *ticket,
+                                size_t ticket_len, char *ep, size_t ep_len, sl_error *err)
+{
+    const char *colon = strrchr(endpoint, ':');
+    if (!colon || !port || port > 65535 ||
+        snprintf(ep, ep_len, "%.*s:%u", (int)(colon - endpoint), endpoint, (unsigned)port) >=
+            (int)ep_len) {
+        sl_fail(err, SL_ERR_CONFIG, "no endpoint for port %u of %s", (unsigned)port, endpoint);
+        return NULL;
+    }
+    sl_channel_opts o = *opts;
+    o.connect_attempts = 1; /* same host: the certificate's name is the same (SAN) */
+    if (o.handshake_timeout_ms > DIRECT_TIMEOUT_MS)
+        o.handshake_timeout_ms = DIRECT_TIMEOUT_MS;
+    sl_client *c = NULL;
+    if (sl_client_connect(ep, tls, &o, &c, err) == SL_OK &&
+        present_ticket(c, ticket, ticket_len, err) == SL_OK)
+        return c;
+    sl_client_close(c);
+    return NULL;
+}
+
 sl_client *sl_fe_direct_open(const char *endpoint, const sl_tls_config *tls,
                              const sl_channel_opts *opts, uint32_t port, const uint8_t *ticket,
                              size_t ticket_len)
 {
     if (!port || !ticket_len || !sl_fe_env_uint("SLUICE_DIRECT", 1, 1))
         return NULL;
-    const char *colon = strrchr(endpoint, ':');
     char ep[600];
-    if (!colon || port > 65535 ||
-        snprintf(ep, sizeof ep, "%.*s:%u", (int)(colon - endpoint), endpoint, (unsigned)port) >=
-            (int)sizeof ep)
-        return NULL;
-    sl_channel_opts o = *opts;
-    o.connect_attempts = 1; /* same host: the certificate's name is the same (SAN) */
-    if (o.handshake_timeout_ms > DIRECT_TIMEOUT_MS)
-        o.handshake_timeout_ms = DIRECT_TIMEOUT_MS;
-    sl_client *c = NULL;
     sl_error err;
-    if (sl_client_connect(ep, tls, &o, &c, &err) == SL_OK &&
-        present_ticket(c, ticket, ticket_len, &err) == SL_OK) {
+    sl_client *c =
+        sl_fe_worker_connect(endpoint, tls, opts, port, ticket, ticket_len, ep, sizeof ep, &err);
+    if (c) {
         sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "the session's calls go to its worker at %s", ep);
         return c;
     }
-    sl_client_close(c);
+    if (!strrchr(endpoint, ':') || port > 65535)
+        return NULL;
     sl_log(SL_LOG_WARNING, SL_FE_COMPONENT,
            "the session worker's direct endpoint %s cannot be used (%s); the calls go through "
            "the backend's channel (slower; SLUICE_DIRECT=0 skips this attempt)",

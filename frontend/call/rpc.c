@@ -21,6 +21,7 @@
 #include "call/connection.h"
 #include "call/contexts.h"
 #include "call/filters.h"
+#include "call/lanes.h"
 #include "call/frame.h"
 #include "call/notice.h"
 #include "call/rpc.h"
@@ -30,6 +31,7 @@
 #include "call/rpc_stats.h"
 #include "component.h"
 #include "sluice/fe_calls.h"
+#include "sluice/lanes.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -198,6 +200,41 @@ static uint64_t bulk_total(const struct iovec *in, size_t n)
 static _Thread_local int t_mapped_rest;
 static void mapped_rest_locked(void);
 
+/* With bulk lanes (lanes.c): a large bulk goes on them in pieces, a large reply's bulk is asked
+ * for on them. */
+static void lanes_mark(Sluice__Wire__Call *call, size_t out_cap)
+{
+    unsigned lanes = sl_fe_lanes_active();
+    call->lane_pieces = lanes && call->bulk_length >= SL_FE_LANE_MIN_BULK
+                            ? sl_lane_pieces_for(call->bulk_length, lanes)
+                            : 0;
+    call->reply_on_lanes = lanes && out_cap >= SL_FE_LANE_MIN_BULK;
+}
+
+/* Sends the pending frame, then call's bulk: after the frame, or in pieces on the lanes. The
+ * lanes' sends are waited for without the lock: a lane thread may first have to hand a reply's
+ * piece to the reader, which needs the lock to read that reply; other threads' frames may go
+ * meanwhile (the worker runs the calls in seq order and waits for this one's pieces). */
+static CUresult send_bulk(const Sluice__Wire__Call *call, const struct iovec *in, size_t n)
+{
+    if (!call->lane_pieces)
+        return sl_fe_pending_send(in, n);
+    CUresult rc = sl_fe_pending_send(NULL, 0);
+    if (rc == CUDA_SUCCESS) {
+        struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+        pthread_mutex_unlock(&rs->io);
+        rc = sl_fe_lanes_send(call->seq, in, n, call->bulk_length, call->lane_pieces);
+        pthread_mutex_lock(&rs->io);
+    }
+    if (rc != CUDA_SUCCESS) {
+        sl_error e;
+        sl_fail(&e, SL_ERR_PEER_LOST, "call seq %llu: a bulk lane failed",
+                (unsigned long long)call->seq);
+        return sl_fe_rpc_lost("bulk lane", &e);
+    }
+    return rc;
+}
+
 static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, size_t n, void *out,
                             size_t out_cap, size_t *out_len, Sluice__Wire__Reply **reply,
                             int retried)
@@ -222,12 +259,13 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         return rc;
     call->seq = ++rs->seq;
     call->bulk_length = bulk_total(in, n);
+    lanes_mark(call, out ? out_cap : 0);
     rc = pending_append(call);
     if (rc != CUDA_SUCCESS) {
         rs->seq--;
         return rc;
     }
-    rc = sl_fe_pending_send(in, n);
+    rc = send_bulk(call, in, n);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct sl_fe_waiter w = {.seq = call->seq, .out = out, .out_cap = out_cap};
@@ -336,6 +374,7 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
         for (; k < n; k++) {
             calls[k]->seq = ++rs->seq;
             calls[k]->bulk_length = 0;
+            lanes_mark(calls[k], out[k] ? out_cap[k] : 0);
             if ((rc = pending_append(calls[k])) != CUDA_SUCCESS) {
                 rs->seq--;
                 break;
@@ -449,6 +488,7 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     if (!call->context)
         call->context = sl_fe_current_ctx_id();
     call->bulk_length = blen;
+    lanes_mark(call, 0);
     if (!direct && blen) {
         if (sl_fe_frame_reserve_bulk(&rs->pf, blen)) {
             rs->seq--;
@@ -478,8 +518,8 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
                ci ? ci->name : "?", (unsigned long long)call->seq, args,
                call->per_thread_stream ? " ptsz" : "");
     }
-    if (direct)
-        rc = sl_fe_pending_send(in, n); /* the guest's buffer is encrypted before send returns */
+    if (direct) /* the guest's buffer is encrypted before send returns (lanes too) */
+        rc = send_bulk(call, in, n);
     else
         rc = sl_fe_frame_queued(); /* the send window decides */
     if (rc == CUDA_SUCCESS && (rs->inflight_calls >= rs->lim.inflight_calls ||

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "call/filters.h"
+#include "call/lanes.h"
 #include "call/rpc_replies.h"
 #include "call/rpc_sender.h"
 #include "call/rpc_session.h"
@@ -128,12 +129,23 @@ static CUresult take_replies(Sluice__Wire__ReplyFrame *f, uint64_t owed)
                    "deferred error %d of call seq %llu reported at seq %llu", r->result,
                    (unsigned long long)r->failed_seq, (unsigned long long)r->seq);
         }
-        if (r->bulk_length > owed) {
+        if (!r->lane_pieces && r->bulk_length > owed) {
             sl_fail(&e, SL_ERR_PROTOCOL, "reply bulk over the announced bulk");
             return sl_fe_rpc_lost("protocol", &e);
         }
         struct sl_fe_waiter *w = waiter_of(r->seq);
-        if (r->bulk_length) {
+        if (r->lane_pieces) { /* its bulk comes on the lanes, straight into the destination */
+            if (!w || !w->out || r->bulk_length > w->out_cap) {
+                sl_fail(&e, SL_ERR_PROTOCOL,
+                        "reply seq %llu sends %llu bytes on the lanes where "
+                        "none were asked for",
+                        (unsigned long long)r->seq, (unsigned long long)r->bulk_length);
+                return sl_fe_rpc_lost("protocol", &e);
+            }
+            if (sl_fe_lanes_recv(r->seq, w->out, r->bulk_length, r->lane_pieces, &e) != SL_OK)
+                return sl_fe_rpc_lost("bulk lane", &e);
+            w->out_len = (size_t)r->bulk_length;
+        } else if (r->bulk_length) {
             size_t take = 0;
             if (w && w->out) {
                 take = r->bulk_length <= w->out_cap ? (size_t)r->bulk_length : w->out_cap;

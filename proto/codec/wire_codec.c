@@ -1,6 +1,7 @@
 /* Encode, decode and validate the top-level wire messages (see sluice/wire.h). */
 #include <stdlib.h>
 
+#include "sluice/lanes.h"
 #include "sluice/wire.h"
 
 static size_t lim_message(const struct sl_wire_limits *lim)
@@ -65,6 +66,10 @@ sl_code sl_wire_check_call(const Sluice__Wire__Call *call, const struct sl_wire_
         return sl_fail(e, SL_ERR_TOO_LARGE, "%s announces %llu bulk bytes, over the limit %llu",
                        info->name, (unsigned long long)call->bulk_length,
                        (unsigned long long)lim_bulk(lim));
+    sl_error le;
+    if (call->lane_pieces && !sl_lane_layout_ok(call->bulk_length, call->lane_pieces, &le))
+        return sl_fail(e, SL_ERR_PROTOCOL, "%s seq %llu: %s", info->name,
+                       (unsigned long long)call->seq, le.msg);
     return SL_OK;
 }
 
@@ -84,6 +89,10 @@ sl_code sl_wire_check_reply(const Sluice__Wire__Reply *reply, const struct sl_wi
         return sl_fail(e, SL_ERR_TOO_LARGE, "reply seq %llu announces %llu bulk bytes, over %llu",
                        (unsigned long long)reply->seq, (unsigned long long)reply->bulk_length,
                        (unsigned long long)lim_bulk(lim));
+    sl_error le;
+    if (reply->lane_pieces && !sl_lane_layout_ok(reply->bulk_length, reply->lane_pieces, &le))
+        return sl_fail(e, SL_ERR_PROTOCOL, "reply seq %llu: %s", (unsigned long long)reply->seq,
+                       le.msg);
     if (reply->stdout_data.len > SL_WIRE_MAX_STDOUT)
         return sl_fail(e, SL_ERR_TOO_LARGE, "reply seq %llu carries %zu bytes of stdout, over %zu",
                        (unsigned long long)reply->seq, reply->stdout_data.len, SL_WIRE_MAX_STDOUT);
@@ -116,6 +125,39 @@ static sl_code check_accept(const Sluice__Wire__SessionAccept *a, sl_error *e)
             return sl_fail(e, SL_ERR_TOO_LARGE, "device %zu has %zu attributes, over the limit %u",
                            i, d->n_attributes, SL_WIRE_MAX_DEVICE_ATTRIBUTES);
     }
+    if (a->n_lane_ports > SL_LANE_MAX || a->n_lane_ports != a->n_lane_tickets)
+        return sl_fail(e, SL_ERR_PROTOCOL,
+                       "SessionAccept offers %zu lane ports and %zu lane tickets (at most %u, "
+                       "one ticket per port)",
+                       a->n_lane_ports, a->n_lane_tickets, SL_LANE_MAX);
+    if (a->n_lane_ports && !a->direct_port)
+        return sl_fail(e, SL_ERR_PROTOCOL, "SessionAccept offers lanes without a direct port");
+    for (size_t i = 0; i < a->n_lane_ports; i++) {
+        if (!a->lane_ports[i] || a->lane_ports[i] > 65535)
+            return sl_fail(e, SL_ERR_PROTOCOL, "SessionAccept lane %zu has port %u", i,
+                           a->lane_ports[i]);
+        if (a->lane_tickets[i].len != SL_LANE_TICKET)
+            return sl_fail(e, SL_ERR_PROTOCOL,
+                           "SessionAccept lane %zu has a %zu-byte ticket (not %u)", i,
+                           a->lane_tickets[i].len, SL_LANE_TICKET);
+    }
+    return SL_OK;
+}
+
+/* A LaneBulk's own facts; its place in the call's bulk is the assembly's to check (lanes.c). */
+static sl_code check_lane(const Sluice__Wire__LaneBulk *l, const struct sl_wire_limits *lim,
+                          sl_error *e)
+{
+    if (!l)
+        return sl_fail(e, SL_ERR_PROTOCOL, "LaneBulk without a body");
+    if (!l->seq || l->piece >= SL_LANE_MAX_PIECES || !l->length || l->length > lim_bulk(lim) ||
+        l->offset > lim_bulk(lim) - l->length)
+        return sl_fail(e, SL_ERR_PROTOCOL,
+                       "LaneBulk seq %llu piece %u at %llu+%llu (seq above 0, piece below %u, "
+                       "1 to %llu bytes inside the bulk)",
+                       (unsigned long long)l->seq, l->piece, (unsigned long long)l->offset,
+                       (unsigned long long)l->length, SL_LANE_MAX_PIECES,
+                       (unsigned long long)lim_bulk(lim));
     return SL_OK;
 }
 
@@ -148,7 +190,14 @@ sl_code sl_wire_check_client(const Sluice__Wire__ClientMessage *m, const struct 
     sl_code rc;
     switch (m->kind_case) {
     case SLUICE__WIRE__CLIENT_MESSAGE__KIND_OPEN:
-        return m->open ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionOpen without a body");
+        if (!m->open)
+            return sl_fail(e, SL_ERR_PROTOCOL, "SessionOpen without a body");
+        if (m->open->lanes > SL_LANE_MAX)
+            return sl_fail(e, SL_ERR_PROTOCOL, "SessionOpen asks for %u lanes (at most %u)",
+                           m->open->lanes, SL_LANE_MAX);
+        return SL_OK;
+    case SLUICE__WIRE__CLIENT_MESSAGE__KIND_LANE:
+        return check_lane(m->lane, lim, e);
     case SLUICE__WIRE__CLIENT_MESSAGE__KIND_CLOSE:
         return m->close ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionClose without a body");
     case SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLBACK_DONE:
@@ -180,6 +229,8 @@ sl_code sl_wire_check_server(const Sluice__Wire__ServerMessage *m, const struct 
     switch (m->kind_case) {
     case SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT:
         return check_accept(m->accept, e);
+    case SLUICE__WIRE__SERVER_MESSAGE__KIND_LANE:
+        return check_lane(m->lane, lim, e);
     case SLUICE__WIRE__SERVER_MESSAGE__KIND_CLOSE:
         return m->close ? SL_OK : sl_fail(e, SL_ERR_PROTOCOL, "SessionClose without a body");
     case SLUICE__WIRE__SERVER_MESSAGE__KIND_CALLBACK:

@@ -63,7 +63,7 @@ def wire_tables_c(calls):
             descs.append(f"    &{c_lower('sluice.cuda', c.message + s)}__descriptor,")
     for m in ("Call", "CallFrame", "Reply", "ReplyFrame", "SessionOpen", "SessionAccept",
               "SessionClose", "ClientMessage", "ServerMessage", "DeviceInfo", "HostCallback",
-              "CallbackDone"):
+              "CallbackDone", "LaneBulk"):
         descs.append(f"    &{c_lower('sluice.wire', m)}__descriptor,")
     max_id = max(c.id for c in calls)
     return f"""/* {HEADER} */

@@ -60,7 +60,11 @@ message Call {{
   bool per_thread_stream = 4;    // the _ptds/_ptsz variant was called
   uint64 context = 5;            // the calling guest thread's current context id, 0 = none
   bool no_reply = 6;             // a nowait call sent without waiting: answered as an async one
-  reserved 7 to 99;
+  // Bulk lanes (docs/remoting.md, "Lanes"): bulk_length bytes arrive as lane_pieces LaneBulk
+  // pieces on the lanes instead of after the message (0: after the message, as before).
+  uint32 lane_pieces = 7;
+  bool reply_on_lanes = 8;       // the reply's bulk may come back on the lanes
+  reserved 9 to 99;
   oneof args {{
 {args}
   }}
@@ -87,7 +91,9 @@ message Reply {{
   bool mapped_more = 10;         // more device writes to mapped host memory than one reply
                                  // carries (8 MiB): the frontend asks again (slFence) until
                                  // a reply has none left
-  reserved 11 to 99;
+  uint32 lane_pieces = 11;       // bulk_length bytes come as this many LaneBulk pieces on the
+                                 // lanes (only when the call asked reply_on_lanes); 0: after
+  reserved 12 to 99;
   oneof out {{
 {outs}
   }}
@@ -113,7 +119,9 @@ message SessionOpen {{
   string hostname = 5;           // the guest's host name
   // Only on the session worker's direct endpoint (SessionAccept.direct_port): the ticket of
   // SessionAccept.direct_ticket, once; the worker answers a SessionAccept without devices.
+  // On a lane's endpoint: that lane's ticket (SessionAccept.lane_tickets), once.
   bytes ticket = 6;
+  uint32 lanes = 7;              // bulk lanes the guest asks for (SLUICE_LANES; <= 8, 0/1: none)
 }}
 
 message SessionAccept {{
@@ -128,6 +136,11 @@ message SessionAccept {{
   // opens it.
   uint32 direct_port = 7;
   bytes direct_ticket = 8;
+  // The session's bulk lanes (only with a direct port, only as many as SessionOpen.lanes asked,
+  // <= 8): lane i is the worker's port lane_ports[i], opened by SessionOpen{{lane_tickets[i]}}
+  // (32 random bytes, single use) after the direct channel.
+  repeated uint32 lane_ports = 9;
+  repeated bytes lane_tickets = 10;
 }}
 
 // One device as the guest sees it; lets the frontend answer device queries locally.
@@ -153,6 +166,7 @@ message ClientMessage {{
     CallFrame calls = 2;
     SessionClose close = 3;
     CallbackDone callback_done = 4;
+    LaneBulk lane = 5;
   }}
 }}
 
@@ -162,6 +176,7 @@ message ServerMessage {{
     ReplyFrame replies = 2;
     SessionClose close = 3;
     HostCallback callback = 4;
+    LaneBulk lane = 5;
   }}
 }}
 
@@ -175,6 +190,16 @@ message HostCallback {{
 
 message CallbackDone {{
   uint64 id = 1;                 // the HostCallback.id that finished
+}}
+
+// One piece of a call's (guest to worker) or a reply's (worker to guest) bulk, on a lane: the
+// piece's length bytes follow the message on that lane. The pieces of a bulk of n bytes in k
+// pieces are cut by sl_lane_piece (proto/codec/lanes.c): offset and length must be its.
+message LaneBulk {{
+  uint64 seq = 1;                // the call's seq (its reply's)
+  uint32 piece = 2;              // 0 .. k-1
+  uint64 offset = 3;             // into the call's (reply's) bulk
+  uint64 length = 4;
 }}
 """
 

@@ -42,7 +42,8 @@ PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback",
             "graph_host", "graph_mem", "graph_cond", "stream_attr", "link_jit", "vmm",
             "concurrent_threads", "managed_memory", "memcpy_default", "launch_checks",
             "driver_semantics", "device_assert", "mem_free",
-            "alloc_cache", "capture_host", "mapped_large", "ipc", "shareable_ipc"]
+            "alloc_cache", "capture_host", "mapped_large", "ipc", "shareable_ipc",
+            "lanes_copy"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
@@ -53,13 +54,14 @@ EXPECTED = {
     "graph_host": ["graph_host: 6 host node calls"],
     "capture_host": ["capture_host: 3 host function calls, 6 launches checked"],
     "managed_memory": ["managed_memory: host and kernels shared 100000 ints, a list of 1000"],
+    "lanes_copy": ["lanes_copy: 10 round trips of 1-40 MiB checked, 2 of them concurrent"],
     "ipc": ["ipc: the importer read 65536 ints of this process",
             "ipc(importer): forged memory handle -> cudaError"],
     "shareable_ipc": ["shareable_ipc: the importer read 65536 ints of a pool allocation",
                       "shareable_ipc(importer): a pipe as a pool handle -> CUDA_ERROR",
                       "shareable_ipc(importer): a pool handle as an allocation handle -> CUDA_ERROR"],
 }
-TIMEOUT = {"large_copy": 300, "many_launches": 300}
+TIMEOUT = {"large_copy": 300, "many_launches": 300, "lanes_copy": 300}
 GUEST_UUID = "3d6b0f5e-9a1c-4e27-8f34-1b2c3d4e5f60"  # CN of make-demo-pki's guest-a
 PROJECT = "f241e906010e4917ae8153f4fb8aa021"  # its OU
 
@@ -453,6 +455,10 @@ def main():
     ap.add_argument("--results", help="append JSON lines here")
     ap.add_argument("--timeout", type=float, default=120, help="seconds per program")
     ap.add_argument("--large-copy-mib", type=int, default=256)
+    ap.add_argument("--expect-output", action="append", default=[], metavar="REGEX",
+                    help="each program's output must match REGEX (e.g. SLUICE_STATS's lanes line)")
+    ap.add_argument("--expect-backend-log", action="append", default=[], metavar="REGEX",
+                    help="each program's backend log must match REGEX (e.g. its lanes opened)")
     ap.add_argument("--double-mem-mib", type=int, default=0,
                     help="device memory of the double (SLUICE_DOUBLE_MEM_MIB)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, PKI)")
@@ -535,6 +541,15 @@ def main():
         for n in names:
             for v in variants:
                 rec, backend = run_one(args, n, v, mode, pki, work, driver, frontend_dir)
+                blog = tail(backend.log, 4000) if backend else ""
+                for rx in args.expect_backend_log:
+                    if rec["ok"] and not re.search(rx, blog):
+                        rec["ok"] = False
+                        rec["reason"] = f"the backend's log lacks {rx!r}"
+                for rx in args.expect_output:
+                    if rec["ok"] and not re.search(rx, rec.get("output", "")):
+                        rec["ok"] = False
+                        rec["reason"] = f"the program's output lacks {rx!r}"
                 status = "PASS" if rec["ok"] else "FAIL"
                 secs = rec["seconds"] if rec["seconds"] is not None else 0
                 print(f"{status} e2e.{n}.{v} [{mode}] rc={rec['rc']} {secs:.2f}s"

@@ -67,6 +67,17 @@ SEEDS = {
     # internal calls: slFence with a context, and its reply carrying printf output
     "fence": lfield(2, lfield(1, call(1, "slFence", b"") + vfield(5, 0x42))),
     "fence_reply": lfield(2, lfield(1, reply(1, "slFence", b"") + lfield(7, b"hello\n"))),
+    # bulk lanes: SessionOpen asking for 4, SessionAccept offering 2 (ports, 32-byte tickets), a
+    # call of 4 lane pieces, a reply of 2, LaneBulk both ways (client and server kind 5)
+    "open_lanes": lfield(1, vfield(1, 1) + vfield(2, 13000) + vfield(7, 4)),
+    "accept_lanes": lfield(1, vfield(1, 1) + vfield(3, 42) + vfield(7, 48000) + lfield(8, bytes(32))
+                           + lfield(9, varint(48001) + varint(48002))
+                           + lfield(10, bytes(32)) + lfield(10, bytes(range(32)))),
+    "lane_call": lfield(2, lfield(1, call(7, "cuMemcpyHtoD_v2", vfield(1, 0x7000) + vfield(3, 1 << 20),
+                                          bulk=1 << 20) + vfield(7, 4) + vfield(8, 1))),
+    "lane_reply": lfield(2, lfield(1, reply(9, "cuMemcpyDtoH_v2", b"") + vfield(5, 1 << 20)
+                                   + vfield(11, 2))),
+    "lane_bulk": lfield(5, vfield(1, 7) + vfield(2, 1) + vfield(3, 262144) + vfield(4, 262144)),
 }
 
 

@@ -89,6 +89,9 @@ def main():
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
     ap.add_argument("--variant-bundle", help="a second build (its backend and libcuda.so.1)")
     ap.add_argument("--backend-args", default="")
+    ap.add_argument("--lanes", type=int, default=0,
+                    help="also run the same build with SLUICE_LANES=N (bulk lanes): a 'lanesN' "
+                         "column beside 'sluice' (SLUICE_LANES=1), same backend, same rounds")
     a = ap.parse_args()
     bundle = os.path.abspath(a.bundle)
     bench = os.path.join(bundle, "build", "tests", "bench", "sluice-bench-datapath")
@@ -96,6 +99,9 @@ def main():
     modes = [("native", None, None)]
     be, cfg = start_backend(bundle, os.path.join(work, "s"), a.driver, a.backend_args.split())
     modes.append(("sluice", cfg, a.frontend))
+    lanes_mode = "lanes%d" % a.lanes if a.lanes >= 2 else None
+    if lanes_mode:
+        modes.append((lanes_mode, cfg, a.frontend))
     vbe = None
     if a.variant_bundle:
         vb = os.path.abspath(a.variant_bundle)
@@ -113,6 +119,7 @@ def main():
                         env["LD_LIBRARY_PATH"] = guest_library_path(frontend) + ":" + cuda_libs
                         env["SLUICE_CONFIG_DIR"] = cfgdir
                         env["SLUICE_LOG_LEVEL"] = "warning"
+                        env["SLUICE_LANES"] = str(a.lanes) if mode == lanes_mode else "1"
                     rc, text, figs = run_bench(bench, env, os.path.join(
                         work, "%s-%d.json" % (mode, r)), a.timeout)
                     if rc != 0:
@@ -132,6 +139,8 @@ def main():
         os.system("cp %s/s/backend.log %s.backend.log 2>/dev/null" % (work, a.out))
     print("\nchannel floor (TLS in ZeroMQ, 64 B, two processes) p50: %.1f us" % floor)
     hdr = "%-50s %10s %10s" % ("figure (medians of %d rounds)" % a.rounds, "native", "sluice")
+    if lanes_mode:
+        hdr += " %10s" % lanes_mode
     if a.variant_bundle:
         hdr += " %10s" % "variant"
     print(hdr + "  %-6s %-30s %s" % ("unit", "goal", "met"))
