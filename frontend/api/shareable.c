@@ -94,7 +94,8 @@ static CUresult export_call(Sluice__Wire__Call *call, enum share_kind kind, int 
     uint8_t token[TOKEN_BYTES];
     size_t got = 0;
     Sluice__Wire__Reply *rep = NULL;
-    CUresult rc = finish(sl_fe_call_bulk(call, NULL, 0, token, sizeof token, &got, &rep), rep);
+    CUresult rc = sl_fe_call_bulk(call, NULL, 0, token, sizeof token, &got, &rep);
+    rc = finish(rc, rep); /* not in one expression: rep is set by the call */
     if (rc == CUDA_SUCCESS && got != sizeof token)
         rc = CUDA_ERROR_UNKNOWN;
     if (rc == CUDA_SUCCESS) {
