@@ -17,6 +17,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "call/lanes.h"
 #include "component.h"
 #include "sluice/lanes.h"
@@ -213,6 +215,7 @@ static void *lane_main(void *p)
         pf[nf] = (struct pollfd){.fd = ln->efd, .events = POLLIN};
         poll(pf, (nfds_t)nf + 1, 100);
     }
+    OPENSSL_thread_stop(); /* the thread's OpenSSL state (its error queue) goes with it */
     return NULL;
 }
 
