@@ -14,7 +14,9 @@ of a third instance that the test revokes in the middle of the attack:
   flood     1,100 connections from 127.0.0.2 with half a ClientHello and no certificate: a new
             credentialed session, from 127.0.0.1 and from 127.0.0.2, still opens and works
 
-Each must hold: no neighbour round trip above 100 ms and none failed; the attacker cut off
+Each must hold: no neighbour round trip above 100 ms (plus the longest the machine itself
+paused the probe meanwhile: a thread of the probe sleeping 1 ms at a time notes how late it
+woke, which is the scheduler or a container's CPU quota, not the backend) and none failed; the attacker cut off
 with its reason (to it where the channel can still say it, and in the backend's log); the
 revoked session ended within 1 s of the Revoke; pongs, grant acks and the neighbour's usage
 records kept coming on the control socket (every pong within 1 s); the backend still runs.
@@ -139,9 +141,14 @@ def attack(ctx, name, agent, agent_out, backend, blog):
         problems.append(f"{name}: the neighbour session failed: {nb['why']}")
     if nb["rounds"] < 20:
         problems.append(f"{name}: the neighbour made only {nb['rounds']} round trips")
-    if nb["worst_ms"] > NEIGHBOUR_MAX_MS:
+    late = r.get("machine", {}).get("worst_late_ms", 0.0)
+    if late > 1.0:
+        print(f"{name}: meanwhile the machine woke a sleeping thread of the probe up to "
+              f"{late:.1f} ms late", flush=True)
+    if nb["worst_ms"] > NEIGHBOUR_MAX_MS + late:
         problems.append(f"{name}: a neighbour round trip took {nb['worst_ms']:.1f} ms "
-                        f"(at most {NEIGHBOUR_MAX_MS})")
+                        f"(at most {NEIGHBOUR_MAX_MS} plus the machine's own pause of "
+                        f"{late:.1f} ms)")
     code, text = ATTACKS[name]
     cut = r["cut"]
     if code and cut["code"] != code:

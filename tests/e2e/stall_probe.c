@@ -16,7 +16,8 @@
  *               session (--attacker-cert) opens, from 127.0.0.1 and from the flood's own
  *               address, and makes round trips
  *
- * Prints one JSON object: the neighbour's round trips (count, worst, median), how the attacker
+ * Prints one JSON object: the neighbour's round trips (count, worst, median), the longest a
+ * thread sleeping 1 ms at a time woke late meanwhile (the machine's own pauses), how the attacker
  * was cut off (code, message, after how long), when the victim's session ended and why. */
 #include <getopt.h>
 #include <pthread.h>
@@ -190,6 +191,30 @@ static void *neighbour(void *arg)
     }
     nb.ready = 1;
     sl_client_close(c);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- the machine */
+
+/* A thread that sleeps 1 ms again and again and notes how late it woke: what this machine's
+ * scheduler (other work, a container's CPU quota) took from every process in the same window,
+ * so that the test can tell the machine's pauses from the backend's. */
+static struct {
+    pthread_t th;
+    double worst_late_ms;
+} mc;
+
+static void *machine(void *arg)
+{
+    (void)arg;
+    const struct timespec ms1 = {0, 1000000};
+    while (!nb.stop) {
+        double t0 = mono_ms();
+        nanosleep(&ms1, NULL);
+        double late = mono_ms() - t0 - 1.0;
+        if (late > mc.worst_late_ms)
+            mc.worst_late_ms = late;
+    }
     return NULL;
 }
 
@@ -581,6 +606,7 @@ int main(int argc, char **argv)
     if (!endpoint || !ca || !nb.cert || !nb.key || !acert || !akey || !attack)
         return fprintf(stderr, "sluice-stall-probe: missing arguments (--help)\n"), 2;
     pthread_create(&nb.th, NULL, neighbour, NULL);
+    pthread_create(&mc.th, NULL, machine, NULL);
     if (vi.cert)
         pthread_create(&vi.th, NULL, victim, NULL);
     for (int i = 0; i < 1000 && (!nb.ready || (vi.cert && !vi.ready)); i++)
@@ -601,6 +627,7 @@ int main(int argc, char **argv)
     usleep(300000);
     nb.stop = 1;
     pthread_join(nb.th, NULL);
+    pthread_join(mc.th, NULL);
     if (vi.cert)
         pthread_join(vi.th, NULL);
     qsort(nb.rtt, (size_t)nb.rounds, sizeof nb.rtt[0], cmp);
@@ -612,7 +639,8 @@ int main(int argc, char **argv)
            nb.rounds, nb.rounds ? nb.rtt[nb.rounds - 1] : -1.0,
            nb.rounds ? nb.rtt[nb.rounds / 2] : -1.0, nb.failed ? "true" : "false");
     json_str(nb.why);
-    printf("},\"cut\":{\"code\":");
+    printf("},\"machine\":{\"worst_late_ms\":%.3f}", mc.worst_late_ms);
+    printf(",\"cut\":{\"code\":");
     json_str(sl_code_name(cut.code));
     printf(",\"why\":");
     json_str(cut.why);
