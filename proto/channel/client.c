@@ -255,8 +255,16 @@ sl_code sl_client_connect(const char *endpoint, const sl_tls_config *cfg,
     return rc;
 }
 
+/* Ends the session with its reason. A session ended for a timeout (the peer closed it because
+ * this side was too slow, or a transfer stalled) answers SL_ERR_CLOSED from then on: every
+ * caller reads SL_ERR_TIMEOUT as "nothing yet, the session goes on". */
 static sl_code die(sl_client *c, sl_code rc, sl_error *err)
 {
+    if (rc == SL_ERR_TIMEOUT) {
+        rc = SL_ERR_CLOSED;
+        if (err)
+            err->code = rc;
+    }
     if (!c->dead) {
         c->dead = 1;
         if (err)

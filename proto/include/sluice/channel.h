@@ -110,7 +110,9 @@ sl_code sl_client_send(sl_client *c, const void *msg, size_t len, const struct i
 /* Receives the next MESSAGE. *msg stays valid until the next recv/close. *bulk_len (may be
  * NULL) is the number of BULK bytes that follow it: they must all be taken with
  * sl_client_recv_bulk before the next recv. timeout_ms < 0 waits forever; SL_ERR_TIMEOUT
- * leaves the session usable. */
+ * leaves the session usable. A session that ended answers every call with its reason, and
+ * never with SL_ERR_TIMEOUT: one the peer closed for a timeout (its bulk too slow) answers
+ * SL_ERR_CLOSED, the message naming the timeout. */
 sl_code sl_client_recv(sl_client *c, const void **msg, size_t *len, uint64_t *bulk_len,
                        int timeout_ms, sl_error *err);
 

@@ -158,6 +158,10 @@ static void *echo_main(void *arg)
             sl_server_revoke_instance(e->srv, ev.identity->instance_id, "instance stopped");
             continue;
         }
+        if (ev.len == 7 && memcmp(ev.msg, "tooslow", 7) == 0) { /* closed for a timeout */
+            sl_server_disconnect(e->srv, ev.peer, SL_ERR_TIMEOUT, "bulk too slow", &err);
+            continue;
+        }
         uint8_t *bulk = ev.bulk_len ? malloc(ev.bulk_len) : NULL;
         if (ev.bulk_len && e->blocking_bulk) {
             if (sl_server_recv_bulk(e->srv, ev.peer, bulk, ev.bulk_len, &err)) {

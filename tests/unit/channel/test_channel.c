@@ -264,6 +264,32 @@ static void test_revoked_then_gone(void **state)
     sl_client_close(c);
 }
 
+/* The server ends the session for a timeout of the client's (its bulk too slow): the client's
+ * later calls answer SL_ERR_CLOSED with that reason, never SL_ERR_TIMEOUT, which would say the
+ * session is still usable (a reader polling it would wait forever). */
+static void test_closed_for_timeout(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
+    assert_int_equal(sl_client_send(c, "tooslow", 7, NULL, 0, &err), SL_OK);
+    const void *m;
+    size_t l;
+    assert_int_equal(sl_client_recv(c, &m, &l, NULL, 5000, &err), SL_ERR_CLOSED);
+    assert_non_null(strstr(err.msg, "(timeout): bulk too slow"));
+    assert_int_equal(sl_client_recv(c, &m, &l, NULL, 0, &err), SL_ERR_CLOSED);
+    assert_int_equal(sl_client_recv(c, &m, &l, NULL, 20, &err), SL_ERR_CLOSED);
+    assert_int_equal(sl_client_send(c, "x", 1, NULL, 0, &err), SL_ERR_CLOSED);
+    assert_non_null(strstr(err.msg, "bulk too slow"));
+    sl_client_close(c);
+    echo_stop(&e);
+}
+
 static void tamper(enum relay_mode mode)
 {
     echo_srv e;
@@ -501,7 +527,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_handshake_timeout),    cmocka_unit_test(test_dead_client_reaped),
         cmocka_unit_test(test_dead_server_detected), cmocka_unit_test(test_dead_not_idle_reader),
         cmocka_unit_test(test_connect_nowhere),      cmocka_unit_test(test_spinning_client),
-        cmocka_unit_test(test_revoked_then_gone),
+        cmocka_unit_test(test_revoked_then_gone),    cmocka_unit_test(test_closed_for_timeout),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
