@@ -6,13 +6,15 @@ and for sluice-bench-cuda. Writes one JSON line per (program, mode) and prints a
 results and commands are in docs/gpu-remoting.md.
 
 usage: run_samples.py --bin DIR --bundle DIR --frontend DIR --out FILE [--args JSON]
-                      [--only a,b] [--timeout S] [--save DIR]
+                      [--only a,b] [--timeout S] [--save DIR] [--host-driver-files]
   --bin       folder with the executables (searched recursively; each runs in its own folder)
   --bundle    the device bundle: bin/sluice-backend, lib/ (libzmq...), make-demo-pki
   --frontend  folder holding our libcuda.so.1 (put first on the programs' library path only)
   --args      per-program arguments, in cuda-samples' test_args.json format
+Programs through Sluice run as in a guest: the host driver's user-space libraries hidden from
+them (guest_argv; --host-driver-files leaves them).
 """
-import argparse, hashlib, json, os, re, signal, socket, subprocess, sys, tempfile, time
+import argparse, hashlib, json, os, re, shlex, shutil, signal, socket, subprocess, sys, tempfile, time
 
 NUM = re.compile(rb"[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
 
@@ -35,6 +37,34 @@ def guest_library_path(frontend, hide_driver=True):
     keep = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d and not (
         hide_driver and any(os.path.exists(os.path.join(d, n)) for n in DRIVER_LIBS))]
     return ":".join([frontend] + keep)
+
+
+DRIVER_FILES = re.compile(r"^(libcuda\.so|libnvcuvid\.so|libnvidia-[^ ]*\.so)")
+
+
+def driver_files():
+    """The host driver's user-space libraries that the loader's cache knows (libcuda, the video
+    and JPEG engines' libnvcuvid, libnvidia-*): a guest has none of them."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    found = set()
+    for line in out.splitlines():
+        name, _, path = line.strip().partition(" => ")
+        if DRIVER_FILES.match(name) and os.path.exists(path):
+            found.add(os.path.realpath(path))
+    return sorted(found)
+
+
+def guest_argv(cmd, hide=True):
+    """cmd run as in a guest: the host driver's user-space libraries hidden from it (each bound
+    over by /dev/null in a mount namespace of its own, so a dlopen of one fails as it does where
+    it is absent). Without it a library the guest would not have reaches the host's kernel
+    driver behind Sluice's back: nvJPEG's hardware decoder (libnvcuvid) then waits forever for a
+    context of ours. Needs root and unshare; otherwise cmd unchanged."""
+    files = driver_files() if hide and os.geteuid() == 0 and shutil.which("unshare") else []
+    if not files:
+        return list(cmd)
+    script = "".join("mount --bind /dev/null %s && " % shlex.quote(f) for f in files)
+    return ["unshare", "-m", "sh", "-c", script + 'exec "$0" "$@"'] + list(cmd)
 
 
 def start_backend(bundle, work, driver, extra=()):
@@ -70,10 +100,11 @@ def start_backend(bundle, work, driver, extra=()):
     return be, cfg
 
 
-def run(exe, args, env, timeout):
+def run(exe, args, env, timeout, guest=False):
     t0 = time.time()
+    argv = guest_argv([exe] + args) if guest else [exe] + args
     try:
-        p = subprocess.run([exe] + args, cwd=os.path.dirname(exe), env=env, timeout=timeout,
+        p = subprocess.run(argv, cwd=os.path.dirname(exe), env=env, timeout=timeout,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         rc, out = p.returncode, p.stdout
     except subprocess.TimeoutExpired as e:
@@ -93,6 +124,8 @@ def main():
     ap.add_argument("--frontend", required=True, help="folder holding our libcuda.so.1")
     ap.add_argument("--save", default="", help="folder for every run's full output")
     ap.add_argument("--backend-args", default="", help="more sluice-backend flags, e.g. '--measure none'")
+    ap.add_argument("--host-driver-files", action="store_true",
+                    help="leave the host driver's libraries visible to programs run through Sluice")
     a = ap.parse_args()
     cfgargs = json.load(open(a.args)) if a.args else {}
     exes = []
@@ -127,7 +160,7 @@ def main():
         for mode, env in (("native", native_env), ("sluice", sluice_env)):
             if be.poll() is not None:
                 be, cfg = start_backend(a.bundle, work, a.driver, a.backend_args.split())
-            rc, o, secs = run(exe, args, env, a.timeout)
+            rc, o, secs = run(exe, args, env, a.timeout, guest=mode == "sluice" and not a.host_driver_files)
             masked = NUM.sub(b"#", o)
             if a.save:
                 os.makedirs(a.save, exist_ok=True)

@@ -5,7 +5,9 @@ command with the guest's configuration; its exit status is the command's. At the
 the backend's CPU time (server and session workers) on stderr.
 
 usage: through_sluice.py --bundle DIR --frontend DIR [--log-level L] [--backend-log FILE]
-                         [--backend-args 'FLAGS'] -- CMD..."""
+                         [--backend-args 'FLAGS'] [--host-driver-files] -- CMD...
+The command runs as in a guest: the host driver's user-space libraries hidden from it
+(run_samples.guest_argv)."""
 import argparse
 import os
 import shutil
@@ -15,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_samples import guest_library_path, start_backend  # noqa: E402
+from run_samples import guest_argv, guest_library_path, start_backend  # noqa: E402
 
 
 def cpu_of(pid):
@@ -42,6 +44,8 @@ def main():
     ap.add_argument("--backend-args", default="", help="more sluice-backend flags")
     ap.add_argument("--host-nvml", action="store_true",
                     help="leave the host's driver folders (NVML) on the library path")
+    ap.add_argument("--host-driver-files", action="store_true",
+                    help="leave the host driver's libraries (libnvcuvid...) visible to the command")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
@@ -55,7 +59,8 @@ def main():
     env["SLUICE_LOG_LEVEL"] = a.log_level
     env["TRITON_LIBCUDA_PATH"] = a.frontend
     try:
-        rc = subprocess.run(cmd, env=env).returncode
+        hide = not (a.host_driver_files or a.host_nvml)
+        rc = subprocess.run(guest_argv(cmd, hide), env=env).returncode
         time.sleep(0.5)  # the last session's worker exits and is reaped
         print("through_sluice: backend CPU %s" % cpu_of(be.pid), file=sys.stderr)
     finally:
