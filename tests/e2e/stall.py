@@ -145,6 +145,11 @@ def attack(ctx, name, agent, agent_out, backend, blog):
     if late > 1.0:
         print(f"{name}: meanwhile the machine woke a sleeping thread of the probe up to "
               f"{late:.1f} ms late", flush=True)
+    if "worst_at_ms" in nb:
+        print(f"{name}: the neighbour's slowest round trip ({nb['worst_ms']:.1f} ms) began "
+              f"{nb['worst_at_ms'] - r['attack_start_ms']:+.0f} ms from the attack's start "
+              f"(the attack lasted {r['attack_end_ms'] - r['attack_start_ms']:.0f} ms)",
+              flush=True)
     if nb["worst_ms"] > NEIGHBOUR_MAX_MS + late:
         problems.append(f"{name}: a neighbour round trip took {nb['worst_ms']:.1f} ms "
                         f"(at most {NEIGHBOUR_MAX_MS} plus the machine's own pause of "

@@ -152,6 +152,7 @@ static struct {
     volatile int stop, ready;
     int rounds, failed;
     double rtt[ROUNDS_MAX];
+    double worst, worst_at; /* the longest round trip and when it began (CLOCK_MONOTONIC ms) */
     char why[SL_ERROR_MSG_MAX + 32];
 } nb;
 
@@ -180,8 +181,14 @@ static void *neighbour(void *arg)
             rc = reply(c, NULL, &result, &e);
         if (rc == SL_OK && result != 0)
             rc = sl_fail(&e, SL_ERR_PROTOCOL, "cuCtxSynchronize answered %d", result);
-        if (rc == SL_OK && nb.rounds < ROUNDS_MAX)
-            nb.rtt[nb.rounds++] = mono_ms() - t0;
+        if (rc == SL_OK && nb.rounds < ROUNDS_MAX) {
+            double rt = mono_ms() - t0;
+            nb.rtt[nb.rounds++] = rt;
+            if (rt > nb.worst) {
+                nb.worst = rt;
+                nb.worst_at = t0;
+            }
+        }
         nb.ready = 1;
         usleep(2000);
     }
@@ -639,6 +646,7 @@ int main(int argc, char **argv)
            nb.rounds, nb.rounds ? nb.rtt[nb.rounds - 1] : -1.0,
            nb.rounds ? nb.rtt[nb.rounds / 2] : -1.0, nb.failed ? "true" : "false");
     json_str(nb.why);
+    printf(",\"worst_at_ms\":%.3f", nb.worst_at);
     printf("},\"machine\":{\"worst_late_ms\":%.3f}", mc.worst_late_ms);
     printf(",\"cut\":{\"code\":");
     json_str(sl_code_name(cut.code));
