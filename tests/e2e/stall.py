@@ -21,6 +21,9 @@ with its reason (to it where the channel can still say it, and in the backend's 
 revoked session ended within 1 s of the Revoke; pongs, grant acks and the neighbour's usage
 records kept coming on the control socket (every pong within 1 s); the backend still runs.
 
+An attack whose only failures are time limits runs once more, and those limits are held on
+the second run: a stall the backend causes comes back every time, a pause of a 2-core machine
+shared with the attack's own work (noread copies 512 MiB in its worker) seldom twice in a row.
 Round trips measure the machine as much as the backend: a baseline of 3 s without an attack
 comes first, and when its own worst round trip is over 50 ms (a machine busy with other work)
 the time limits (100 ms, 1 s) are reported but not held against the backend; everything else
@@ -277,6 +280,13 @@ def main():
             print(f"---- {name}", flush=True)
             t0 = time.time()
             p = attack(ctx, name, agent, agent_out, backend, blog)
+            if p and not busy and all(timing(x) for x in p):
+                # a stall the backend causes comes back every time; a pause of this machine
+                # (2 cores shared with the attack's own copying) seldom twice in a row
+                for x in p:
+                    print(f"ONCE: {x}; the attack runs again and the time limits are held "
+                          f"on that run", flush=True)
+                p = attack(ctx, name, agent, agent_out, backend, blog)
             if busy:
                 for x in [x for x in p if timing(x)]:
                     print(f"NOT HELD ({'sanitizer build' if sanitized else 'busy machine'}): {x}")
