@@ -158,6 +158,12 @@ static void *echo_main(void *arg)
             sl_server_revoke_instance(e->srv, ev.identity->instance_id, "instance stopped");
             continue;
         }
+        if (ev.len == 5 && memcmp(ev.msg, "flood", 5) == 0) { /* 32 MiB of replies */
+            for (int i = 0; i < 128; i++) /* frames of chunk_size, as a copy's bulk goes */
+                sl_server_send_take(e->srv, ev.peer, "flood", 5, calloc(1, 256 << 10), 256 << 10,
+                                    &err);
+            continue;
+        }
         if (ev.len == 7 && memcmp(ev.msg, "tooslow", 7) == 0) { /* closed for a timeout */
             sl_server_disconnect(e->srv, ev.peer, SL_ERR_TIMEOUT, "bulk too slow", &err);
             continue;
