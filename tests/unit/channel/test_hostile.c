@@ -217,6 +217,31 @@ static void slow_reader(size_t max_out, int io_timeout_ms, sl_code want, const c
     echo_stop(&e);
 }
 
+/* A guest that vanishes (its connection closed without a CLOSE, as a killed process's) while
+ * replies wait for it: its receive queue full, ZeroMQ's queue to it full, frames of chunk_size.
+ * Its session ends within a few heartbeat intervals, not at the output timer (io_timeout_ms,
+ * 5 s here). Without ZMTP heartbeats libzmq 4.3 keeps such a closed connection's pipe and
+ * answers every send EAGAIN for good (measured, frames of 128 KiB or more); with them, as the
+ * channel sets them, EHOSTUNREACH comes at once. */
+static void test_replies_then_gone(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    rawpeer *r = attacker(&e);
+    sl_error err;
+    assert_int_equal(raw_record(r, RAW_MESSAGE, 0, "flood", 5, &err), SL_OK);
+    usleep(500 * 1000); /* the server fills what ZeroMQ and TCP take */
+    int64_t t0 = now_ms();
+    raw_close(r);
+    assert_int_equal(echo_wait_closed(&e, 1, 4000), SL_ERR_PEER_LOST);
+    print_message("server: %s, %lld ms after the connection closed\n", e.last_closed_msg,
+                  (long long)(now_ms() - t0));
+    assert_true(now_ms() - t0 < 2500);
+    assert_good_client(&e);
+    echo_stop(&e);
+}
+
 static void test_replies_never_read(void **state)
 {
     (void)state;
@@ -496,6 +521,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bulk_trickled_blocking_recv),
         cmocka_unit_test(test_replies_never_read),
         cmocka_unit_test(test_replies_never_read_stall),
+        cmocka_unit_test(test_replies_then_gone),
         cmocka_unit_test(test_flood_one_address),
         cmocka_unit_test(test_flood_many_addresses),
         cmocka_unit_test(test_flood_server_only),
