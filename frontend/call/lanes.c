@@ -17,8 +17,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-
 #include "call/lanes.h"
 #include "component.h"
 #include "sluice/lanes.h"
@@ -53,8 +51,8 @@ struct fe_lane {
 };
 
 static struct fe_lane g_lane[SL_LANE_MAX];
-static unsigned g_n;
-static sl_lane_asm *g_out; /* the pieces of replies */
+static unsigned g_n, g_opened; /* lanes open now; lanes the session had (SLUICE_STATS) */
+static sl_lane_asm *g_out;     /* the pieces of replies */
 static atomic_int g_stop, g_broken;
 static atomic_ullong g_sent, g_sent_bytes, g_got, g_got_bytes; /* pieces (SLUICE_STATS) */
 
@@ -215,12 +213,26 @@ static void *lane_main(void *p)
         pf[nf] = (struct pollfd){.fd = ln->efd, .events = POLLIN};
         poll(pf, (nfds_t)nf + 1, 100);
     }
-    OPENSSL_thread_stop(); /* the thread's OpenSSL state (its error queue) goes with it */
     return NULL;
+}
+
+/* The lanes end when the program exits, before what exit() runs after its handlers: OpenSSL's
+ * own cleanup and LeakSanitizer's check come from handlers registered earlier (they run later),
+ * the library's destructor (connection.c) only after all of them. A lane thread must not be
+ * inside OpenSSL when OpenSSL is cleaned up, and its thread-local state goes with the thread. */
+static void lanes_at_exit(void)
+{
+    sl_fe_lanes_close();
+}
+
+static void register_at_exit(void)
+{
+    atexit(lanes_at_exit); /* from a shared object: run at dlclose too (__cxa_atexit) */
 }
 
 sl_code sl_fe_lanes_start(sl_client **clients, unsigned n, sl_error *err)
 {
+    static pthread_once_t at_exit_once = PTHREAD_ONCE_INIT;
     sl_error e;
     if (n < 2 || n > SL_LANE_MAX) {
         for (unsigned i = 0; i < n; i++)
@@ -235,6 +247,7 @@ sl_code sl_fe_lanes_start(sl_client **clients, unsigned n, sl_error *err)
         pthread_mutex_init(&ln->mu, NULL);
     }
     g_n = n;
+    g_opened = n;
     if (sl_lane_asm_new(n, &g_out, &e) != SL_OK)
         goto fail;
     for (unsigned i = 0; i < n; i++) {
@@ -251,10 +264,12 @@ sl_code sl_fe_lanes_start(sl_client **clients, unsigned n, sl_error *err)
         }
         g_lane[i].started = 1;
     }
+    pthread_once(&at_exit_once, register_at_exit);
     sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%u bulk lanes open to the session's worker", n);
     return SL_OK;
 fail:
     *err = e;
+    g_opened = 0;
     sl_fe_lanes_close();
     return e.code;
 }
@@ -313,7 +328,7 @@ sl_code sl_fe_lanes_recv(uint64_t seq, void *dst, uint64_t blen, uint32_t k, sl_
 void sl_fe_lanes_stats(unsigned *lanes, uint64_t *sent, uint64_t *sent_bytes, uint64_t *got,
                        uint64_t *got_bytes)
 {
-    *lanes = g_n;
+    *lanes = g_opened; /* also after the lanes closed at exit */
     *sent = atomic_load(&g_sent);
     *sent_bytes = atomic_load(&g_sent_bytes);
     *got = atomic_load(&g_got);
