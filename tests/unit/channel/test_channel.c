@@ -218,16 +218,24 @@ static void test_accept_refused(void **state)
     echo_stop(&e);
 }
 
+/* A client of e with the test's certificate, connected. */
+static sl_client *echo_client(echo_srv *e)
+{
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    sl_client *c = NULL;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e->srv), &cfg, &o, &c, &err), SL_OK);
+    return c;
+}
+
 static void test_revoked(void **state)
 {
     (void)state;
     echo_srv e;
     echo_start(&e, SL_TLS_MUTUAL, NULL);
-    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
-    sl_channel_opts o = fast_opts();
-    sl_client *c;
+    sl_client *c = echo_client(&e);
     sl_error err;
-    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
     assert_int_equal(sl_client_send(c, "revoke", 6, NULL, 0, &err), SL_OK);
     const void *m;
     size_t l;
@@ -248,11 +256,8 @@ static void test_revoked_then_gone(void **state)
     (void)state;
     echo_srv e;
     echo_start(&e, SL_TLS_MUTUAL, NULL);
-    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
-    sl_channel_opts o = fast_opts();
-    sl_client *c;
+    sl_client *c = echo_client(&e);
     sl_error err;
-    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
     assert_int_equal(sl_client_send(c, "revoke", 6, NULL, 0, &err), SL_OK);
     assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_REVOKED);
     echo_stop(&e);
@@ -272,11 +277,8 @@ static void test_closed_for_timeout(void **state)
     (void)state;
     echo_srv e;
     echo_start(&e, SL_TLS_MUTUAL, NULL);
-    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
-    sl_channel_opts o = fast_opts();
-    sl_client *c;
+    sl_client *c = echo_client(&e);
     sl_error err;
-    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
     assert_int_equal(sl_client_send(c, "tooslow", 7, NULL, 0, &err), SL_OK);
     const void *m;
     size_t l;
