@@ -219,6 +219,10 @@ registry_hosts = {self.host}
             os.makedirs(os.path.join(d, sub), mode=0o755, exist_ok=True)
             os.chmod(os.path.join(d, sub), 0o755)
         self.enroll_port, self.backend_port = free_port(), free_port()
+        # the session workers' direct ports: the agent's default range, unless the backend's
+        # port (any free one) fell in it, which the agent refuses
+        clash = 48000 <= self.backend_port <= 49999
+        self.direct_ports = (50000, 51999) if clash else (48000, 49999)
         # Issue 6's /metrics comes with sluice-usage; older agents refuse the key.
         self.metrics_port = free_port() if self.bin["usage"] else None
         host = self.vm.host_ip if self.vm else "127.0.0.1"
@@ -238,6 +242,8 @@ advertise_address = {host}
 backend_bind = {host}
 backend_port_min = {self.backend_port}
 backend_port_max = {self.backend_port}
+direct_port_min = {self.direct_ports[0]}
+direct_port_max = {self.direct_ports[1]}
 backend_user = {BACKEND_USER}
 backend_group = {BACKEND_GROUP}
 backend_path = {self.bin['backend']}
