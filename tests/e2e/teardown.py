@@ -50,6 +50,26 @@ def children(pid):
     return out.split()
 
 
+def where(pid):
+    """What a worker process is doing: each thread's name, state and kernel wait channel, and
+    its sockets' queues (for a worker that outlives its guest)."""
+    parts = []
+    for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+            comm = stat.split("(", 1)[1].rsplit(")", 1)[0]
+            state = stat.rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                wchan = f.read().strip() or "-"
+        except OSError:
+            continue
+        parts.append(f"{comm}:{state}:{wchan}")
+    ss = subprocess.run(["ss", "-tnpH"], capture_output=True, text=True).stdout
+    socks = [" ".join(x.split()[:5]) for x in ss.splitlines() if f"pid={pid}," in x]
+    return f"worker {pid}: threads " + " ".join(parts) + "; tcp " + ("; ".join(socks) or "none")
+
+
 def wait_workers_gone(t, timeout, timeline=None):
     t0 = time.time()
     while time.time() - t0 < timeout:
@@ -127,6 +147,8 @@ def teardown(ctx, args, name, program, env, n, finals=False):
             problems.append(f"only {open_} of {n} sessions opened")
         if gone is None:
             problems.append("session workers still running 30 s after their guests")
+            for pid in children(t.proc.pid):
+                print("  " + where(pid))
         elif gone > args.within:
             problems.append(f"the last worker ended {gone:.2f} s after the guests, over "
                             f"{args.within} s")
