@@ -110,6 +110,26 @@ static CUresult export_call(Sluice__Wire__Call *call, enum share_kind kind, int 
     return rc;
 }
 
+/* Sends an import call with the token as its bulk (wiped once sent). CUDA_SUCCESS: *rep is the
+ * reply, for the caller to take its handle from and free. */
+static CUresult import_call(Sluice__Wire__Call *call, uint8_t token[TOKEN_BYTES],
+                            Sluice__Wire__Reply **rep)
+{
+    struct iovec iov = {token, TOKEN_BYTES};
+    *rep = NULL;
+    CUresult rc = sl_fe_call_bulk(call, &iov, 1, NULL, 0, NULL, rep);
+    memset(token, 0, TOKEN_BYTES);
+    if (*rep)
+        rc = (CUresult)(*rep)->result;
+    else if (rc == CUDA_SUCCESS)
+        rc = CUDA_ERROR_UNKNOWN;
+    if (rc != CUDA_SUCCESS && *rep) {
+        sl_fe_reply_free(*rep);
+        *rep = NULL;
+    }
+    return rc;
+}
+
 CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                       CUmemAllocationHandleType handleType,
                                       unsigned long long flags)
@@ -147,19 +167,14 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     rq.os_handle = TOKEN_BYTES;
     rq.sh_handle_type = (uint32_t)shHandleType;
     SL_FE_SET(cuMemImportFromShareableHandle, &call, &rq);
-    struct iovec iov = {token, sizeof token};
-    Sluice__Wire__Reply *rep = NULL;
-    rc = sl_fe_call_bulk(&call, &iov, 1, NULL, 0, NULL, &rep);
-    memset(token, 0, sizeof token);
-    if (rep) {
-        rc = (CUresult)rep->result;
-        if (rc == CUDA_SUCCESS) {
-            if (SL_FE_REPLY(cuMemImportFromShareableHandle, rep))
-                *handle =
-                    (CUmemGenericAllocationHandle)rep->cu_mem_import_from_shareable_handle->handle;
-            else
-                rc = CUDA_ERROR_UNKNOWN;
-        }
+    Sluice__Wire__Reply *rep;
+    rc = import_call(&call, token, &rep);
+    if (rc == CUDA_SUCCESS) {
+        if (SL_FE_REPLY(cuMemImportFromShareableHandle, rep))
+            *handle =
+                (CUmemGenericAllocationHandle)rep->cu_mem_import_from_shareable_handle->handle;
+        else
+            rc = CUDA_ERROR_UNKNOWN;
         sl_fe_reply_free(rep);
     }
     return rc;
@@ -204,19 +219,14 @@ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle
     rq.handle_type = (uint32_t)handleType;
     rq.flags = flags;
     SL_FE_SET(cuMemPoolImportFromShareableHandle, &call, &rq);
-    struct iovec iov = {token, sizeof token};
-    Sluice__Wire__Reply *rep = NULL;
-    rc = sl_fe_call_bulk(&call, &iov, 1, NULL, 0, NULL, &rep);
-    memset(token, 0, sizeof token);
-    if (rep) {
-        rc = (CUresult)rep->result;
-        if (rc == CUDA_SUCCESS) {
-            if (SL_FE_REPLY(cuMemPoolImportFromShareableHandle, rep))
-                *pool_out = (CUmemoryPool)(uintptr_t)
-                                rep->cu_mem_pool_import_from_shareable_handle->pool_out;
-            else
-                rc = CUDA_ERROR_UNKNOWN;
-        }
+    Sluice__Wire__Reply *rep;
+    rc = import_call(&call, token, &rep);
+    if (rc == CUDA_SUCCESS) {
+        if (SL_FE_REPLY(cuMemPoolImportFromShareableHandle, rep))
+            *pool_out =
+                (CUmemoryPool)(uintptr_t)rep->cu_mem_pool_import_from_shareable_handle->pool_out;
+        else
+            rc = CUDA_ERROR_UNKNOWN;
         sl_fe_reply_free(rep);
     }
     return rc;
