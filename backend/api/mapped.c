@@ -21,6 +21,7 @@
 #include "session/ranges.h"
 #include "session/state.h"
 #include "sluice/backend_handlers.h"
+#include "sluice/diffspan.h"
 
 #define BE_MAPPED_MAX_BYTES ((uint64_t)1 << 30) /* page-locked host memory per session */
 
@@ -189,49 +190,57 @@ CUresult be_h_slMappedWrite(struct sl_be_call *c)
 
 /* What one reply carries of device writes to mapped memory: the rest goes with the next replies
  * (Reply.mapped_more; the frontend asks with slFence until none is left), so that a reply stays
- * within the channel's message bound whatever is mapped. */
-#define BE_MAPPED_REPLY_MAX ((size_t)8 << 20) /* the channel takes 16 MiB messages */
+ * within the channel's message bound whatever is mapped. Each run of changed pages is one span
+ * (sluice/diffspan.h), so a kernel that sets a flag at each end of a large range sends two small
+ * spans, not the range. */
+#define BE_MAPPED_REPLY_MAX   ((size_t)8 << 20) /* the channel takes 16 MiB messages */
+#define BE_MAPPED_REPLY_SPANS 1024              /* spans per reply */
+
+/* Adds the span [lo, hi) of m to the reply's list; 0 when out of memory. */
+static int add_span(Sluice__Wire__Reply *reply, size_t *cap, const struct be_map *m, size_t lo,
+                    size_t hi)
+{
+    if (reply->n_mapped == *cap) {
+        size_t ncap = *cap ? 2 * *cap : 4;
+        Sluice__Wire__MappedData **v = realloc(reply->mapped, ncap * sizeof *v);
+        if (!v)
+            return 0;
+        reply->mapped = v;
+        *cap = ncap;
+    }
+    Sluice__Wire__MappedData *d = malloc(sizeof *d + (hi - lo));
+    if (!d)
+        return 0;
+    sluice__wire__mapped_data__init(d);
+    d->dptr = m->dptr;
+    d->offset = lo;
+    d->data.data = (uint8_t *)(d + 1);
+    d->data.len = hi - lo;
+    memcpy(d->data.data, m->host + lo, hi - lo);
+    memcpy(m->shadow + lo, d->data.data, hi - lo);
+    reply->mapped[reply->n_mapped++] = d;
+    return 1;
+}
 
 void be_mapped_collect(sl_be_session *s, Sluice__Wire__Reply *reply)
 {
-    size_t n = 0;
-    for (struct be_map *m = s->mapped; m; m = m->next)
-        n += memcmp(m->host, m->shadow, (size_t)m->len) != 0;
-    if (!n)
-        return;
-    Sluice__Wire__MappedData **v = calloc(n, sizeof *v);
-    if (!v)
-        return; /* tried again at the next reply */
-    size_t k = 0, room = BE_MAPPED_REPLY_MAX;
-    for (struct be_map *m = s->mapped; m && k < n; m = m->next) {
-        size_t lo = 0, hi = (size_t)m->len;
-        while (lo < hi && m->host[lo] == m->shadow[lo])
-            lo++;
-        while (hi > lo && m->host[hi - 1] == m->shadow[hi - 1])
-            hi--;
-        if (lo == hi)
-            continue;
-        if (!room || hi - lo > room) { /* the rest differs still: a later reply takes it */
-            reply->mapped_more = 1;
-            if (!room)
-                break;
-            hi = lo + room;
+    size_t room = BE_MAPPED_REPLY_MAX, cap = 0;
+    for (struct be_map *m = s->mapped; m; m = m->next) {
+        size_t lo, hi = 0;
+        while (sl_diff_next(m->host, m->shadow, (size_t)m->len, hi, &lo, &hi)) {
+            if (!room || reply->n_mapped == BE_MAPPED_REPLY_SPANS) {
+                reply->mapped_more = 1; /* the rest differs still: a later reply takes it */
+                return;
+            }
+            if (hi - lo > room) {
+                reply->mapped_more = 1;
+                hi = lo + room;
+            }
+            if (!add_span(reply, &cap, m, lo, hi))
+                return; /* tried again at the next reply */
+            room -= hi - lo;
         }
-        room -= hi - lo;
-        Sluice__Wire__MappedData *d = malloc(sizeof *d + (hi - lo));
-        if (!d)
-            break;
-        sluice__wire__mapped_data__init(d);
-        d->dptr = m->dptr;
-        d->offset = lo;
-        d->data.data = (uint8_t *)(d + 1);
-        d->data.len = hi - lo;
-        memcpy(d->data.data, m->host + lo, hi - lo);
-        memcpy(m->shadow + lo, d->data.data, hi - lo);
-        v[k++] = d;
     }
-    reply->mapped = v;
-    reply->n_mapped = k;
 }
 
 void be_mapped_collect_done(Sluice__Wire__Reply *reply)

@@ -5,7 +5,8 @@
  * are requested together (sl_fe_call_batch). Copies into guest memory complete before the call
  * returns, also the *Async ones (v1): the copy runs in the stream's order and the stream is
  * synchronized before the call returns (in the backend, one round trip, up to 16 MiB; above,
- * the frontend synchronizes the stream first). 2D/3D copies gather or scatter
+ * the frontend synchronizes the stream first); into mapped host memory they are device copies
+ * into its twin (dtoh_mapped). 2D/3D copies gather or scatter
  * their host rectangle into or from one contiguous bulk; the pod sent has the host pointer
  * cleared and the host pitch set to the row width. Copies between host memory and an array
  * (HtoA, AtoH) go in pieces of the same size. */
@@ -18,6 +19,7 @@
 #include "api/copy.h"
 #include "api/memory.h"
 #include "call/managed.h"
+#include "call/mapped_sync.h"
 #include "call/rpc.h"
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
@@ -127,12 +129,27 @@ static CUresult stream_sync(bool pt, CUstream s)
     return pt ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
 }
 
+/* A copy into mapped host memory (docs/remoting.md "Mapped host memory") is a device copy into
+ * its twin, as the driver's is a DMA into the page-locked range: the bytes reach the guest's
+ * range with the synchronous reply after it, as device work's writes to mapped memory do. So an
+ * async one stays async, and the bytes cross once (not into the range, then back to the twin as
+ * the program's change). A synchronous one waits for its stream. */
+static CUresult dtoh_mapped(bool pt, uint64_t twin, CUdeviceptr src, size_t n, CUstream s,
+                            int async)
+{
+    CUresult rc = dtod(pt, twin, src, n, s, 1, 0);
+    return rc != CUDA_SUCCESS || async ? rc : stream_sync(pt, s);
+}
+
 static CUresult dtoh(bool pt, void *dst, CUdeviceptr src, size_t n)
 {
+    uint64_t twin;
     if (n && !dst)
         return CUDA_ERROR_INVALID_VALUE;
     if (managed(dst))
         return dtod(pt, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, 0);
+    if (sl_fe_mapped_dptr(dst, n, &twin))
+        return dtoh_mapped(pt, twin, src, n, NULL, 0);
     size_t off = 0;
     do {
         /* up to SL_FE_BATCH_MAX pieces at once: the backend copies the next while this side
@@ -250,8 +267,11 @@ CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, s
  * Larger ones synchronize the stream first, then copy in pieces. */
 static CUresult dtoh_async(bool pt, void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
+    uint64_t twin;
     if (dst && !managed(dst) && sl_fe_capturing(pt, s))
         return capture_1d(pt, s, 0, dst, src, 0, n);
+    if (dst && sl_fe_mapped_dptr(dst, n, &twin))
+        return dtoh_mapped(pt, twin, src, n, s, 1);
     if (n > SL_FE_MAX_COPY_CHUNK) {
         CUresult rc = stream_sync(pt, s);
         return rc != CUDA_SUCCESS ? rc : dtoh(pt, dst, src, n);

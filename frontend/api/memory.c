@@ -339,11 +339,11 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int 
     uint64_t d = 0;
     if (!pdptr || Flags)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!sl_fe_mapped_dptr(p, &d)) {
+    if (!sl_fe_mapped_dptr(p, 1, &d)) {
         CUresult rc = map_late(p);
         if (rc != CUDA_SUCCESS)
             return rc;
-        if (!sl_fe_mapped_dptr(p, &d))
+        if (!sl_fe_mapped_dptr(p, 1, &d))
             return CUDA_ERROR_INVALID_VALUE;
     }
     *pdptr = (CUdeviceptr)d;

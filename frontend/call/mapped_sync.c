@@ -3,13 +3,13 @@
  *
  * The twins are kept coherent at call boundaries: before any call leaves, the bytes the program
  * changed since the last exchange go out as slMappedWrite (found by comparing with a shadow
- * copy); every synchronous reply brings back, in Reply.mapped, the bytes device work changed. A
- * program that polls mapped memory while a kernel runs, without a synchronizing call, does not
- * see the kernel's writes: that is the one difference from local mapped memory
- * (docs/remoting.md). Mapped memory is meant for flags and small buffers (cuDNN keeps a 4-byte
- * one per handle), and counted against the instance's memory quota in the backend; at most
- * SL_FE_MAPPED_MAX bytes per process, the backend's bound. Every call compares it: a program
- * with a large mapped range pays for that comparison on each call. */
+ * copy a page at a time: each run of changed pages is one span); every synchronous reply brings
+ * back, in Reply.mapped, the bytes device work changed. A program that polls mapped memory while a
+ * kernel runs, without a synchronizing call, does not see the kernel's writes: that is the one
+ * difference from local mapped memory (docs/remoting.md). Mapped memory is meant for flags and
+ * small buffers (cuDNN keeps a 4-byte one per handle), and counted against the instance's memory
+ * quota in the backend; at most SL_FE_MAPPED_MAX bytes per process, the backend's bound. Every call
+ * compares it: a program with a large mapped range pays for that comparison on each call. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 
 #include "call/mapped_sync.h"
 #include "component.h"
+#include "sluice/diffspan.h"
 #include "sluice/log.h"
 
 #define SL_FE_MAPPED_MAX   ((size_t)1 << 30)  /* as the backend's bound per session */
@@ -97,14 +98,15 @@ int sl_fe_mapped_untrack(void *p, uint64_t *dptr)
     return 1;
 }
 
-int sl_fe_mapped_dptr(const void *p, uint64_t *dptr)
+int sl_fe_mapped_dptr(const void *p, size_t n, uint64_t *dptr)
 {
-    if (!atomic_load(&g_nmaps))
+    if (!atomic_load(&g_nmaps) || !n)
         return 0;
     int found = 0;
     pthread_mutex_lock(&g_map_lock);
     for (struct sl_fe_mapping *m = g_maps; m; m = m->next)
-        if ((const uint8_t *)p >= m->guest && (size_t)((const uint8_t *)p - m->guest) < m->len) {
+        if ((const uint8_t *)p >= m->guest && (size_t)((const uint8_t *)p - m->guest) < m->len &&
+            n <= m->len - (size_t)((const uint8_t *)p - m->guest)) {
             *dptr = m->dptr + (uint64_t)((const uint8_t *)p - m->guest);
             found = 1;
             break;
@@ -120,17 +122,13 @@ CUresult sl_fe_mapped_sync_out(sl_fe_mapped_emit emit)
     CUresult rc = CUDA_SUCCESS;
     pthread_mutex_lock(&g_map_lock);
     for (struct sl_fe_mapping *m = g_maps; m && rc == CUDA_SUCCESS; m = m->next) {
-        if (!memcmp(m->guest, m->shadow, m->len))
-            continue;
-        size_t lo = 0, hi = m->len;
-        while (m->guest[lo] == m->shadow[lo])
-            lo++;
-        while (m->guest[hi - 1] == m->shadow[hi - 1])
-            hi--;
-        memcpy(m->shadow + lo, m->guest + lo, hi - lo);
-        for (size_t at = lo; at < hi && rc == CUDA_SUCCESS; at += SL_FE_MAPPED_PIECE) {
-            size_t len = hi - at < SL_FE_MAPPED_PIECE ? hi - at : SL_FE_MAPPED_PIECE;
-            rc = emit(m->dptr, at, m->shadow + at, len); /* one message each */
+        size_t lo, hi = 0;
+        while (rc == CUDA_SUCCESS && sl_diff_next(m->guest, m->shadow, m->len, hi, &lo, &hi)) {
+            memcpy(m->shadow + lo, m->guest + lo, hi - lo);
+            for (size_t at = lo; at < hi && rc == CUDA_SUCCESS; at += SL_FE_MAPPED_PIECE) {
+                size_t len = hi - at < SL_FE_MAPPED_PIECE ? hi - at : SL_FE_MAPPED_PIECE;
+                rc = emit(m->dptr, at, m->shadow + at, len); /* one message each */
+            }
         }
     }
     pthread_mutex_unlock(&g_map_lock);

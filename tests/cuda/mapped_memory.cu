@@ -1,12 +1,15 @@
 // Mapped host memory (cudaHostAllocMapped, cudaHostRegisterMapped): a kernel reads what the host
 // wrote and writes what the host reads after synchronizing, through the device pointer the
 // runtime gives, twice (so both directions are seen after a first exchange); then a small
-// cudaMallocHost buffer (no mapped flag), which unified addressing makes reachable too. Under
+// cudaMallocHost buffer (no mapped flag), which unified addressing makes reachable too; then
+// copies from device memory into a large mapped range (synchronous, and async on four streams as
+// the cuda-sample simpleStreams does), which the device reading the range must see as well. Under
 // Sluice the memory has a twin in the backend kept coherent at call boundaries
 // (docs/remoting.md).
 #include "common.cuh"
 
 #include <cstdint>
+#include <cstdlib>
 
 __global__ void mapflag(int *flag, int *out)
 {
@@ -30,6 +33,87 @@ static void round_trip(int *host, int *dev, int *dout, int v)
 }
 
 alignas(4096) static int registered[1024];
+
+static unsigned word(size_t i, unsigned salt)
+{
+    return (unsigned)i * 2654435761u + salt;
+}
+
+static void check_host(const unsigned *h, size_t n, unsigned salt, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != word(i, salt))
+            FAIL("%s: word %zu of the mapped range is 0x%x, want 0x%x", what, i, h[i],
+                 word(i, salt));
+}
+
+// What the device sees through the mapped range's device pointer (copied out by the device).
+static void check_device(const unsigned *dmap, unsigned *dtmp, unsigned *plain, size_t n,
+                         unsigned salt, const char *what)
+{
+    CHECK(cudaMemcpy(dtmp, dmap, n * sizeof *dtmp, cudaMemcpyDeviceToDevice));
+    CHECK(cudaMemcpy(plain, dtmp, n * sizeof *plain, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        if (plain[i] != word(i, salt))
+            FAIL("%s: the device reads word %zu of the mapped range as 0x%x, want 0x%x", what, i,
+                 plain[i], word(i, salt));
+}
+
+// Device-to-host copies into a 20 MiB mapped range (more than one message of bytes): the host
+// sees them after the copy (or the stream's synchronization), and so do kernels.
+static void copies_into_mapped(void)
+{
+    const size_t n = (20u << 20) / sizeof(unsigned), quarter = n / 4;
+    unsigned *h = nullptr, *dmap = nullptr, *src = nullptr, *dtmp = nullptr;
+    unsigned *plain = (unsigned *)std::malloc(n * sizeof *plain);
+    if (!plain)
+        FAIL("out of memory");
+    CHECK(cudaHostAlloc(&h, n * sizeof *h, cudaHostAllocMapped));
+    CHECK(cudaHostGetDevicePointer((void **)&dmap, h, 0));
+    CHECK(cudaMalloc(&src, n * sizeof *src));
+    CHECK(cudaMalloc(&dtmp, n * sizeof *dtmp));
+
+    for (size_t i = 0; i < n; i++)
+        plain[i] = word(i, 1);
+    CHECK(cudaMemcpy(src, plain, n * sizeof *src, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(h, src, n * sizeof *h, cudaMemcpyDeviceToHost));
+    check_host(h, n, 1, "cudaMemcpy into mapped memory");
+    check_device(dmap, dtmp, plain, n, 1, "cudaMemcpy into mapped memory");
+
+    cudaStream_t st[4];
+    for (auto &x : st)
+        CHECK(cudaStreamCreate(&x));
+    for (size_t i = 0; i < n; i++)
+        plain[i] = word(i, 2);
+    CHECK(cudaMemcpy(src, plain, n * sizeof *src, cudaMemcpyHostToDevice));
+    for (int i = 0; i < 4; i++)
+        CHECK(cudaMemcpyAsync(h + i * quarter, src + i * quarter, quarter * sizeof *h,
+                              cudaMemcpyDeviceToHost, st[i]));
+    for (auto &x : st)
+        CHECK(cudaStreamSynchronize(x));
+    check_host(h, n, 2, "cudaMemcpyAsync into mapped memory");
+    check_device(dmap, dtmp, plain, n, 2, "cudaMemcpyAsync into mapped memory");
+
+    // The program's own writes at both ends reach the device (two small spans, not the range).
+    h[0] = 0xdead;
+    h[n - 1] = 0xbeef;
+    unsigned ends[2] = {0, 0};
+    CHECK(cudaMemcpy(&ends[0], dmap, sizeof(unsigned), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(&ends[1], dmap + n - 1, sizeof(unsigned), cudaMemcpyDeviceToHost));
+    if (ends[0] != 0xdead || ends[1] != 0xbeef)
+        FAIL("the host's writes to mapped memory: the device sees 0x%x and 0x%x", ends[0], ends[1]);
+    h[0] = word(0, 2);
+    h[n - 1] = word(n - 1, 2);
+    check_device(dmap, dtmp, plain, n, 2, "the host's writes at both ends, undone");
+    for (auto &x : st)
+        CHECK(cudaStreamDestroy(x));
+    CHECK(cudaFree(dtmp));
+    CHECK(cudaFree(src));
+    CHECK(cudaFreeHost(h));
+    std::free(plain);
+    std::printf("mapped_memory: 20 MiB copied into mapped memory (synchronous and on 4 streams), "
+                "seen by the host and by the device\n");
+}
 
 int main()
 {
@@ -82,6 +166,7 @@ int main()
     cudaGetLastError();
     CHECK(cudaFreeHost(h));
     CHECK(cudaFree(dout));
+    copies_into_mapped();
     pass();
     return 0;
 }
