@@ -20,6 +20,7 @@
 #include "daemon/list_gpus.h"
 #include "daemon/loop.h"
 #include "daemon/worker.h"
+#include "session/bulk_pool.h"
 #include "session/image_store.h"
 #include "session/printf.h"
 #include "session/spin.h"
@@ -46,6 +47,7 @@ static void usage(FILE *f)
         "                      [--max-sessions N]\n"
         "                      [--usage-interval S] [--usage-resend S] [--measure events|none]\n"
         "                      [--spin-us N] [--direct on|off] [--direct-ports MIN-MAX]\n"
+        "                      [--staging-slots N]\n"
         "                      [--version] [--help]\n"
         "\n"
         "Serves one tenant's remote CUDA sessions on the real driver (docs/backend.md).\n"
@@ -76,6 +78,9 @@ static void usage(FILE *f)
         "                    off: every call goes through --listen's port\n"
         "  --direct-ports MIN-MAX  the session workers' ports (a firewall opens them); default:\n"
         "                    any free port\n"
+        "  --staging-slots N page-locked host memory for large copies' bytes, in 16 MiB slots\n"
+        "                    per session, made as its copies need them; default 8, 0..8 (0:\n"
+        "                    pageable memory, the driver stages each copy itself)\n"
         "Environment: SLUICE_LOG_LEVEL=err|warning|notice|info|debug\n");
 }
 
@@ -103,7 +108,8 @@ static int id_ok(const char *s)
 
 /* Hidden modes: `--session-worker FD --driver PATH --session-id N --instance I --project P
  * [--acct-fd FD --acct-slot N --acct-inst N] [--usage-interval S] [--measure M] [--image-dir D]
- * [--spin-us N] [--direct tcp://ADDR:* --cert F --key F --ca F --peer-sha256 HEX
+ * [--spin-us N] [--staging-slots N] [--direct tcp://ADDR:* --cert F --key F --ca F --peer-sha256
+ * HEX
  * [--direct-ports MIN-MAX]]` (a session's
  * worker process, started by daemon/workers.c), `--probe-driver PATH --project P` (the start-up
  * driver check) and `--list-gpus --driver PATH` (the agent's GPU list). Returns -1 when argv is
@@ -119,7 +125,7 @@ static int hidden_mode(int argc, char **argv)
     const char *driver = NULL, *instance = "", *project = "";
     unsigned long long sid = 0;
     int fd = -1;
-    struct be_worker_opts wo = {-1, -1, -1, 0, 0, NULL, 0, {0}, 0};
+    struct be_worker_opts wo = {-1, -1, -1, 0, 0, NULL, 0, {0}, 0, BE_POOL_SLOTS};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--session-worker"))
             fd = atoi(argv[i + 1]);
@@ -137,6 +143,8 @@ static int hidden_mode(int argc, char **argv)
             wo.image_dir = argv[i + 1];
         else if (!strcmp(argv[i], "--spin-us"))
             wo.spin_us = (unsigned)strtoul(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--staging-slots"))
+            wo.staging_slots = (unsigned)strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--lanes"))
             wo.lanes = (unsigned)strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--direct"))
@@ -215,7 +223,7 @@ int main(int argc, char **argv)
      * messages stayed in it after they closed; the main heap's are given back once sessions
      * end (workers.c, docs/backend.md "Memory"). */
     mallopt(M_ARENA_MAX, 1);
-    struct be_config cfg = {.spin_us = be_default_spin_us()};
+    struct be_config cfg = {.spin_us = be_default_spin_us(), .staging_slots = BE_POOL_SLOTS};
     static const struct option opts[] = {{"project", required_argument, 0, 'p'},
                                          {"listen", required_argument, 0, 'l'},
                                          {"cert", required_argument, 0, 'c'},
@@ -233,6 +241,7 @@ int main(int argc, char **argv)
                                          {"spin-us", required_argument, 0, 'S'},
                                          {"direct", required_argument, 0, 'D'},
                                          {"direct-ports", required_argument, 0, 'P'},
+                                         {"staging-slots", required_argument, 0, 'T'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
@@ -312,6 +321,16 @@ int main(int argc, char **argv)
                 cfg.usage_interval_s = (unsigned)v;
             else
                 cfg.usage_resend_s = (unsigned)v;
+            break;
+        }
+        case 'T': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (!*optarg || *optarg == '-' || *end || v > BE_POOL_SLOTS) {
+                fprintf(stderr, "sluice-backend: --staging-slots must be 0..%u\n", BE_POOL_SLOTS);
+                return 2;
+            }
+            cfg.staging_slots = (unsigned)v;
             break;
         }
         case 'S': {

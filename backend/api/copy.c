@@ -15,6 +15,8 @@
 
 #include "api/copy_small.h"
 #include "bounds.h"
+#include "daemon/lanes.h"
+#include "session/bulk_pool.h"
 #include "session/state.h"
 #include "session/streams.h"
 #include "sluice/backend_handlers.h"
@@ -58,7 +60,15 @@ static CUresult out_bulk(struct sl_be_call *c, uint64_t n, uint8_t **buf)
         sl_be_detail(reply, "unexpected bulk with a device-to-host copy");
         return CUDA_ERROR_INVALID_VALUE;
     }
-    *buf = malloc(n ? n : 1);
+    /* a piece whose reply leaves on the lanes (which copy it into their queues) is copied into
+     * a page-locked slot (session/bulk_pool.c), at the bus's rate */
+    *buf = c->call->reply_on_lanes && n >= BE_LANE_MIN_BULK && be_lanes_up(c->s->lanes)
+               ? be_pool_take(c->s->pool, (size_t)n)
+               : NULL;
+    if (*buf)
+        be_pool_pin(c->s->pool, *buf);
+    else
+        *buf = malloc(n ? n : 1);
     return *buf ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -101,11 +111,15 @@ CUresult be_h_cuMemcpyHtoDAsync_v2(struct sl_be_call *c)
                                     "a copy from guest memory");
     if (rc != CUDA_SUCCESS)
         return rc;
-    /* the source is pageable memory freed after this call: the driver has staged it when the
-     * call returns */
+    /* the source is freed or reused after this call: pageable memory the driver has staged when
+     * the call returns, or a page-locked slot the pool holds until the copy is done */
     CUresult (*fn)(CUdeviceptr, const void *, size_t, CUstream) =
         PZ(api, cuMemcpyHtoDAsync_v2, call);
-    return fn ? fn(rq->dst_device, c->in, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
+    CUresult (*sync)(CUstream) = PZ(api, cuStreamSynchronize, call);
+    rc = fn ? fn(rq->dst_device, c->in, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc == CUDA_SUCCESS && be_pool_hold(s->pool, c->in, st) != 0)
+        rc = sync ? sync(st) : CUDA_ERROR_NOT_SUPPORTED; /* no event: the copy ends here */
+    return rc;
 }
 
 CUresult be_h_cuMemcpyDtoH_v2(struct sl_be_call *c)
@@ -127,7 +141,7 @@ CUresult be_h_cuMemcpyDtoH_v2(struct sl_be_call *c)
         rc = fn ? fn(buf, rq->src_device, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
     }
     if (rc != CUDA_SUCCESS) {
-        free(buf);
+        be_bulk_free(buf);
         return rc;
     }
     c->out = buf;
@@ -163,7 +177,7 @@ CUresult be_h_cuMemcpyDtoHAsync_v2(struct sl_be_call *c)
             rc = sync ? sync(st) : CUDA_ERROR_NOT_SUPPORTED;
     }
     if (rc != CUDA_SUCCESS) {
-        free(buf);
+        be_bulk_free(buf);
         return rc;
     }
     c->out = buf;

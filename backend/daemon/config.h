@@ -18,6 +18,7 @@ struct be_config {
     unsigned spin_us;          /* --spin-us: idle threads poll this long before sleeping */
     int no_direct;             /* --direct off: guests' calls stay on the backend's channel */
     const char *direct_ports;  /* --direct-ports MIN-MAX: the workers' ports; NULL: any free */
+    unsigned staging_slots;    /* --staging-slots: page-locked 16 MiB slots per session */
 };
 #define BE_DEFAULT_MAX_SESSIONS 64u
 #define BE_WORKER_GRACE_MS      5000 /* after the socket is closed, then SIGKILL */

@@ -23,6 +23,7 @@
 #include "daemon/direct.h"
 #include "bounds.h"
 #include "daemon/ipc.h"
+#include "session/bulk_pool.h"
 #include "sluice/channel.h"
 #include "sluice/log.h"
 
@@ -205,7 +206,7 @@ void be_direct_push(struct be_direct *d, uint8_t *msg, size_t len, uint8_t *bulk
     struct d_out *o = calloc(1, sizeof *o);
     if (!o) {
         free(msg);
-        free(bulk);
+        be_bulk_free(bulk);
         return;
     }
     *o = (struct d_out){.msg = msg, .len = len, .bulk = bulk, .blen = blen};
@@ -227,7 +228,7 @@ static void d_pend_free(struct be_direct *d)
 {
     if (d->pend)
         sl_wire_free_client(d->pend);
-    free(d->pend_blob);
+    be_bulk_free(d->pend_blob);
     d->pend = NULL;
     d->pend_blob = NULL;
 }
@@ -274,7 +275,7 @@ static int d_flush(struct be_direct *d, const struct be_direct_hooks *h)
             o->bulk = NULL; /* the channel has it */
         }
         free(o->msg);
-        free(o->bulk);
+        be_bulk_free(o->bulk);
         free(o);
         o = next;
     }
@@ -344,9 +345,13 @@ static void d_calls(struct be_direct *d, const struct be_direct_hooks *h, const 
     const Sluice__Wire__CallFrame *f = m->calls;
     uint64_t total = 0, blob = 0;
     size_t nseg = 0;
+    int htod = 1; /* every bulk call copies host to device: its blob may be page-locked */
     char why[160] = "";
     for (size_t i = 0; i < f->n_calls && !why[0]; i++) {
         uint64_t bl = f->calls[i]->bulk_length;
+        if (bl)
+            htod &= f->calls[i]->args_case == SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_HTO_D_V2 ||
+                    f->calls[i]->args_case == SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_HTO_DASYNC_V2;
         if (bl > BE_MAX_BULK_PER_CALL)
             snprintf(why, sizeof why, "call seq %llu announces %llu bytes of bulk, over 64 MiB",
                      (unsigned long long)f->calls[i]->seq, (unsigned long long)bl);
@@ -383,10 +388,12 @@ static void d_calls(struct be_direct *d, const struct be_direct_hooks *h, const 
             d_end(d, h, 1, SL_ERR_PROTOCOL, "the session refused a frame");
         return;
     }
-    uint8_t *buf = malloc((size_t)blob);
+    uint8_t *buf = htod && h->staged ? h->staged(h->user, blob) : NULL;
+    if (!buf)
+        buf = malloc((size_t)blob);
     struct iovec *seg = buf ? calloc(nseg ? nseg : 1, sizeof *seg) : NULL;
     if (!seg) {
-        free(buf);
+        be_bulk_free(buf);
         sl_wire_free_client(m);
         d_end(d, h, 1, SL_ERR_NOMEM, "no memory for the calls' bulk");
         return;
@@ -409,7 +416,7 @@ static void d_calls(struct be_direct *d, const struct be_direct_hooks *h, const 
             free(seg);
             sl_wire_free_client(m);
             d_end(d, h, 1, SL_ERR_PROTOCOL, why);
-            free(buf);
+            be_bulk_free(buf);
             return;
         }
         off = at + bl;

@@ -35,6 +35,10 @@ struct be_direct_hooks {
      * lanes, and such a call ends it. */
     int (*lanes)(void *user, uint64_t seq, uint8_t *dst, uint64_t n, uint32_t k, char *why,
                  size_t why_len);
+    /* A buffer of len bytes for the bulk of a frame whose every bulk call copies host to device
+     * (a slot of the session's page-locked pool), or NULL: the frame's blob is malloc'd. Freed
+     * with be_bulk_free. NULL: always malloc'd. */
+    uint8_t *(*staged)(void *user, uint64_t len);
     void *user;
 };
 

@@ -29,6 +29,7 @@
 
 #include "daemon/lanes.h"
 #include "bounds.h"
+#include "session/bulk_pool.h"
 #include "sluice/log.h"
 
 #define LANE_CLAIM_WAIT_MS 10000 /* a piece may arrive before its call's announcement */
@@ -75,7 +76,7 @@ struct be_lanes {
 static void bulk_unref(struct shared_bulk *b)
 {
     if (atomic_fetch_sub(&b->refs, 1) == 1) {
-        free(b->buf);
+        be_bulk_free(b->buf); /* a slot of the session's page-locked pool, or malloc'd */
         free(b);
     }
 }
@@ -375,7 +376,7 @@ void be_lanes_send(struct be_lanes *l, uint64_t seq, uint8_t *bulk, uint64_t ble
     struct shared_bulk *b = calloc(1, sizeof *b);
     if (!b || !sl_lane_layout_ok(blen, k, NULL)) {
         free(b);
-        free(bulk);
+        be_bulk_free(bulk);
         return;
     }
     b->buf = bulk;

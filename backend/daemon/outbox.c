@@ -8,6 +8,7 @@
 
 #include "daemon/outbox.h"
 #include "daemon/state.h"
+#include "session/bulk_pool.h"
 
 static be_outbox_sink sink; /* a session worker process: the outbox goes to its parent */
 
@@ -39,13 +40,13 @@ void be_outbox_push_reply(struct be_server *srv, sl_peer peer, uint8_t *msg, siz
             return;
         }
         free(msg);
-        free(bulk);
+        be_bulk_free(bulk);
         return;
     }
     struct be_out *o = calloc(1, sizeof *o);
     if (!o) {
         free(msg);
-        free(bulk);
+        be_bulk_free(bulk);
         return;
     }
     *o = (struct be_out){NULL, peer, msg, len, bulk, bulk_len, 0, 0, SL_OK, ""};

@@ -40,6 +40,7 @@
 #include "daemon/ipc.h"
 #include "daemon/lanes.h"
 #include "daemon/outbox.h"
+#include "session/bulk_pool.h"
 #include "session/image_cache.h"
 #include "session/image_store.h"
 #include "session/printf.h"
@@ -80,7 +81,7 @@ static void w_sink(int close_it, sl_code code, const char *why, uint8_t *msg, si
         be_ipc_send_blocking(w_fd, BE_IPC_SEND, 0, msg, len, bulk, blen);
     pthread_mutex_unlock(&w_mu);
     free(msg);
-    free(bulk);
+    be_bulk_free(bulk);
 }
 
 static void w_close(sl_code code, const char *why)
@@ -121,12 +122,12 @@ static int w_frame(sl_be_session *s, Sluice__Wire__ClientMessage *m, uint8_t *bl
         if (m->callback_done)
             be_callback_done(s, m->callback_done->id);
         sl_wire_free_client(m);
-        free(blob);
+        be_bulk_free(blob);
         return 0;
     }
     if (m->kind_case != SLUICE__WIRE__CLIENT_MESSAGE__KIND_CALLS) {
         sl_wire_free_client(m);
-        free(blob);
+        be_bulk_free(blob);
         w_close(SL_ERR_PROTOCOL, "unexpected message for the session worker");
         return -1;
     }
@@ -137,7 +138,7 @@ static int w_frame(sl_be_session *s, Sluice__Wire__ClientMessage *m, uint8_t *bl
     if (!job || !job->bulk) {
         free(job);
         sl_wire_free_client(m);
-        free(blob);
+        be_bulk_free(blob);
         w_close(SL_ERR_NOMEM, "out of memory");
         return -1;
     }
@@ -214,6 +215,14 @@ static int w_direct_lanes(void *user, uint64_t seq, uint8_t *dst, uint64_t n, ui
     return -1;
 }
 
+/* A host-to-device frame's bulk lands in a slot of the session's page-locked pool when one is
+ * free (session/bulk_pool.c). */
+static uint8_t *w_direct_staged(void *user, uint64_t len)
+{
+    sl_be_session *s = user;
+    return be_pool_take(s->pool, (size_t)len);
+}
+
 /* The guest's direct channel ended: the parent ends the session (it tells the agent, closes the
  * guest's channel with it) and then this worker. */
 static void w_direct_ended(void *user, sl_code code, const char *why)
@@ -231,6 +240,7 @@ static int w_run_direct(int fd, sl_be_session *s)
     struct be_direct_hooks h = {.frame = w_direct_frame,
                                 .ended = w_direct_ended,
                                 .lanes = w_lanes ? w_direct_lanes : NULL,
+                                .staged = w_direct_staged,
                                 .user = s};
     struct be_ipc_rx rx = {0};
     int fds[2];
@@ -377,6 +387,10 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     }
     s->broker = w_broker;
     s->spin_ns = (uint64_t)o->spin_us * 1000u;
+    if (o->staging_slots != BE_POOL_SLOTS) { /* --staging-slots (bulk_pool.c) */
+        be_pool_free(s->pool);
+        s->pool = o->staging_slots ? be_pool_new(s->api, o->staging_slots) : NULL;
+    }
     uint8_t *buf = NULL;
     size_t len = 0;
     int rc = 1;

@@ -17,7 +17,8 @@ struct be_worker_opts {
     /* --direct tcp://ADDR:* --cert --key --ca --peer-sha256 HEX: the worker's own endpoint
      * (direct.c); listen NULL: none (the guest's calls take the backend's channel) */
     struct be_direct_cfg direct;
-    unsigned lanes; /* --lanes N: the bulk lanes the guest asked for (lanes.c); < 2: none */
+    unsigned lanes;         /* --lanes N: the bulk lanes the guest asked for (lanes.c); < 2: none */
+    unsigned staging_slots; /* --staging-slots N: the session's page-locked slots (bulk_pool.c) */
 };
 int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instance,
                    const char *project, const struct be_worker_opts *o);

@@ -132,7 +132,7 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
     int sz = 4 << 20;
     setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
     setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
-    char fdstr[16], idstr[24], afd[16], aslot[16], ainst[16], ival[16], spin[16];
+    char fdstr[16], idstr[24], afd[16], aslot[16], ainst[16], ival[16], spin[16], slots[16];
     snprintf(fdstr, sizeof fdstr, "%d", sv[1]);
     snprintf(idstr, sizeof idstr, "%llu", (unsigned long long)n->id);
     snprintf(afd, sizeof afd, "%d", srv->acct ? srv->acct_fd : -1);
@@ -141,6 +141,7 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
     snprintf(ival, sizeof ival, "%u",
              srv->cfg->usage_interval_s ? srv->cfg->usage_interval_s : BE_USAGE_INTERVAL_S);
     snprintf(spin, sizeof spin, "%u", srv->cfg->spin_us);
+    snprintf(slots, sizeof slots, "%u", srv->cfg->staging_slots);
     char *argv[] = {
         (char *)srv->cfg->worker_exe,
         "--session-worker",
@@ -165,6 +166,8 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
         srv->cfg->no_gpu_timing ? "none" : "events",
         "--spin-us",
         spin,
+        "--staging-slots",
+        slots,
         NULL, /* --image-dir D, --direct EP --cert --key --ca --peer-sha256 --direct-ports,
                * --lanes N */
         NULL,
@@ -183,7 +186,7 @@ sl_code be_workers_spawn(struct be_server *srv, struct be_sess_node *n, sl_error
         NULL,
         NULL,
         NULL};
-    size_t k = 23;
+    size_t k = 25;
     if (srv->cfg->image_dir) {
         argv[k++] = "--image-dir";
         argv[k++] = (char *)srv->cfg->image_dir;

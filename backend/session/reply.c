@@ -2,12 +2,14 @@
  * memory, the printf output, the deferred error, the reply's bulk; encoded and handed to the
  * outbox (the session thread's replies, and those of the waits completed off its call path). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "session/reply.h"
 #include "api/mapped.h"
 #include "bounds.h"
 #include "daemon/lanes.h"
 #include "daemon/outbox.h"
+#include "session/bulk_pool.h"
 #include "session/deferred.h"
 #include "session/printf.h"
 #include "session/state.h"
@@ -37,7 +39,7 @@ void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
             blen = c->out_len;
             reply->bulk_length = blen;
         } else {
-            free(c->out);
+            be_bulk_free(c->out);
         }
         c->out = NULL;
         c->out_len = 0;
@@ -49,6 +51,17 @@ void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
         reply->lane_pieces = sl_lane_pieces_for(blen, be_lanes_count(s->lanes));
         lane_bulk = bulk;
         bulk = NULL;
+    } else if (bulk && be_bulk_is_slot(bulk)) { /* the lanes went down since the copy */
+        uint8_t *own = malloc(blen ? blen : 1);
+        if (own)
+            memcpy(own, bulk, blen);
+        be_bulk_free(bulk);
+        bulk = own;
+        if (!own) {
+            blen = 0;
+            reply->bulk_length = 0;
+            reply->result = CUDA_ERROR_OUT_OF_MEMORY;
+        }
     }
     Sluice__Wire__Reply *one[1] = {reply};
     Sluice__Wire__ReplyFrame rf = SLUICE__WIRE__REPLY_FRAME__INIT;
@@ -63,9 +76,9 @@ void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
     if (sl_wire_encode_server(&m, NULL, &buf, &len, &e) != SL_OK) {
         sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu instance %s project %s: reply: %s",
                (unsigned long long)s->id, s->instance, s->project, e.msg);
-        free(bulk);
+        be_bulk_free(bulk);
         be_outbox_push_close(s->srv, s->peer, SL_ERR_PROTOCOL, "backend could not encode a reply");
-        free(lane_bulk);
+        be_bulk_free(lane_bulk);
     } else {
         be_outbox_push_reply(s->srv, s->peer, buf, len, bulk, bulk ? blen : 0);
         if (lane_bulk)

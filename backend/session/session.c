@@ -17,6 +17,7 @@
 #include "bounds.h"
 #include "session/contexts.h"
 #include "session/deferred.h"
+#include "session/bulk_pool.h"
 #include "session/devices.h"
 #include "session/handles.h"
 #include "session/printf.h"
@@ -48,6 +49,7 @@ sl_be_session *be_session_new(uint64_t id, const struct sl_driver_api *api,
     s->api = api;
     s->devs = devs;
     s->cur_ctx = UINT64_MAX;
+    s->pool = be_pool_new(api, BE_POOL_SLOTS); /* NULL: large copies' bytes are malloc'd */
     be_handles_init(&s->h, BE_MAX_HANDLES);
     be_mem_init(&s->mem, BE_MAX_ALLOCS);
     pthread_mutex_init(&s->mu, NULL);
@@ -77,7 +79,7 @@ void be_job_free(struct be_job *j)
     if (!j)
         return;
     if (j->blob)
-        free(j->blob);
+        be_bulk_free(j->blob);
     else if (j->bulk && j->msg && j->msg->calls)
         for (size_t i = 0; i < j->msg->calls->n_calls; i++)
             free(j->bulk[i]);
@@ -144,6 +146,9 @@ static void run_job(sl_be_session *s, struct be_job *job)
 {
     const Sluice__Wire__CallFrame *f = job->msg->calls;
     be_acct_frame_begin(s); /* accounting.c: a capped instance's frame may wait (GPU share) */
+    be_pool_reap(s->pool);  /* bulk_pool.c: slots whose async copies are done */
+    if (job->blob)
+        be_pool_pin(s->pool, job->blob); /* a slot's first use: registered with the driver */
     struct timespec t0, t1, t2;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (size_t i = 0; i < f->n_calls; i++) {
@@ -177,7 +182,7 @@ static void run_job(sl_be_session *s, struct be_job *job)
             /* waits.c sends the reply when the GPU work is done */
         } else if (async) {
             be_deferred_async(&s->def, call->seq, rc);
-            free(c.out); /* async calls have no reply (DtoHAsync: see copy.c) */
+            be_bulk_free(c.out); /* async calls have no reply (DtoHAsync: see copy.c) */
         } else {
             be_session_send_reply(s, &c);
         }
@@ -302,6 +307,7 @@ static void *worker(void *arg)
         be_job_free(job);
     }
     int abandon = atomic_load(&s->abandon);
+    be_pool_log(s->pool, (unsigned long long)s->id);
     if (abandon) { /* be_session_abandon: the final record, then the process exits */
         be_callbacks_cancel(s);
         be_acct_finish(s);
@@ -392,6 +398,8 @@ void be_session_release_all(sl_be_session *s)
         free(c);
         s->n_ctxs--;
     }
+    be_pool_free(s->pool); /* the contexts are gone: no copy reads or writes a slot */
+    s->pool = NULL;
     if (s->api && s->api->cuCtxSetCurrent && s->cur_ctx != UINT64_MAX && s->cur_ctx != 0)
         s->api->cuCtxSetCurrent(NULL);
     s->cur_ctx = UINT64_MAX;

@@ -15,11 +15,10 @@ struct be_job {
     struct be_job *next;
     Sluice__Wire__ClientMessage *msg; /* a CallFrame */
     uint8_t **bulk;                   /* per call, NULL when none */
-    uint8_t *blob;                    /* when set, bulk[i] point into it (worker.c) */
+    uint8_t *blob;                    /* when set, bulk[i] point into it (worker.c); malloc'd
+                                       * or a slot of the session's pool (be_bulk_free) */
     size_t bytes;
-    void (*release)(struct be_job *j); /* worker.c: bulk in the shared ring, freed by this */
-    struct sl_lane_asm *lanes;         /* where a call's lane pieces arrive (daemon/lanes.c) */
-    uint64_t ring_end;
+    struct sl_lane_asm *lanes; /* where a call's lane pieces arrive (daemon/lanes.c) */
 };
 
 /* A bare session (tables, primary context ids, no thread): tests use it directly. */

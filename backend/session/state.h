@@ -32,6 +32,7 @@ struct be_gstate;    /* api/graph.h */
 struct be_job;       /* session/session.h */
 struct be_lanes;     /* daemon/lanes.h */
 struct be_map;       /* api/mapped.c */
+struct be_pool;      /* session/bulk_pool.c */
 struct be_server;    /* the channel thread's server; NULL in a session worker process */
 struct be_vmm;       /* api/vmm.c */
 struct be_waits;     /* session/waits.c */
@@ -80,6 +81,7 @@ struct sl_be_session {
     uint64_t spin_ns;       /* --spin-us (spin.c); set before be_session_start */
     struct be_lanes *lanes; /* a worker's bulk lanes (daemon/lanes.c): replies asked for on
                              * them leave there (reply.c); NULL: none */
+    struct be_pool *pool;   /* page-locked slots for large copies' bytes (bulk_pool.c) */
     int closing;            /* no more jobs: clean up and exit */
     atomic_int abandon;     /* with closing: nothing more runs, is waited for or freed
                              * (be_session_abandon); read without mu between calls */
