@@ -20,6 +20,7 @@
 #include "api/reply.h"
 #include "session/ranges.h"
 #include "session/state.h"
+#include "session/streams.h"
 #include "sluice/backend_handlers.h"
 #include "sluice/diffspan.h"
 
@@ -31,6 +32,7 @@ struct be_map {
     uint64_t len;    /* the guest's length */
     uint8_t *host;   /* our copy of the guest's first byte */
     uint8_t *shadow; /* what the guest was last told / last sent */
+    uint64_t resume; /* where the next reply's comparison starts (a change too large for one) */
     void *page;      /* the mapping */
     size_t page_len;
 };
@@ -188,6 +190,37 @@ CUresult be_h_slMappedWrite(struct sl_be_call *c)
     return CUDA_SUCCESS;
 }
 
+/* frontend/api/copy.c: the device copied into the twin (queued before this on the stream) what
+ * the guest's range gets by the ordinary copy that follows: once the stream is done, the twin's
+ * bytes are what the guest has, so no reply sends them again. */
+CUresult be_h_slMappedSettle(struct sl_be_call *c)
+{
+    sl_be_session *s = c->s;
+    Sluice__Wire__Reply *reply = c->reply;
+    const Sluice__Cuda__SlMappedSettleRequest *rq = c->call->sl_mapped_settle;
+    struct be_map *m = s->mapped;
+    while (m && !(rq->dptr >= m->dptr && rq->dptr - m->dptr < m->len))
+        m = m->next;
+    if (!m || rq->length > m->len - (rq->dptr - m->dptr)) {
+        sl_be_detail(reply, "mapped range 0x%llx+%llu is outside mapped memory",
+                     (unsigned long long)rq->dptr, (unsigned long long)rq->length);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUstream st;
+    CUresult rc = be_stream(s, rq->h_stream, &st);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult (*sync)(CUstream) = c->call->per_thread_stream && s->api->cuStreamSynchronize_ptsz
+                                     ? s->api->cuStreamSynchronize_ptsz
+                                     : s->api->cuStreamSynchronize;
+    rc = sync ? sync(st) : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    size_t off = (size_t)(rq->dptr - m->dptr);
+    memcpy(m->shadow + off, m->host + off, (size_t)rq->length);
+    return CUDA_SUCCESS;
+}
+
 /* What one reply carries of device writes to mapped memory: the rest goes with the next replies
  * (Reply.mapped_more; the frontend asks with slFence until none is left), so that a reply stays
  * within the channel's message bound whatever is mapped. Each run of changed pages is one span
@@ -222,24 +255,44 @@ static int add_span(Sluice__Wire__Reply *reply, size_t *cap, const struct be_map
     return 1;
 }
 
+/* The spans of m in [from, end) into the reply while room lasts: 0 when the reply is full (m's
+ * resume then says where the next reply goes on), 1 when every change there is taken. */
+static int collect_range(Sluice__Wire__Reply *reply, size_t *cap, size_t *room, struct be_map *m,
+                         size_t from, size_t end)
+{
+    size_t lo, hi = from;
+    while (sl_diff_next(m->host, m->shadow, end, hi, &lo, &hi)) {
+        if (!*room || reply->n_mapped == BE_MAPPED_REPLY_SPANS) {
+            m->resume = lo;
+            return 0;
+        }
+        size_t take = hi - lo > *room ? *room : hi - lo;
+        if (!add_span(reply, cap, m, lo, lo + take)) {
+            m->resume = lo; /* out of memory: tried again at the next reply */
+            return 0;
+        }
+        *room -= take;
+        if (lo + take < hi) {
+            m->resume = lo + take;
+            return 0;
+        }
+    }
+    return 1;
+}
+
 void be_mapped_collect(sl_be_session *s, Sluice__Wire__Reply *reply)
 {
     size_t room = BE_MAPPED_REPLY_MAX, cap = 0;
     for (struct be_map *m = s->mapped; m; m = m->next) {
-        size_t lo, hi = 0;
-        while (sl_diff_next(m->host, m->shadow, (size_t)m->len, hi, &lo, &hi)) {
-            if (!room || reply->n_mapped == BE_MAPPED_REPLY_SPANS) {
-                reply->mapped_more = 1; /* the rest differs still: a later reply takes it */
-                return;
-            }
-            if (hi - lo > room) {
-                reply->mapped_more = 1;
-                hi = lo + room;
-            }
-            if (!add_span(reply, &cap, m, lo, hi))
-                return; /* tried again at the next reply */
-            room -= hi - lo;
+        /* from where the last full reply stopped, then the rest: a large change crosses in
+         * several replies without each comparing the part already sent */
+        size_t start = m->resume < m->len ? (size_t)m->resume : 0;
+        if (!collect_range(reply, &cap, &room, m, start, (size_t)m->len) ||
+            !collect_range(reply, &cap, &room, m, 0, start)) {
+            reply->mapped_more = 1; /* the rest differs still: a later reply takes it */
+            return;
         }
+        m->resume = 0;
     }
 }
 

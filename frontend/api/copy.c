@@ -5,8 +5,8 @@
  * are requested together (sl_fe_call_batch). Copies into guest memory complete before the call
  * returns, also the *Async ones (v1): the copy runs in the stream's order and the stream is
  * synchronized before the call returns (in the backend, one round trip, up to 16 MiB; above,
- * the frontend synchronizes the stream first); into mapped host memory they are device copies
- * into its twin (dtoh_mapped). 2D/3D copies gather or scatter
+ * the frontend synchronizes the stream first); into mapped host memory the device copies into
+ * its twin too (dtoh_mapped). 2D/3D copies gather or scatter
  * their host rectangle into or from one contiguous bulk; the pod sent has the host pointer
  * cleared and the host pitch set to the row width. Copies between host memory and an array
  * (HtoA, AtoH) go in pieces of the same size. */
@@ -129,17 +129,10 @@ static CUresult stream_sync(bool pt, CUstream s)
     return pt ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
 }
 
-/* A copy into mapped host memory (docs/remoting.md "Mapped host memory") is a device copy into
- * its twin, as the driver's is a DMA into the page-locked range: the bytes reach the guest's
- * range with the synchronous reply after it, as device work's writes to mapped memory do. So an
- * async one stays async, and the bytes cross once (not into the range, then back to the twin as
- * the program's change). A synchronous one waits for its stream. */
-static CUresult dtoh_mapped(bool pt, uint64_t twin, CUdeviceptr src, size_t n, CUstream s,
-                            int async)
-{
-    CUresult rc = dtod(pt, twin, src, n, s, 1, 0);
-    return rc != CUDA_SUCCESS || async ? rc : stream_sync(pt, s);
-}
+static CUresult dtoh_mapped(bool pt, void *dst, uint64_t twin, CUdeviceptr src, size_t n,
+                            CUstream s, int async);
+
+static CUresult dtoh_guest(bool pt, void *dst, CUdeviceptr src, size_t n);
 
 static CUresult dtoh(bool pt, void *dst, CUdeviceptr src, size_t n)
 {
@@ -149,7 +142,13 @@ static CUresult dtoh(bool pt, void *dst, CUdeviceptr src, size_t n)
     if (managed(dst))
         return dtod(pt, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, 0);
     if (sl_fe_mapped_dptr(dst, n, &twin))
-        return dtoh_mapped(pt, twin, src, n, NULL, 0);
+        return dtoh_mapped(pt, dst, twin, src, n, NULL, 0);
+    return dtoh_guest(pt, dst, src, n);
+}
+
+/* The bytes into guest memory, in pieces of at most SL_FE_MAX_COPY_CHUNK. */
+static CUresult dtoh_guest(bool pt, void *dst, CUdeviceptr src, size_t n)
+{
     size_t off = 0;
     do {
         /* up to SL_FE_BATCH_MAX pieces at once: the backend copies the next while this side
@@ -265,21 +264,55 @@ CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, s
  * trip: the backend copies in the stream's order and synchronizes the stream before it
  * answers with the bytes (backend/copy.c), which is what a training loop's float(loss) does.
  * Larger ones synchronize the stream first, then copy in pieces. */
+static CUresult dtoh_async_guest(bool pt, void *dst, CUdeviceptr src, size_t n, CUstream s);
+
 static CUresult dtoh_async(bool pt, void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     uint64_t twin;
     if (dst && !managed(dst) && sl_fe_capturing(pt, s))
         return capture_1d(pt, s, 0, dst, src, 0, n);
-    if (dst && sl_fe_mapped_dptr(dst, n, &twin))
-        return dtoh_mapped(pt, twin, src, n, s, 1);
-    if (n > SL_FE_MAX_COPY_CHUNK) {
-        CUresult rc = stream_sync(pt, s);
-        return rc != CUDA_SUCCESS ? rc : dtoh(pt, dst, src, n);
-    }
     if (n && !dst)
         return CUDA_ERROR_INVALID_VALUE;
     if (managed(dst))
         return dtod(pt, (CUdeviceptr)(uintptr_t)dst, src, n, s, 1, 0);
+    if (sl_fe_mapped_dptr(dst, n, &twin))
+        return dtoh_mapped(pt, dst, twin, src, n, s, 1);
+    return dtoh_async_guest(pt, dst, src, n, s);
+}
+
+/* A copy into mapped host memory (docs/remoting.md "Mapped host memory"): the device copies into
+ * the range's twin, as the driver's DMA into the page-locked range would; the backend takes
+ * the twin's bytes as the guest's once the stream is done (slMappedSettle); the ordinary copy
+ * brings the same bytes into the guest's range, whose shadow takes them. Both sides then agree:
+ * the bytes cross once, as bulk (lanes included), and no reply or slMappedWrite sends them
+ * again. Async ones complete before they return, as every copy into guest memory does. */
+static CUresult dtoh_mapped(bool pt, void *dst, uint64_t twin, CUdeviceptr src, size_t n,
+                            CUstream s, int async)
+{
+    CUresult rc = dtod(pt, twin, src, n, s, 1, 0);
+    if (rc == CUDA_SUCCESS) {
+        Sluice__Cuda__SlMappedSettleRequest r = SLUICE__CUDA__SL_MAPPED_SETTLE_REQUEST__INIT;
+        r.dptr = twin;
+        r.length = n;
+        r.h_stream = (uint64_t)(uintptr_t)s;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        call.per_thread_stream = pt;
+        SL_FE_SET(slMappedSettle, &call, &r);
+        rc = sl_fe_enqueue_async(&call);
+    }
+    if (rc == CUDA_SUCCESS)
+        rc = async ? dtoh_async_guest(pt, dst, src, n, s) : dtoh_guest(pt, dst, src, n);
+    if (rc == CUDA_SUCCESS)
+        sl_fe_mapped_settled(dst, n);
+    return rc;
+}
+
+static CUresult dtoh_async_guest(bool pt, void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    if (n > SL_FE_MAX_COPY_CHUNK) {
+        CUresult rc = stream_sync(pt, s);
+        return rc != CUDA_SUCCESS ? rc : dtoh_guest(pt, dst, src, n);
+    }
     Sluice__Cuda__CuMemcpyDtoHAsyncV2Request r =
         SLUICE__CUDA__CU_MEMCPY_DTO_HASYNC_V2_REQUEST__INIT;
     r.dst_host = n;

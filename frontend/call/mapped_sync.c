@@ -115,6 +115,19 @@ int sl_fe_mapped_dptr(const void *p, size_t n, uint64_t *dptr)
     return found;
 }
 
+void sl_fe_mapped_settled(const void *p, size_t n)
+{
+    pthread_mutex_lock(&g_map_lock);
+    for (struct sl_fe_mapping *m = g_maps; m; m = m->next) {
+        uintptr_t at = (uintptr_t)p, base = (uintptr_t)m->guest;
+        if (at >= base && at - base < m->len && n <= m->len - (at - base)) {
+            memcpy(m->shadow + (at - base), p, n);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_map_lock);
+}
+
 CUresult sl_fe_mapped_sync_out(sl_fe_mapped_emit emit)
 {
     if (!atomic_load(&g_nmaps))

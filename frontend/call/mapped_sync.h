@@ -24,6 +24,9 @@ void sl_fe_mapped_track(struct sl_fe_mapping *m, void *guest, size_t len, uint64
 int sl_fe_mapped_untrack(void *p, uint64_t *dptr);
 /* 1 and the device address of p if the n bytes from p (n >= 1) lie in one mapped range. */
 int sl_fe_mapped_dptr(const void *p, size_t n, uint64_t *dptr);
+/* The n bytes at p (in one mapped range) were just written with what its twin holds: the
+ * shadow takes them, so that they are not sent back as a change of the program's. */
+void sl_fe_mapped_settled(const void *p, size_t n);
 /* With the call layer's lock held: emit(...) for each span the program changed since the last
  * exchange, before a call leaves; apply(...) for each Reply.mapped entry. */
 typedef CUresult (*sl_fe_mapped_emit)(uint64_t dptr, uint64_t offset, const void *data, size_t len);

@@ -255,7 +255,9 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     if (rc != CUDA_SUCCESS)
         return rc;
     sl_fe_filters_before(call, flags, rs->seq);
-    if ((rc = sl_fe_filters_sync_out(&g_emit)) != CUDA_SUCCESS)
+    /* the fences that fetch the rest of a reply's mapped bytes belong to the call being answered:
+     * they compare nothing (what other threads change meanwhile goes with the next call) */
+    if (!t_mapped_rest && (rc = sl_fe_filters_sync_out(&g_emit)) != CUDA_SUCCESS)
         return rc;
     call->seq = ++rs->seq;
     call->bulk_length = bulk_total(in, n);
