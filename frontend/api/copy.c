@@ -290,6 +290,7 @@ static CUresult dtoh_mapped(bool pt, void *dst, uint64_t twin, CUdeviceptr src, 
                             CUstream s, int async)
 {
     CUresult rc = dtod(pt, twin, src, n, s, 1, 0);
+    sl_fe_rest_of_call(1); /* the program's changes went before the first part */
     if (rc == CUDA_SUCCESS) {
         Sluice__Cuda__SlMappedSettleRequest r = SLUICE__CUDA__SL_MAPPED_SETTLE_REQUEST__INIT;
         r.dptr = twin;
@@ -302,6 +303,7 @@ static CUresult dtoh_mapped(bool pt, void *dst, uint64_t twin, CUdeviceptr src, 
     }
     if (rc == CUDA_SUCCESS)
         rc = async ? dtoh_async_guest(pt, dst, src, n, s) : dtoh_guest(pt, dst, src, n);
+    sl_fe_rest_of_call(0);
     if (rc == CUDA_SUCCESS)
         sl_fe_mapped_settled(dst, n);
     return rc;

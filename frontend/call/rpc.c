@@ -198,6 +198,13 @@ static uint64_t bulk_total(const struct iovec *in, size_t n)
 
 /* Set while this thread asks for the rest of the device's writes to mapped memory. */
 static _Thread_local int t_mapped_rest;
+/* Set while this thread makes the later parts of one API call (sl_fe_rest_of_call). */
+static _Thread_local int t_rest_of_call;
+
+void sl_fe_rest_of_call(int on)
+{
+    t_rest_of_call = on;
+}
 static void mapped_rest_locked(void);
 
 /* With bulk lanes (lanes.c): a large bulk goes on them in pieces, a large reply's bulk is asked
@@ -257,7 +264,7 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     sl_fe_filters_before(call, flags, rs->seq);
     /* the fences that fetch the rest of a reply's mapped bytes belong to the call being answered:
      * they compare nothing (what other threads change meanwhile goes with the next call) */
-    if (!t_mapped_rest && (rc = sl_fe_filters_sync_out(&g_emit)) != CUDA_SUCCESS)
+    if (!t_mapped_rest && !t_rest_of_call && (rc = sl_fe_filters_sync_out(&g_emit)) != CUDA_SUCCESS)
         return rc;
     call->seq = ++rs->seq;
     call->bulk_length = bulk_total(in, n);
@@ -372,7 +379,7 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
             calls[i]->context = sl_fe_current_ctx_id();
         sl_fe_filters_before(calls[i], ci ? ci->flags : 0, rs->seq);
     }
-    if ((rc = sl_fe_filters_sync_out(&g_emit)) == CUDA_SUCCESS) {
+    if (t_rest_of_call || (rc = sl_fe_filters_sync_out(&g_emit)) == CUDA_SUCCESS) {
         for (; k < n; k++) {
             calls[k]->seq = ++rs->seq;
             calls[k]->bulk_length = 0;
@@ -482,7 +489,7 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
     }
     const struct sl_call_info *info = sl_call_lookup(call->call_id);
     sl_fe_filters_before(call, info ? info->flags : 0, rs->seq);
-    if ((rc = sl_fe_filters_sync_out(&g_emit)) != CUDA_SUCCESS) {
+    if (!t_rest_of_call && (rc = sl_fe_filters_sync_out(&g_emit)) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&rs->io);
         return rc;
     }

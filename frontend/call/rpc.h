@@ -31,6 +31,11 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
 CUresult sl_fe_pod_out(CUresult rc, const ProtobufCBinaryData *pod, void *dst, size_t size);
 /* An async call with bulk in (copied or sent before returning: the caller may reuse it). */
 CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_t n);
+/* 1: the calls this thread makes next are the later parts of one API call whose first part went
+ * already: the call filters' sync_out (the program's changes to mapped and managed memory, the
+ * allocations given up) has nothing new for them and is skipped (a compare of every mapped
+ * range each). 0: back to every call. */
+void sl_fe_rest_of_call(int on);
 /* Sends slFence and waits: every earlier call executed. Returns the deferred error if any. */
 CUresult sl_fe_fence(void);
 
