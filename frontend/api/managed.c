@@ -42,39 +42,64 @@ static CUresult free_remote(CUdeviceptr dptr)
     return finish(rc, rep);
 }
 
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+/* One managed allocation in the backend: its device address, or 0 with the error. */
+static CUresult alloc_remote(size_t bytesize, unsigned int flags, uint64_t *d)
 {
-    if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
-        return CUDA_ERROR_INVALID_VALUE;
     Sluice__Cuda__CuMemAllocManagedRequest req = SLUICE__CUDA__CU_MEM_ALLOC_MANAGED_REQUEST__INIT;
     req.bytesize = bytesize;
     req.flags = flags;
     Sluice__Wire__Call call = SL_FE_CALL(cuMemAllocManaged, &req);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
-    uint64_t d = 0;
+    *d = 0;
     if (rep) {
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS && SL_FE_REPLY(cuMemAllocManaged, rep))
-            d = SL_FE_REPLY(cuMemAllocManaged, rep)->dptr;
+            *d = SL_FE_REPLY(cuMemAllocManaged, rep)->dptr;
         else if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;
         sl_fe_reply_free(rep);
     }
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    return rc;
+}
+
+#define MANAGED_TRIES 8 /* allocations whose address the guest process has taken, kept aside */
+
+/* The device's address must be free in this process too (the guest's program and the backend's
+ * worker lay out their address spaces independently: on one machine, as in the GPU tests, the
+ * driver's managed range can fall on a mapping of the guest's). An address that is taken is
+ * kept allocated while the backend is asked again, so that the driver gives another one; those
+ * kept are freed at the end. */
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+        return CUDA_ERROR_INVALID_VALUE;
     sl_fe_managed_set_fetch(fetch);
+    uint64_t taken[MANAGED_TRIES], d = 0;
+    size_t n = 0;
     const char *why = NULL;
-    if (sl_fe_managed_map(d, bytesize, &why) != 0) {
-        sl_log(SL_LOG_ERR, SL_FE_COMPONENT,
-               "cuMemAllocManaged: the device's address 0x%llx (%zu bytes) cannot be mapped in "
-               "this process: %s; returning CUDA_ERROR_OUT_OF_MEMORY",
-               (unsigned long long)d, bytesize, why);
-        (void)free_remote(d);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc;
+    for (;;) {
+        rc = alloc_remote(bytesize, flags, &d);
+        if (rc != CUDA_SUCCESS || sl_fe_managed_map(d, bytesize, &why) == 0)
+            break;
+        if (n == MANAGED_TRIES) {
+            sl_log(SL_LOG_ERR, SL_FE_COMPONENT,
+                   "cuMemAllocManaged: the device's address 0x%llx (%zu bytes) cannot be mapped in "
+                   "this process: %s (%zu other addresses tried); returning "
+                   "CUDA_ERROR_OUT_OF_MEMORY",
+                   (unsigned long long)d, bytesize, why, n);
+            (void)free_remote(d);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        taken[n++] = d;
     }
-    *dptr = d;
-    return CUDA_SUCCESS;
+    for (size_t i = 0; i < n; i++)
+        (void)free_remote(taken[i]);
+    if (rc == CUDA_SUCCESS)
+        *dptr = d;
+    return rc;
 }
 
 int sl_fe_managed_free(CUdeviceptr dptr, CUresult *rc)

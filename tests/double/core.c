@@ -78,10 +78,22 @@ struct dbl_alloc *alloc_find(uintptr_t p, size_t len)
 /* Managed memory: page-aligned pages in a region of their own, as a driver's addresses are,
  * since a Sluice guest maps the same address in its own process (frontend/call/managed.c). */
 #define MANAGED_PAGES(n) (((n) + 4095) & ~(size_t)4095)
+static uintptr_t managed_freed;  /* the last managed range freed: given again first, as a */
+static size_t managed_freed_len; /* driver reuses its addresses */
 static void *managed_map(size_t size)
 {
     static uintptr_t next = (uintptr_t)0x6f0000000000ull;
     size_t len = MANAGED_PAGES(size);
+    if (managed_freed && len <= managed_freed_len) {
+        void *hint = (void *)managed_freed;
+        managed_freed = 0;
+        void *p = mmap(hint, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == hint)
+            return p;
+        if (p != MAP_FAILED)
+            munmap(p, len);
+    }
     for (int tries = 0; tries < 64; tries++) {
         void *hint = (void *)next;
         next += (len + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
@@ -173,9 +185,11 @@ void alloc_release(size_t i)
         mem_used -= (allocs[i].size + 255) & ~(size_t)255;
     if (allocs[i].ipc_fd1)
         close(allocs[i].ipc_fd1 - 1); /* no process opens it any more (those that did keep it) */
-    if (allocs[i].kind == A_MANAGED)
-        munmap((void *)allocs[i].base, MANAGED_PAGES((allocs[i].size + 255) & ~(size_t)255));
-    else if (allocs[i].kind == A_HOST)
+    if (allocs[i].kind == A_MANAGED) {
+        managed_freed = allocs[i].base;
+        managed_freed_len = MANAGED_PAGES((allocs[i].size + 255) & ~(size_t)255);
+        munmap((void *)allocs[i].base, managed_freed_len);
+    } else if (allocs[i].kind == A_HOST)
         free((void *)allocs[i].base);
     else if (allocs[i].kind != A_REGISTERED)
         munmap((void *)allocs[i].base, dev_span((allocs[i].size + 255) & ~(size_t)255));
