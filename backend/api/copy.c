@@ -60,8 +60,8 @@ static CUresult out_bulk(struct sl_be_call *c, uint64_t n, uint8_t **buf)
         sl_be_detail(reply, "unexpected bulk with a device-to-host copy");
         return CUDA_ERROR_INVALID_VALUE;
     }
-    /* a piece whose reply leaves on the lanes (which copy it into their queues) is copied into
-     * a page-locked slot (session/bulk_pool.c), at the bus's rate */
+    /* a piece whose reply leaves on the lanes (which encrypt it from this buffer) is copied
+     * into a page-locked slot (session/bulk_pool.c), at the bus's rate */
     *buf = c->call->reply_on_lanes && n >= BE_LANE_MIN_BULK && be_lanes_up(c->s->lanes)
                ? be_pool_take(c->s->pool, (size_t)n)
                : NULL;

@@ -81,6 +81,12 @@ static void bulk_unref(struct shared_bulk *b)
     }
 }
 
+/* The channel is done with a lent piece (sl_server_send_lend). */
+static void bulk_lent_back(void *arg)
+{
+    bulk_unref(arg);
+}
+
 /* The lane is over: what waits on the assembly fails; the session ends with the lane's reason
  * unless the guest closed it as it closes the session. */
 static void lane_broken(struct lane *ln, sl_code code, const char *why)
@@ -226,10 +232,16 @@ static int lane_flush(struct lane *ln)
             uint8_t *buf = NULL;
             size_t len = 0;
             sl_error e;
-            struct iovec iov = {o->b->buf + o->off, (size_t)o->len};
-            if (sl_wire_encode_server(&sm, NULL, &buf, &len, &e) != SL_OK ||
-                sl_server_send(ln->srv, ln->peer, buf, len, &iov, 1, &e) != SL_OK)
+            /* the piece is encrypted straight from the reply's buffer, which stays until the
+             * last lane gives it back (a reference for each lent piece) */
+            atomic_fetch_add(&o->b->refs, 1);
+            if (sl_wire_encode_server(&sm, NULL, &buf, &len, &e) != SL_OK) {
+                bulk_unref(o->b);
                 lane_broken(ln, e.code, e.msg);
+            } else if (sl_server_send_lend(ln->srv, ln->peer, buf, len, o->b->buf + o->off,
+                                           (size_t)o->len, bulk_lent_back, o->b, &e) != SL_OK) {
+                lane_broken(ln, e.code, e.msg);
+            }
             free(buf);
         }
         bulk_unref(o->b);

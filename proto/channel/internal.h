@@ -114,6 +114,8 @@ typedef struct ch_unit {
     size_t len;
     uint8_t *bulk;
     size_t bulk_len;
+    void (*release)(void *arg); /* set: bulk is lent (sl_server_send_lend), given back so */
+    void *rel_arg;
     size_t off;    /* bulk bytes written */
     uint64_t boff; /* the same, as the BULK records' offset */
     int started;   /* the MESSAGE is written */

@@ -95,9 +95,10 @@ void ch_srv_close_peer(peer *p, const sl_error *why, int quiet);
 
 /* server_out.c */
 sl_code ch_out_emit(void *ctx, uint8_t *buf, size_t len, sl_error *err);
-/* Queues a unit (takes msg and bulk) and sends what ZeroMQ takes now. */
+/* Queues a unit (takes msg, and bulk: freed, or given back with release(arg) when release is
+ * set) and sends what ZeroMQ takes now. */
 sl_code ch_out_queue(sl_server *s, peer *p, uint8_t *msg, size_t len, uint8_t *bulk,
-                     size_t bulk_len, sl_error *err);
+                     size_t bulk_len, void (*release)(void *), void *arg, sl_error *err);
 /* Sends what waits for every peer, a frame per peer in turn, up to about budget frames or
  * budget_us microseconds; returns frames sent. */
 int ch_out_pump(sl_server *s, int budget, int budget_us);

@@ -98,10 +98,19 @@ static int flush_frames(peer *p)
     return n;
 }
 
+/* A unit's bulk is done with: freed, or given back to its lender. */
+static void bulk_done(uint8_t *bulk, void (*release)(void *), void *arg)
+{
+    if (release)
+        release(arg);
+    else
+        free(bulk);
+}
+
 static void unit_free(ch_unit *u)
 {
     free(u->msg);
-    free(u->bulk);
+    bulk_done(u->bulk, u->release, u->rel_arg);
     free(u);
 }
 
@@ -193,12 +202,12 @@ int ch_out_pump(sl_server *s, int budget, int budget_us)
 }
 
 sl_code ch_out_queue(sl_server *s, peer *p, uint8_t *msg, size_t len, uint8_t *bulk,
-                     size_t bulk_len, sl_error *err)
+                     size_t bulk_len, void (*release)(void *), void *arg, sl_error *err)
 {
     size_t waiting = ch_out_bytes(p);
     if (s->opts.max_out_queue && waiting + len + bulk_len > s->opts.max_out_queue) {
         free(msg);
-        free(bulk);
+        bulk_done(bulk, release, arg);
         sl_error why;
         sl_fail(&why, SL_ERR_TOO_LARGE,
                 "the peer does not read what is sent to it: %.1f MiB would wait for it, over the "
@@ -213,13 +222,15 @@ sl_code ch_out_queue(sl_server *s, peer *p, uint8_t *msg, size_t len, uint8_t *b
     ch_unit *u = calloc(1, sizeof *u);
     if (!u) {
         free(msg);
-        free(bulk);
+        bulk_done(bulk, release, arg);
         return sl_fail(err, SL_ERR_NOMEM, "no memory to queue a message");
     }
     u->msg = msg;
     u->len = len;
     u->bulk = bulk;
     u->bulk_len = bulk_len;
+    u->release = release;
+    u->rel_arg = arg;
     if (!p->uhead && !p->ohead)
         p->out_since_ms = ch_now_ms();
     if (p->utail)
@@ -280,8 +291,10 @@ static uint8_t *dup_msg(const void *msg, size_t len)
     return m;
 }
 
-sl_code sl_server_send_take(sl_server *s, sl_peer id, const void *msg, size_t len, void *bulk,
-                            size_t bulk_len, sl_error *err)
+/* send_take (release NULL: bulk is malloc'd and freed) and send_lend (release(arg) gives it
+ * back): one queueing. */
+static sl_code send_owned(sl_server *s, sl_peer id, const void *msg, size_t len, void *bulk,
+                          size_t bulk_len, void (*release)(void *), void *arg, sl_error *err)
 {
     peer *p = NULL;
     sl_code rc = ch_srv_live_peer(s, id, &p, err);
@@ -294,10 +307,24 @@ sl_code sl_server_send_take(sl_server *s, sl_peer id, const void *msg, size_t le
     if (rc == SL_OK && !m)
         rc = sl_fail(err, SL_ERR_NOMEM, "no memory to queue a message");
     if (rc != SL_OK) {
-        free(bulk);
+        bulk_done(bulk, release, arg);
         return rc;
     }
-    return ch_out_queue(s, p, m, len, bulk_len ? bulk : NULL, bulk_len, err);
+    return ch_out_queue(s, p, m, len, bulk_len ? bulk : NULL, bulk_len, release, arg, err);
+}
+
+sl_code sl_server_send_take(sl_server *s, sl_peer id, const void *msg, size_t len, void *bulk,
+                            size_t bulk_len, sl_error *err)
+{
+    return send_owned(s, id, msg, len, bulk, bulk_len, NULL, NULL, err);
+}
+
+sl_code sl_server_send_lend(sl_server *s, sl_peer id, const void *msg, size_t len, const void *bulk,
+                            size_t bulk_len, void (*release)(void *arg), void *arg, sl_error *err)
+{
+    if (!release)
+        return sl_fail(err, SL_ERR_INVALID, "a lent bulk needs its release");
+    return send_owned(s, id, msg, len, (void *)bulk, bulk_len, release, arg, err);
 }
 
 sl_code sl_server_send(sl_server *s, sl_peer id, const void *msg, size_t len,

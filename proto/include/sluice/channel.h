@@ -204,6 +204,13 @@ sl_code sl_server_send(sl_server *s, sl_peer peer, const void *msg, size_t len,
 sl_code sl_server_send_take(sl_server *s, sl_peer peer, const void *msg, size_t len, void *bulk,
                             size_t bulk_len, sl_error *err);
 
+/* The same, but lends bulk: it is encrypted straight from the caller's buffer, which must stay
+ * valid and unchanged until the server calls release(arg), exactly once, on its own thread (or
+ * before this returns, on an error), when the bytes are sent or dropped. */
+sl_code sl_server_send_lend(sl_server *s, sl_peer peer, const void *msg, size_t len,
+                            const void *bulk, size_t bulk_len, void (*release)(void *arg),
+                            void *arg, sl_error *err);
+
 /* Bytes queued for peer that ZeroMQ has not taken yet (0 for an unknown peer). */
 size_t sl_server_queued(const sl_server *s, sl_peer peer);
 

@@ -110,6 +110,23 @@ static void echo(echo_srv *e, sl_peer peer, const void *msg, size_t len, uint8_t
     }
 }
 
+static uint8_t g_lent[ECHO_LENT_BYTES];
+
+const uint8_t *echo_lent_bytes(void)
+{
+    for (size_t i = 0; i < ECHO_LENT_BYTES && !g_lent[0]; i++)
+        g_lent[ECHO_LENT_BYTES - 1 - i] = (uint8_t)((ECHO_LENT_BYTES - 1 - i) * 7 + 1);
+    return g_lent;
+}
+
+static void lent_back(void *arg)
+{
+    echo_srv *e = arg;
+    pthread_mutex_lock(&e->mu);
+    e->lent_back++;
+    pthread_mutex_unlock(&e->mu);
+}
+
 static void *echo_main(void *arg)
 {
     echo_srv *e = arg;
@@ -162,6 +179,16 @@ static void *echo_main(void *arg)
             for (int i = 0; i < 128; i++) /* frames of chunk_size, as a copy's bulk goes */
                 sl_server_send_take(e->srv, ev.peer, "flood", 5, calloc(1, 256 << 10), 256 << 10,
                                     &err);
+            continue;
+        }
+        if ((ev.len == 4 && memcmp(ev.msg, "lend", 4) == 0) ||
+            (ev.len == 7 && memcmp(ev.msg, "lendbad", 7) == 0)) {
+            sl_code rc =
+                sl_server_send_lend(e->srv, ev.len == 4 ? ev.peer : ev.peer + 1000, "lent", 4,
+                                    echo_lent_bytes(), ECHO_LENT_BYTES, lent_back, e, &err);
+            pthread_mutex_lock(&e->mu);
+            e->lend_rc = rc;
+            pthread_mutex_unlock(&e->mu);
             continue;
         }
         if (ev.len == 7 && memcmp(ev.msg, "tooslow", 7) == 0) { /* closed for a timeout */

@@ -34,7 +34,14 @@ typedef struct echo_srv {
     sl_peer_identity last_id;
     const sl_tls_config *reload; /* set by echo_reload: applied by the server's thread */
     sl_code reload_rc;
+    /* "lend": 3 MiB of g_lent's pattern sent with sl_server_send_lend; "lendbad": the same to
+     * a peer that is not there. lent_back counts the releases, lend_rc the last answer. */
+    int lent_back;
+    sl_code lend_rc;
 } echo_srv;
+/* The bytes the "lend" command lends: byte i is (uint8_t)(i * 7 + 1). */
+#define ECHO_LENT_BYTES ((size_t)3 << 20)
+const uint8_t *echo_lent_bytes(void);
 
 void echo_start(echo_srv *e, sl_tls_mode mode, const sl_channel_opts *o);
 void echo_stop(echo_srv *e);
