@@ -108,13 +108,16 @@ static int unmap_locked(be_pool *p, struct slot *s)
     return --p->live == 0;
 }
 
-static void unlist_locked(be_pool *p)
+/* With g_lock held: p (closed, no slot left) leaves the list and goes. */
+static void destroy_locked(be_pool *p)
 {
     for (be_pool **pp = &g_pools; *pp; pp = &(*pp)->next)
         if (*pp == p) {
             *pp = p->next;
-            return;
+            break;
         }
+    pthread_mutex_destroy(&p->mu);
+    free(p);
 }
 
 void be_bulk_free(void *buf)
@@ -133,11 +136,8 @@ void be_bulk_free(void *buf)
                 empty = unmap_locked(p, s);
         }
         pthread_mutex_unlock(&p->mu);
-        if (empty) {
-            unlist_locked(p);
-            pthread_mutex_destroy(&p->mu);
-            free(p);
-        }
+        if (empty)
+            destroy_locked(p);
         if (s) {
             pthread_mutex_unlock(&g_lock);
             return;
@@ -265,10 +265,7 @@ void be_pool_free(be_pool *p)
         empty = unmap_locked(p, s);
     }
     pthread_mutex_unlock(&p->mu);
-    if (empty) {
-        unlist_locked(p);
-        pthread_mutex_destroy(&p->mu);
-        free(p);
-    }
+    if (empty)
+        destroy_locked(p);
     pthread_mutex_unlock(&g_lock);
 }

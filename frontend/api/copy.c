@@ -8,8 +8,8 @@
  * the frontend synchronizes the stream first); into mapped host memory the device copies into
  * its twin too (dtoh_mapped). 2D/3D copies gather or scatter
  * their host rectangle into or from one contiguous bulk; the pod sent has the host pointer
- * cleared and the host pitch set to the row width. Copies between host memory and an array
- * (HtoA, AtoH) go in pieces of the same size. */
+ * cleared and the host pitch set to the row width. Copies between host memory and an array:
+ * copy_array.c. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <stdbool.h>
 #include <stdlib.h>
@@ -24,19 +24,6 @@
 #include "sluice/fe_calls.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
-
-/* Takes the reply's result (and frees the reply) when there is one. Call it in a statement of
- * its own after the call that fills rep: written as finish(sl_fe_call(.., &rep), rep), the
- * argument rep may be read before the call stores the reply (unspecified evaluation order; GCC
- * reads it first), which dropped every error of the synchronous HtoD and DtoD copies. */
-static CUresult finish(CUresult rc, Sluice__Wire__Reply *rep)
-{
-    if (rep) {
-        rc = (CUresult)rep->result;
-        sl_fe_reply_free(rep);
-    }
-    return rc;
-}
 
 static CUresult dtod(bool pt, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
                      int unified);
@@ -115,7 +102,7 @@ static CUresult htod(bool pt, CUdeviceptr dst, const void *src, size_t n, CUstre
             SL_FE_SET(cuMemcpyHtoD_v2, &call, &r);
             Sluice__Wire__Reply *rep = NULL;
             rc = sl_fe_call_bulk(&call, &iov, c ? 1 : 0, NULL, 0, NULL, &rep);
-            rc = finish(rc, rep);
+            rc = sl_fe_reply_result(rc, rep);
         }
         if (rc != CUDA_SUCCESS)
             return rc;
@@ -220,7 +207,7 @@ static CUresult dtod(bool pt, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
         return sl_fe_enqueue_async(&call);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
-    return finish(rc, rep);
+    return sl_fe_reply_result(rc, rep);
 }
 
 /* ------------------------------------------------------------------ 1D entry points */
@@ -327,7 +314,7 @@ static CUresult dtoh_async_guest(bool pt, void *dst, CUdeviceptr src, size_t n, 
     Sluice__Wire__Reply *rep = NULL;
     size_t got = 0;
     CUresult rc = sl_fe_call_bulk(&call, NULL, 0, dst, n, &got, &rep);
-    rc = finish(rc, rep);
+    rc = sl_fe_reply_result(rc, rep);
     return rc == CUDA_SUCCESS && got != n ? CUDA_ERROR_UNKNOWN : rc;
 }
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
@@ -508,7 +495,7 @@ static CUresult copy_rect(bool pt, int three_d, void *pod, size_t podlen, struct
         size_t got = 0;
         rc = sl_fe_call_bulk(&call, &iov, sh && total ? 1 : 0, dh ? tmp : NULL, dh ? total : 0,
                              &got, &rep);
-        rc = finish(rc, rep);
+        rc = sl_fe_reply_result(rc, rep);
         if (rc == CUDA_SUCCESS && dh && got != total)
             rc = CUDA_ERROR_UNKNOWN;
     }
@@ -625,82 +612,4 @@ CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
     return copy3d(true, pCopy, hStream, 1);
-}
-
-/* ------------------------------------------------------------------ array copies */
-/* cuMemcpyHtoA / AtoH: the bytes as the call's or the reply's bulk, in chunks of at most
- * SL_FE_MAX_COPY_CHUNK (the array offset advances). */
-static CUresult htoa(bool pt, CUarray dst, size_t off, const void *src, size_t n)
-{
-    if (n && !src)
-        return CUDA_ERROR_INVALID_VALUE;
-    size_t done = 0;
-    do {
-        size_t c = n - done < SL_FE_MAX_COPY_CHUNK ? n - done : SL_FE_MAX_COPY_CHUNK;
-        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-        Sluice__Cuda__CuMemcpyHtoAV2Request rq = SLUICE__CUDA__CU_MEMCPY_HTO_AV2_REQUEST__INIT;
-        rq.dst_array = (uint64_t)(uintptr_t)dst;
-        rq.dst_offset = off + done;
-        rq.src_host = c;
-        rq.byte_count = c;
-        call.per_thread_stream = pt;
-        SL_FE_SET(cuMemcpyHtoA_v2, &call, &rq);
-        struct iovec iov = {(char *)src + done, c};
-        Sluice__Wire__Reply *rep = NULL;
-        CUresult rc = sl_fe_call_bulk(&call, &iov, c ? 1 : 0, NULL, 0, NULL, &rep);
-        rc = finish(rc, rep);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-        done += c;
-    } while (done < n);
-    return CUDA_SUCCESS;
-}
-
-static CUresult atoh(bool pt, void *dst, CUarray src, size_t off, size_t n)
-{
-    if (n && !dst)
-        return CUDA_ERROR_INVALID_VALUE;
-    size_t done = 0;
-    do {
-        size_t c = n - done < SL_FE_MAX_COPY_CHUNK ? n - done : SL_FE_MAX_COPY_CHUNK;
-        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-        Sluice__Cuda__CuMemcpyAtoHV2Request rq = SLUICE__CUDA__CU_MEMCPY_ATO_HV2_REQUEST__INIT;
-        rq.dst_host = c;
-        rq.src_array = (uint64_t)(uintptr_t)src;
-        rq.src_offset = off + done;
-        rq.byte_count = c;
-        call.per_thread_stream = pt;
-        SL_FE_SET(cuMemcpyAtoH_v2, &call, &rq);
-        size_t got = 0;
-        Sluice__Wire__Reply *rep = NULL;
-        CUresult rc = sl_fe_call_bulk(&call, NULL, 0, (char *)dst + done, c, &got, &rep);
-        rc = finish(rc, rep);
-        if (rc == CUDA_SUCCESS && got != c)
-            rc = CUDA_ERROR_UNKNOWN;
-        if (rc != CUDA_SUCCESS)
-            return rc;
-        done += c;
-    } while (done < n);
-    return CUDA_SUCCESS;
-}
-
-CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
-{
-    return htoa(false, dstArray, dstOffset, srcHost, ByteCount);
-}
-
-CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *srcHost,
-                              size_t ByteCount)
-{
-    return htoa(true, dstArray, dstOffset, srcHost, ByteCount);
-}
-
-CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
-{
-    return atoh(false, dstHost, srcArray, srcOffset, ByteCount);
-}
-
-CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
-{
-    return atoh(true, dstHost, srcArray, srcOffset, ByteCount);
 }

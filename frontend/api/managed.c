@@ -17,15 +17,6 @@
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
-static CUresult finish(CUresult rc, Sluice__Wire__Reply *rep)
-{
-    if (rep) {
-        rc = (CUresult)rep->result;
-        sl_fe_reply_free(rep);
-    }
-    return rc;
-}
-
 /* The tracker's fetch: a synchronous device-to-host copy into the frontend's buffer. */
 static CUresult fetch(void *dst, uint64_t src, size_t len)
 {
@@ -39,7 +30,7 @@ static CUresult free_remote(CUdeviceptr dptr)
     Sluice__Wire__Call call = SL_FE_CALL(cuMemFree_v2, &req);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
-    return finish(rc, rep);
+    return sl_fe_reply_result(rc, rep);
 }
 
 /* One managed allocation in the backend: its device address, or 0 with the error. */
@@ -199,7 +190,7 @@ CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
     Sluice__Wire__Call call = SL_FE_CALL(cuMemAdvise_v2, &req);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
-    return finish(rc, rep);
+    return sl_fe_reply_result(rc, rep);
 }
 
 CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device)
@@ -224,7 +215,7 @@ CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribu
     size_t got = 0;
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call_bulk(&call, NULL, 0, data, dataSize, &got, &rep);
-    rc = finish(rc, rep);
+    rc = sl_fe_reply_result(rc, rep);
     return rc == CUDA_SUCCESS && got != dataSize ? CUDA_ERROR_UNKNOWN : rc;
 }
 

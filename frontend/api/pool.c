@@ -14,15 +14,6 @@
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
-static CUresult finish(CUresult rc, Sluice__Wire__Reply *rep)
-{
-    if (rep) {
-        rc = (CUresult)rep->result;
-        sl_fe_reply_free(rep);
-    }
-    return rc;
-}
-
 /* Size of a pool attribute's value; 0 for an attribute we do not know. */
 static size_t attr_size(CUmemPool_attribute attr)
 {
@@ -83,7 +74,7 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     struct iovec iov = {value, n};
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call_bulk(&call, &iov, 1, NULL, 0, NULL, &rep);
-    return finish(rc, rep);
+    return sl_fe_reply_result(rc, rep);
 }
 
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
@@ -102,7 +93,7 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     size_t got = 0;
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call_bulk(&call, NULL, 0, buf, n, &got, &rep);
-    rc = finish(rc, rep);
+    rc = sl_fe_reply_result(rc, rep);
     if (rc == CUDA_SUCCESS && got != n)
         rc = CUDA_ERROR_UNKNOWN;
     if (rc == CUDA_SUCCESS)

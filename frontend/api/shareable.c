@@ -37,15 +37,6 @@ struct share_file { /* the memfd's whole content */
     uint8_t token[TOKEN_BYTES];
 };
 
-static CUresult finish(CUresult rc, Sluice__Wire__Reply *rep)
-{
-    if (rep) {
-        rc = (CUresult)rep->result;
-        sl_fe_reply_free(rep);
-    }
-    return rc;
-}
-
 static CUresult handle_type(CUmemAllocationHandleType t)
 {
     if (t == POSIX_FD)
@@ -95,7 +86,7 @@ static CUresult export_call(Sluice__Wire__Call *call, enum share_kind kind, int 
     size_t got = 0;
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call_bulk(call, NULL, 0, token, sizeof token, &got, &rep);
-    rc = finish(rc, rep); /* not in one expression: rep is set by the call */
+    rc = sl_fe_reply_result(rc, rep); /* not in one expression: rep is set by the call */
     if (rc == CUDA_SUCCESS && got != sizeof token)
         rc = CUDA_ERROR_UNKNOWN;
     if (rc == CUDA_SUCCESS) {

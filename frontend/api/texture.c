@@ -10,15 +10,6 @@
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
 
-static CUresult finish(CUresult rc, Sluice__Wire__Reply *rep)
-{
-    if (rep) {
-        rc = (CUresult)rep->result;
-        sl_fe_reply_free(rep);
-    }
-    return rc;
-}
-
 CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc,
                            const CUDA_TEXTURE_DESC *pTexDesc,
                            const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
@@ -83,7 +74,7 @@ CUresult cuTexObjectDestroy(CUtexObject texObject)
     SL_FE_SET(cuTexObjectDestroy, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
-    return finish(rc, rep);
+    return sl_fe_reply_result(rc, rep);
 }
 
 CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
@@ -95,7 +86,7 @@ CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
     SL_FE_SET(cuSurfObjectDestroy, &call, &rq);
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call(&call, &rep);
-    return finish(rc, rep);
+    return sl_fe_reply_result(rc, rep);
 }
 
 CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject)
@@ -210,7 +201,7 @@ CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
     struct iovec iov = {pBorderColor, 4 * sizeof(float)};
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call_bulk(&call, &iov, 1, NULL, 0, NULL, &rep);
-    return finish(rc, rep);
+    return sl_fe_reply_result(rc, rep);
 }
 
 CUresult cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
@@ -226,7 +217,7 @@ CUresult cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
     size_t got = 0;
     Sluice__Wire__Reply *rep = NULL;
     CUresult rc = sl_fe_call_bulk(&call, NULL, 0, rgba, sizeof rgba, &got, &rep);
-    rc = finish(rc, rep);
+    rc = sl_fe_reply_result(rc, rep);
     if (rc == CUDA_SUCCESS && got != sizeof rgba)
         rc = CUDA_ERROR_UNKNOWN; /* a backend that sent no colour */
     if (rc == CUDA_SUCCESS)

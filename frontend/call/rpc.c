@@ -445,6 +445,15 @@ void sl_fe_reply_free(Sluice__Wire__Reply *reply)
         sl_wire_reply_free(reply);
 }
 
+CUresult sl_fe_reply_result(CUresult rc, Sluice__Wire__Reply *rep)
+{
+    if (rep) {
+        rc = (CUresult)rep->result;
+        sl_fe_reply_free(rep);
+    }
+    return rc;
+}
+
 /* slFence with the lock held. */
 static CUresult fence_locked(void)
 {

@@ -25,6 +25,12 @@ CUresult sl_fe_call_bulk(Sluice__Wire__Call *call, const struct iovec *in, size_
 #define SL_FE_BATCH_MAX 8
 CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *const *out,
                           const size_t *out_cap, size_t *out_len, Sluice__Wire__Reply **replies);
+/* Takes the reply's result (and frees the reply) when there is one, else rc. Call it in a
+ * statement of its own after the call that fills rep: written as
+ * sl_fe_reply_result(sl_fe_call(.., &rep), rep), the argument rep may be read before the call
+ * stores the reply (unspecified evaluation order; GCC reads it first), which once dropped every
+ * error of the synchronous HtoD and DtoD copies. */
+CUresult sl_fe_reply_result(CUresult rc, Sluice__Wire__Reply *rep);
 /* A call's out-parameter that travels as a struct's bytes: pod is the reply's bytes field, NULL
  * when the reply carries another member. When rc is success, copies exactly size bytes into
  * dst, or answers CUDA_ERROR_UNKNOWN for a reply of the wrong shape; else returns rc. */

@@ -80,31 +80,30 @@ struct dbl_alloc *alloc_find(uintptr_t p, size_t len)
 #define MANAGED_PAGES(n) (((n) + 4095) & ~(size_t)4095)
 static uintptr_t managed_freed;  /* the last managed range freed: given again first, as a */
 static size_t managed_freed_len; /* driver reuses its addresses */
+/* len bytes of fresh memory exactly at hint, or NULL. */
+static void *map_at(void *hint, size_t len)
+{
+    void *p = mmap(hint, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == hint)
+        return p;
+    if (p != MAP_FAILED)
+        munmap(p, len);
+    return NULL;
+}
+
 static void *managed_map(size_t size)
 {
     static uintptr_t next = (uintptr_t)0x6f0000000000ull;
     size_t len = MANAGED_PAGES(size);
-    if (managed_freed && len <= managed_freed_len) {
-        void *hint = (void *)managed_freed;
-        managed_freed = 0;
-        void *p = mmap(hint, len, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-        if (p == hint)
-            return p;
-        if (p != MAP_FAILED)
-            munmap(p, len);
-    }
-    for (int tries = 0; tries < 64; tries++) {
+    void *p = managed_freed && len <= managed_freed_len ? map_at((void *)managed_freed, len) : NULL;
+    managed_freed = 0;
+    for (int tries = 0; tries < 64 && !p; tries++) {
         void *hint = (void *)next;
         next += (len + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
-        void *p = mmap(hint, len, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-        if (p == hint)
-            return p;
-        if (p != MAP_FAILED)
-            munmap(p, len);
+        p = map_at(hint, len);
     }
-    return NULL;
+    return p;
 }
 
 /* Device memory lives at addresses of its own (from 48 TiB up), as a GPU's unified addresses
