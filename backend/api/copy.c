@@ -15,7 +15,6 @@
 
 #include "api/copy_small.h"
 #include "bounds.h"
-#include "daemon/lanes.h"
 #include "session/bulk_pool.h"
 #include "session/state.h"
 #include "session/streams.h"
@@ -60,11 +59,9 @@ static CUresult out_bulk(struct sl_be_call *c, uint64_t n, uint8_t **buf)
         sl_be_detail(reply, "unexpected bulk with a device-to-host copy");
         return CUDA_ERROR_INVALID_VALUE;
     }
-    /* a piece whose reply leaves on the lanes (which encrypt it from this buffer) is copied
-     * into a page-locked slot (session/bulk_pool.c), at the bus's rate */
-    *buf = c->call->reply_on_lanes && n >= BE_LANE_MIN_BULK && be_lanes_up(c->s->lanes)
-               ? be_pool_take(c->s->pool, (size_t)n)
-               : NULL;
+    /* a piece of 1 MiB or more is copied into a page-locked slot (session/bulk_pool.c), at the
+     * bus's rate; the channel or the lanes encrypt it from there and give it back */
+    *buf = be_pool_take(c->s->pool, (size_t)n);
     if (*buf)
         be_pool_pin(c->s->pool, *buf);
     else

@@ -201,6 +201,12 @@ static void d_queue(struct be_direct *d, struct d_out *o)
     (void)w;
 }
 
+/* The channel is done with a lent slot (sl_server_send_lend). */
+static void slot_back(void *slot)
+{
+    be_bulk_free(slot);
+}
+
 void be_direct_push(struct be_direct *d, uint8_t *msg, size_t len, uint8_t *bulk, size_t blen)
 {
     struct d_out *o = calloc(1, sizeof *o);
@@ -269,7 +275,14 @@ static int d_flush(struct be_direct *d, const struct be_direct_hooks *h)
         if (o->close) {
             d_end(d, h, 1, o->code, o->why);
         } else if (d->peer) {
-            if (sl_server_send_take(d->srv, d->peer, o->msg, o->len, o->bulk, o->blen, &e) != SL_OK)
+            /* a page-locked slot is lent (the channel gives it back to its pool when sent),
+             * malloc'd bulk given (the channel frees it) */
+            sl_code rc =
+                o->bulk && be_bulk_is_slot(o->bulk)
+                    ? sl_server_send_lend(d->srv, d->peer, o->msg, o->len, o->bulk, o->blen,
+                                          slot_back, o->bulk, &e)
+                    : sl_server_send_take(d->srv, d->peer, o->msg, o->len, o->bulk, o->blen, &e);
+            if (rc != SL_OK)
                 sl_log(SL_LOG_WARNING, BE_COMPONENT, "session %llu: direct send: %s",
                        (unsigned long long)d->sid, e.msg);
             o->bulk = NULL; /* the channel has it */

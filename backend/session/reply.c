@@ -51,7 +51,9 @@ void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
         reply->lane_pieces = sl_lane_pieces_for(blen, be_lanes_count(s->lanes));
         lane_bulk = bulk;
         bulk = NULL;
-    } else if (bulk && be_bulk_is_slot(bulk)) { /* the lanes went down since the copy */
+    } else if (bulk && s->srv && be_bulk_is_slot(bulk)) {
+        /* a session on the server's own thread (no worker process): its channel frees what it
+         * sends, so a slot's bytes go in a buffer of their own */
         uint8_t *own = malloc(blen ? blen : 1);
         if (own)
             memcpy(own, bulk, blen);
