@@ -121,58 +121,6 @@ static void test_roundtrips(void **state)
     echo_stop(&e);
 }
 
-/* A lent bulk (sl_server_send_lend: the backend's lanes send a reply's pieces from its buffer)
- * arrives intact and goes back to its lender once, when sent; to a peer that is not there it
- * goes back at once, with the error. */
-static void test_lent_bulk(void **state)
-{
-    (void)state;
-    echo_srv e;
-    echo_start(&e, SL_TLS_MUTUAL, NULL);
-    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
-    sl_channel_opts o = fast_opts();
-    sl_client *c;
-    sl_error err;
-    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
-    const uint8_t *want = echo_lent_bytes();
-    assert_int_equal(sl_client_send(c, "lend", 4, NULL, 0, &err), SL_OK);
-    const void *m;
-    size_t l;
-    uint64_t bl;
-    assert_int_equal(sl_client_recv(c, &m, &l, &bl, 5000, &err), SL_OK);
-    assert_int_equal(l, 4);
-    assert_int_equal(bl, ECHO_LENT_BYTES);
-    uint8_t *got = malloc(ECHO_LENT_BYTES);
-    assert_int_equal(sl_client_recv_bulk(c, got, ECHO_LENT_BYTES, &err), SL_OK);
-    assert_memory_equal(got, want, ECHO_LENT_BYTES);
-    free(got);
-    int back = 0;
-    for (int i = 0; i < 200 && !back; i++) { /* the server frees a sent unit in its pump */
-        pthread_mutex_lock(&e.mu);
-        back = e.lent_back;
-        pthread_mutex_unlock(&e.mu);
-        if (!back)
-            usleep(10000);
-    }
-    assert_int_equal(back, 1);
-    assert_int_equal(e.lend_rc, SL_OK);
-    assert_int_equal(sl_client_send(c, "lendbad", 7, NULL, 0, &err), SL_OK);
-    sl_code rc = SL_OK;
-    for (int i = 0; i < 200 && back == 1; i++) {
-        pthread_mutex_lock(&e.mu);
-        back = e.lent_back;
-        rc = e.lend_rc;
-        pthread_mutex_unlock(&e.mu);
-        if (back == 1)
-            usleep(10000);
-    }
-    assert_int_equal(back, 2);
-    assert_int_not_equal(rc, SL_OK);
-    sl_client_close(c);
-    echo_stop(&e);
-    assert_int_equal(e.lent_back, 2);
-}
-
 /* A renewed certificate (the agent's SIGHUP to a backend): a broken one is refused and the old
  * one keeps serving; a good one is used by the handshakes that follow. */
 static void test_reload_tls(void **state)
@@ -342,6 +290,55 @@ static void test_closed_for_timeout(void **state)
     assert_non_null(strstr(err.msg, "bulk too slow"));
     sl_client_close(c);
     echo_stop(&e);
+}
+
+/* A lent bulk (sl_server_send_lend: the backend's lanes send a reply's pieces from its buffer)
+ * arrives intact and goes back to its lender once, when sent; to a peer that is not there it
+ * goes back at once, with the error. */
+static void test_lent_bulk(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_client *c = echo_client(&e);
+    sl_error err;
+    const uint8_t *want = echo_lent_bytes();
+    assert_int_equal(sl_client_send(c, "lend", 4, NULL, 0, &err), SL_OK);
+    const void *m;
+    size_t l;
+    uint64_t bl;
+    assert_int_equal(sl_client_recv(c, &m, &l, &bl, 5000, &err), SL_OK);
+    assert_int_equal(l, 4);
+    assert_int_equal(bl, ECHO_LENT_BYTES);
+    uint8_t *got = malloc(ECHO_LENT_BYTES);
+    assert_int_equal(sl_client_recv_bulk(c, got, ECHO_LENT_BYTES, &err), SL_OK);
+    assert_memory_equal(got, want, ECHO_LENT_BYTES);
+    free(got);
+    int back = 0;
+    for (int i = 0; i < 200 && !back; i++) { /* the server frees a sent unit in its pump */
+        pthread_mutex_lock(&e.mu);
+        back = e.lent_back;
+        pthread_mutex_unlock(&e.mu);
+        if (!back)
+            usleep(10000);
+    }
+    assert_int_equal(back, 1);
+    assert_int_equal(e.lend_rc, SL_OK);
+    assert_int_equal(sl_client_send(c, "lendbad", 7, NULL, 0, &err), SL_OK);
+    sl_code rc = SL_OK;
+    for (int i = 0; i < 200 && back == 1; i++) {
+        pthread_mutex_lock(&e.mu);
+        back = e.lent_back;
+        rc = e.lend_rc;
+        pthread_mutex_unlock(&e.mu);
+        if (back == 1)
+            usleep(10000);
+    }
+    assert_int_equal(back, 2);
+    assert_int_not_equal(rc, SL_OK);
+    sl_client_close(c);
+    echo_stop(&e);
+    assert_int_equal(e.lent_back, 2);
 }
 
 static void tamper(enum relay_mode mode)
