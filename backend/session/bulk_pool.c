@@ -15,6 +15,8 @@
 #include "session/bulk_pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -43,6 +45,9 @@ struct be_pool {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* g_pools, then a pool's mu */
 static be_pool *g_pools;
+/* Slots mapped in the process: while none is, no buffer is a slot, and freeing bulk (every
+ * frame's and reply's) takes no lock. */
+static atomic_uint g_live;
 
 be_pool *be_pool_new(const struct sl_driver_api *api, unsigned max_slots)
 {
@@ -76,6 +81,7 @@ void *be_pool_take(be_pool *p, size_t len)
         if (m != MAP_FAILED) {
             p->slot[p->n++] = (struct slot){.base = m, .out = 1};
             p->live++;
+            atomic_fetch_add(&g_live, 1);
             got = m;
         }
     }
@@ -87,13 +93,13 @@ void *be_pool_take(be_pool *p, size_t len)
     return got;
 }
 
-/* With p->mu held: the slot whose first byte is ptr, or that holds it (inside). */
+/* With p->mu held: the slot whose first byte is ptr, or (inside) that holds it. */
 static struct slot *slot_of(be_pool *p, const void *ptr, int inside)
 {
+    uintptr_t at = (uintptr_t)ptr;
     for (unsigned i = 0; i < p->n; i++) {
-        const char *b = p->slot[i].base;
-        if (b &&
-            (ptr == b || (inside && (const char *)ptr > b && (const char *)ptr < b + BE_POOL_SLOT)))
+        uintptr_t b = (uintptr_t)p->slot[i].base;
+        if (b && (inside ? at >= b && at - b < BE_POOL_SLOT : at == b))
             return &p->slot[i];
     }
     return NULL;
@@ -105,6 +111,7 @@ static int unmap_locked(be_pool *p, struct slot *s)
     munmap(s->base, BE_POOL_SLOT); /* still registered when it came back after the close: the
                                       process exits next */
     s->base = NULL;
+    atomic_fetch_sub(&g_live, 1);
     return --p->live == 0;
 }
 
@@ -124,6 +131,10 @@ void be_bulk_free(void *buf)
 {
     if (!buf)
         return;
+    if (!atomic_load(&g_live)) {
+        free(buf);
+        return;
+    }
     pthread_mutex_lock(&g_lock);
     for (be_pool *p = g_pools; p; p = p->next) {
         pthread_mutex_lock(&p->mu);
@@ -150,8 +161,10 @@ void be_bulk_free(void *buf)
 int be_bulk_is_slot(const void *buf)
 {
     int found = 0;
+    if (!buf || !atomic_load(&g_live))
+        return 0;
     pthread_mutex_lock(&g_lock);
-    for (be_pool *p = g_pools; p && !found && buf; p = p->next) {
+    for (be_pool *p = g_pools; p && !found; p = p->next) {
         pthread_mutex_lock(&p->mu);
         found = slot_of(p, buf, 0) != NULL;
         pthread_mutex_unlock(&p->mu);
@@ -162,7 +175,7 @@ int be_bulk_is_slot(const void *buf)
 
 int be_pool_pin(be_pool *p, void *buf)
 {
-    if (!p)
+    if (!p || !atomic_load(&g_live))
         return 0;
     pthread_mutex_lock(&p->mu);
     struct slot *s = slot_of(p, buf, 0);
@@ -190,7 +203,7 @@ int be_pool_pin(be_pool *p, void *buf)
 
 int be_pool_hold(be_pool *p, const void *ptr, CUstream st)
 {
-    if (!p)
+    if (!p || !atomic_load(&g_live))
         return 0;
     pthread_mutex_lock(&p->mu);
     struct slot *s = slot_of(p, ptr, 1);

@@ -98,33 +98,40 @@ int sl_fe_mapped_untrack(void *p, uint64_t *dptr)
     return 1;
 }
 
+/* With g_map_lock held: the range holding the n bytes at p (n >= 1), and p's offset in it. */
+static struct sl_fe_mapping *holding_locked(const void *p, size_t n, size_t *off)
+{
+    uintptr_t at = (uintptr_t)p;
+    for (struct sl_fe_mapping *m = g_maps; m; m = m->next) {
+        uintptr_t base = (uintptr_t)m->guest;
+        if (at >= base && at - base < m->len && n <= m->len - (at - base)) {
+            *off = at - base;
+            return m;
+        }
+    }
+    return NULL;
+}
+
 int sl_fe_mapped_dptr(const void *p, size_t n, uint64_t *dptr)
 {
     if (!atomic_load(&g_nmaps) || !n)
         return 0;
-    int found = 0;
+    size_t off = 0;
     pthread_mutex_lock(&g_map_lock);
-    for (struct sl_fe_mapping *m = g_maps; m; m = m->next)
-        if ((const uint8_t *)p >= m->guest && (size_t)((const uint8_t *)p - m->guest) < m->len &&
-            n <= m->len - (size_t)((const uint8_t *)p - m->guest)) {
-            *dptr = m->dptr + (uint64_t)((const uint8_t *)p - m->guest);
-            found = 1;
-            break;
-        }
+    struct sl_fe_mapping *m = holding_locked(p, n, &off);
+    if (m)
+        *dptr = m->dptr + off;
     pthread_mutex_unlock(&g_map_lock);
-    return found;
+    return m != NULL;
 }
 
 void sl_fe_mapped_settled(const void *p, size_t n)
 {
+    size_t off = 0;
     pthread_mutex_lock(&g_map_lock);
-    for (struct sl_fe_mapping *m = g_maps; m; m = m->next) {
-        uintptr_t at = (uintptr_t)p, base = (uintptr_t)m->guest;
-        if (at >= base && at - base < m->len && n <= m->len - (at - base)) {
-            memcpy(m->shadow + (at - base), p, n);
-            break;
-        }
-    }
+    struct sl_fe_mapping *m = n ? holding_locked(p, n, &off) : NULL;
+    if (m)
+        memcpy(m->shadow + off, p, n);
     pthread_mutex_unlock(&g_map_lock);
 }
 
