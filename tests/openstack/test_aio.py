@@ -48,6 +48,11 @@ class Aio:
         self.source = source
         self.state = state
         self.env = dict(os.environ, SLUICE_AIO_DIR=state)
+        if os.path.exists(os.path.join(state, "secrets", "admin")):
+            self.load_env()  # else the first `up` makes them
+
+    def load_env(self):
+        """the admin credentials; again after `up`, which makes them on a fresh state folder"""
         out = self.sh([self.script, "env"])
         for line in out.splitlines():
             k, v = line.removeprefix("export ").split("=", 1)
@@ -60,6 +65,20 @@ class Aio:
             raise Failed(f"{' '.join(args)} exited {p.returncode}:\n{p.stdout[-2000:]}"
                          f"\n{p.stderr[-3000:]}")
         return p.stdout
+
+    def up(self, timeout):
+        """`openstack-aio up`, its output passed through as it comes (its milestones, and on a
+        failure the logs it names, are what CI shows); the services it starts outlive it."""
+        p = subprocess.Popen([self.script, "up"], env=self.env, start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.wait()
+            raise Failed(f"openstack-aio up did not finish in {timeout} s (its last lines above)")
+        if rc != 0:
+            raise Failed(f"openstack-aio up exited {rc} (above)")
+        self.load_env()
 
     def os(self, *args, timeout=300):
         return self.sh(["openstack", *args], timeout=timeout)
@@ -119,7 +138,7 @@ def provider_config(aio, slots):
 
 
 def restart_compute(aio):
-    pid = int(open(f"{aio.state}/run/nova-compute.pid").read())
+    pid = int(open(f"{aio.state}/run/nova-compute.pid").read().split()[0])
     os.killpg(pid, 15)
     for _ in range(150):
         try:
@@ -127,7 +146,7 @@ def restart_compute(aio):
         except ProcessLookupError:
             break
         time.sleep(0.2)
-    aio.sh([aio.script, "up"], timeout=1200)
+    aio.up(timeout=1200)
 
 
 def compute_rp(aio):
@@ -186,7 +205,7 @@ def run(args):
         return r
 
     if not args.reuse:
-        step("aio_up", lambda: aio.sh([aio.script, "up"], timeout=1800))
+        step("aio_up", lambda: aio.up(timeout=1800))
     log(aio.sh([aio.script, "status"]).strip().replace("\n", "; "))
 
     # 2. provider.yaml read by nova-compute

@@ -523,9 +523,7 @@ class Chain:
     def run(self):
         args, aio = self.args, self.aio
         if not args.reuse:
-            out = self.step("aio_up", lambda: aio.sh([aio.script, "up"], timeout=1800))
-            for line in out.splitlines():
-                log(f"  {line}")
+            self.step("aio_up", lambda: aio.up(timeout=1800))
         self.step("sluice_deploy", self.deploy)
         # nova-compute reads the fragment and provider.yaml at start (the files the fragment
         # names at each request): restarted when the roles wrote either after its start
