@@ -38,13 +38,19 @@ def rootfs(cache, log):
     """CACHE/bookworm-rootfs.tar, made once with mmdebstrap (a few minutes, network)."""
     tar = os.path.join(cache, f"{SUITE}-rootfs.tar")
     stamp = " ".join(INCLUDE)
-    if os.path.exists(tar) and open(tar + ".include").read().strip() == stamp:
+    if os.path.isfile(tar) and os.path.exists(tar + ".include") and \
+            open(tar + ".include").read().strip() == stamp:
         return tar
+    if os.path.isdir(tar):  # made by a version that let mmdebstrap guess the format
+        shutil.rmtree(tar)
     os.makedirs(cache, exist_ok=True)
     t = time.time()
     log(f"making the {SUITE} root filesystem (mmdebstrap, once; cached in {tar})")
     tmp = tar + ".tmp"
-    p = subprocess.run(["mmdebstrap", "--variant=minbase", "--mode=root",
+    if os.path.isdir(tmp):
+        shutil.rmtree(tmp)
+    # --format: mmdebstrap guesses it from the name, and TAR.tmp would be a directory
+    p = subprocess.run(["mmdebstrap", "--variant=minbase", "--mode=root", "--format=tar",
                         "--include=" + ",".join(INCLUDE), SUITE, tmp, MIRROR],
                        capture_output=True, text=True, timeout=1500)
     if p.returncode != 0:
