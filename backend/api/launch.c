@@ -95,6 +95,22 @@ CUresult be_layout_get(sl_be_session *s, uint64_t fid, struct be_layout **out, v
     return CUDA_SUCCESS;
 }
 
+/* The layout's offsets and sizes as a reply's repeated fields (malloc'd; NULL when empty). */
+static CUresult layout_copy(const struct be_layout *l, size_t *n_offsets, uint64_t **offsets,
+                            size_t *n_sizes, uint64_t **sizes)
+{
+    if (l->count) {
+        *offsets = malloc(l->count * sizeof **offsets);
+        *sizes = malloc(l->count * sizeof **sizes);
+        if (!*offsets || !*sizes)
+            return CUDA_ERROR_OUT_OF_MEMORY; /* the reply's free takes what was allocated */
+        memcpy(*offsets, l->offsets, l->count * sizeof **offsets);
+        memcpy(*sizes, l->sizes, l->count * sizeof **sizes);
+    }
+    *n_offsets = *n_sizes = l->count;
+    return CUDA_SUCCESS;
+}
+
 CUresult be_h_slParamLayout(struct sl_be_call *c)
 {
     sl_be_session *s = c->s;
@@ -110,17 +126,24 @@ CUresult be_h_slParamLayout(struct sl_be_call *c)
                  Sluice__Cuda__SlParamLayoutReply, sluice__cuda__sl_param_layout_reply__init);
     if (!rp)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (l->count) {
-        rp->offsets = malloc(l->count * sizeof *rp->offsets);
-        rp->sizes = malloc(l->count * sizeof *rp->sizes);
-        if (!rp->offsets || !rp->sizes)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        memcpy(rp->offsets, l->offsets, l->count * sizeof *rp->offsets);
-        memcpy(rp->sizes, l->sizes, l->count * sizeof *rp->sizes);
-        rp->n_offsets = rp->n_sizes = l->count;
-    }
     rp->count = l->count;
-    return CUDA_SUCCESS;
+    return layout_copy(l, &rp->n_offsets, &rp->offsets, &rp->n_sizes, &rp->sizes);
+}
+
+void sl_be_layout_out(sl_be_session *s, uint64_t id, size_t *n_offsets, uint64_t **offsets,
+                      size_t *n_sizes, uint64_t **sizes, protobuf_c_boolean *given)
+{
+    CUcontext ctx = NULL;
+    /* a kernel's layout loads it into the current context (be_layout_get): without one, its
+     * first launch asks slParamLayout in the launching context */
+    if (be_id_kind(id) == SL_H_KERNEL &&
+        (!s->api->cuCtxGetCurrent || s->api->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx))
+        return;
+    struct be_layout *l;
+    void *native;
+    if (be_layout_get(s, id, &l, &native) != CUDA_SUCCESS)
+        return;
+    *given = layout_copy(l, n_offsets, offsets, n_sizes, sizes) == CUDA_SUCCESS;
 }
 
 static CUresult param_info(sl_be_session *s, uint64_t fid, uint64_t index, uint64_t *off,

@@ -60,6 +60,66 @@ static const struct sl_fe_param_layout *find_layout(uint64_t f)
     return l;
 }
 
+/* Checks n offsets and sizes (as the backend answers a layout) and keeps them for f, unless f
+ * has one already; *out: the kept layout. CUDA_ERROR_UNKNOWN for a layout that does not check
+ * out. */
+static CUresult keep_layout(uint64_t f, size_t n_offsets, const uint64_t *offsets, size_t n_sizes,
+                            const uint64_t *sizes, const struct sl_fe_param_layout **out)
+{
+    if (n_offsets != n_sizes || n_offsets > 4096 || (n_offsets && (!offsets || !sizes)))
+        return CUDA_ERROR_UNKNOWN;
+    struct layout_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->f = f;
+    e->l.count = (uint32_t)n_offsets;
+    e->l.offsets = calloc(n_offsets ? n_offsets : 1, sizeof(size_t));
+    e->l.sizes = calloc(n_offsets ? n_offsets : 1, sizeof(size_t));
+    CUresult rc = e->l.offsets && e->l.sizes ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < n_offsets; i++) {
+        if (offsets[i] > PARAM_MAX || sizes[i] > PARAM_MAX) {
+            rc = CUDA_ERROR_UNKNOWN;
+            break;
+        }
+        e->l.offsets[i] = (size_t)offsets[i];
+        e->l.sizes[i] = (size_t)sizes[i];
+        if (e->l.offsets[i] + e->l.sizes[i] > e->l.total)
+            e->l.total = e->l.offsets[i] + e->l.sizes[i];
+    }
+    if (rc != CUDA_SUCCESS) {
+        free(e->l.offsets);
+        free(e->l.sizes);
+        free(e);
+        return rc;
+    }
+    pthread_mutex_lock(&g_layout_lock);
+    unsigned b = bucket_of(f);
+    struct layout_entry *had = g_layouts[b];
+    while (had && had->f != f)
+        had = had->next;
+    if (!had) {
+        e->next = g_layouts[b];
+        g_layouts[b] = e;
+    }
+    pthread_mutex_unlock(&g_layout_lock);
+    if (had) { /* another thread kept it first: the same answer */
+        free(e->l.offsets);
+        free(e->l.sizes);
+        free(e);
+        e = had;
+    }
+    *out = &e->l;
+    return CUDA_SUCCESS;
+}
+
+void sl_fe_layout_seed(uint64_t f, int given, size_t n_offsets, const uint64_t *offsets,
+                       size_t n_sizes, const uint64_t *sizes)
+{
+    const struct sl_fe_param_layout *l;
+    if (given && !find_layout(f))
+        (void)keep_layout(f, n_offsets, offsets, n_sizes, sizes, &l); /* else: the launch asks */
+}
+
 static CUresult get_layout(uint64_t f, const struct sl_fe_param_layout **out)
 {
     if ((*out = find_layout(f)))
@@ -74,50 +134,10 @@ static CUresult get_layout(uint64_t f, const struct sl_fe_param_layout **out)
         return rc;
     rc = (CUresult)rep->result;
     const Sluice__Cuda__SlParamLayoutReply *o = SL_FE_REPLY(slParamLayout, rep);
-    if (rc == CUDA_SUCCESS &&
-        (!o || o->n_offsets != o->count || o->n_sizes != o->count || o->count > 4096))
+    if (rc == CUDA_SUCCESS && (!o || o->n_offsets != o->count))
         rc = CUDA_ERROR_UNKNOWN;
-    struct layout_entry *e = NULL;
-    if (rc == CUDA_SUCCESS) {
-        e = calloc(1, sizeof *e);
-        if (e) {
-            e->f = f;
-            e->l.count = o->count;
-            e->l.offsets = calloc(o->count ? o->count : 1, sizeof(size_t));
-            e->l.sizes = calloc(o->count ? o->count : 1, sizeof(size_t));
-        }
-        if (!e || !e->l.offsets || !e->l.sizes) {
-            if (e) {
-                free(e->l.offsets);
-                free(e->l.sizes);
-            }
-            free(e);
-            e = NULL;
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    if (e) {
-        for (uint32_t i = 0; i < o->count; i++) {
-            e->l.offsets[i] = (size_t)o->offsets[i];
-            e->l.sizes[i] = (size_t)o->sizes[i];
-            if (o->offsets[i] > PARAM_MAX || o->sizes[i] > PARAM_MAX)
-                rc = CUDA_ERROR_UNKNOWN;
-            else if (e->l.offsets[i] + e->l.sizes[i] > e->l.total)
-                e->l.total = e->l.offsets[i] + e->l.sizes[i];
-        }
-        if (rc != CUDA_SUCCESS) {
-            free(e->l.offsets);
-            free(e->l.sizes);
-            free(e);
-        } else {
-            pthread_mutex_lock(&g_layout_lock);
-            unsigned b = bucket_of(f);
-            e->next = g_layouts[b];
-            g_layouts[b] = e;
-            pthread_mutex_unlock(&g_layout_lock);
-            *out = &e->l;
-        }
-    }
+    if (rc == CUDA_SUCCESS)
+        rc = keep_layout(f, o->n_offsets, o->offsets, o->n_sizes, o->sizes, out);
     sl_fe_reply_free(rep);
     return rc;
 }

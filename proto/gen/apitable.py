@@ -15,7 +15,7 @@ HANDLE_KINDS = [
 ]
 OTHER_KINDS = {"device", "devptr", "pod", "cstr", "hostptr", "callback", "bytes"}
 FLAGS = {"async", "ptds", "ptsz", "internal", "memo", "unmemo", "uncapture", "local", "prints",
-         "unsticky", "nowait"}
+         "unsticky", "nowait", "layout"}
 # key=value annotations of a call line, and the values each key takes (None: free text).
 KEYS = {
     "hand": {"fe", "be", "both"},          # where hand code lives; the other side is generated
@@ -150,6 +150,16 @@ class Call:
             if p.kind == "handle" and p.handle == "stream" and p.direction == "in" and \
                     not p.is_array:
                 return p
+        return None
+
+    @property
+    def layout_param(self):
+        """The function or kernel a `layout` call answers: its only out-parameter, a single
+        handle of kind function or kernel; None otherwise."""
+        outs = [p for p in self.params if p.direction != "in"]
+        if len(outs) == 1 and outs[0].kind == "handle" and not outs[0].is_array and \
+                outs[0].handle in ("function", "kernel"):
+            return outs[0]
         return None
 
     @property
@@ -318,6 +328,9 @@ def check(calls, path):
                              "releases a device address")
         if c.has("memo") and c.has("async"):
             raise TableError(f"{where}: a memo call is synchronous")
+        if c.has("layout") and (not c.generated or c.layout_param is None):
+            raise TableError(f"{where}: layout is for a generated call whose one out-parameter "
+                             "is a function or kernel handle")
         check_facts(c, where, names)
         if c.fe_generated or c.be_generated:
             for p in c.params:

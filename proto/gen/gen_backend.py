@@ -200,6 +200,11 @@ def handler_function(c):
     for p in c.params:
         if p.direction in ("out", "inout"):
             be_encode(c, p, lines)
+    if c.has("layout"):
+        f = c.layout_param.field
+        lines.append(f"        sl_be_layout_out(s, rp->{f}, &rp->n_param_offsets, "
+                     "&rp->param_offsets, &rp->n_param_sizes, &rp->param_sizes, "
+                     "&rp->param_layout);")
     for p in c.params:
         if p.release and p.kind == "handle":
             lines.append(f"        sl_be_handle_drop(s, {handle_enum(p.handle)}, rq->{p.field});")

@@ -107,6 +107,10 @@ def stub_function(c):
             lines.append("        if (rc == CUDA_SUCCESS) {")
             for p in outs:
                 stub_copy_reply(c, p, lines)
+            if c.has("layout"):
+                lines.append(f"        sl_fe_layout_seed(o->{c.layout_param.field}, o->param_layout, "
+                             "o->n_param_offsets, o->param_offsets, o->n_param_sizes, "
+                             "o->param_sizes);")
             lines.append("        }")
         lines.append("        sl_fe_reply_free(rep);")
         lines.append("    }")

@@ -28,11 +28,23 @@ def proto_field(p):
     return f"  {rep}{proto_type(p)} {p.field} = {p.pos};{note}"
 
 
+# The reply of a `layout` call also carries the parameter layout of the function or kernel it
+# answers (slParamLayout's answer, without its round trip), at these fixed numbers, far above
+# any parameter's (a parameter's number is its position).
+LAYOUT_FIELDS = [
+    "  repeated uint64 param_offsets = 100;  // layout: the answer's parameters, as slParamLayout",
+    "  repeated uint64 param_sizes = 101;",
+    "  bool param_layout = 102;  // true: the two above are its layout; false: ask slParamLayout",
+]
+
+
 def gen_cuda_proto(calls):
     out = [f"// {HEADER}", 'syntax = "proto3";', "package sluice.cuda;", ""]
     for c in calls:
         for suffix, dirs in (("Request", ("in", "inout")), ("Reply", ("out", "inout"))):
             fields = [proto_field(p) for p in c.params if p.direction in dirs]
+            if suffix == "Reply" and c.has("layout"):
+                fields += LAYOUT_FIELDS
             tag = f"  // call {c.id} {c.name}" if suffix == "Request" else ""
             out.append(f"message {c.message}{suffix} {{{tag}")
             out.extend(fields)

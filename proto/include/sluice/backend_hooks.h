@@ -9,6 +9,8 @@
 #define SLUICE_BACKEND_HOOKS_H
 
 #include <cuda.h>
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sluice/handle_kinds.h"
@@ -36,5 +38,12 @@ CUresult sl_be_devptr_check(sl_be_session *s, uint64_t ptr, uint64_t len);
 CUresult sl_be_devptr_add(sl_be_session *s, uint32_t call_id, uint64_t ptr, uint64_t len);
 /* The allocation at ptr was freed. */
 void sl_be_devptr_release(sl_be_session *s, uint64_t ptr);
+
+/* A `layout` call answered function or kernel id: its parameter layout into the reply's fields
+ * (n offsets and sizes, malloc'd; *given 1), as slParamLayout answers it. When the layout can
+ * not be had now (no context current for a kernel, the driver refuses) *given stays 0 and the
+ * first launch asks slParamLayout: never an error of the call. */
+void sl_be_layout_out(sl_be_session *s, uint64_t id, size_t *n_offsets, uint64_t **offsets,
+                      size_t *n_sizes, uint64_t **sizes, protobuf_c_boolean *given);
 
 #endif

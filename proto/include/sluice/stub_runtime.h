@@ -8,6 +8,8 @@
 #define SLUICE_STUB_RUNTIME_H
 
 #include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "sluice_session.pb-c.h"
 
@@ -27,6 +29,12 @@ CUresult sl_fe_enqueue_async(Sluice__Wire__Call *call);
  * runtime saw made (it is forgotten now: the call then goes as an async one), 0 when it must
  * go synchronously. */
 int sl_fe_nowait_take(const Sluice__Wire__Call *call);
+
+/* A `layout` call answered function or kernel f: given, its parameter layout came with the
+ * answer (n offsets and sizes, as slParamLayout's reply has them), which the runtime checks and
+ * keeps for f's launches; else (or when it does not check out) the first launch asks. */
+void sl_fe_layout_seed(uint64_t f, int given, size_t n_offsets, const uint64_t *offsets,
+                       size_t n_sizes, const uint64_t *sizes);
 
 /* A form of a call Sluice does not forward (e.g. cuCtxCreate_v3 with affinity parameters):
  * returns CUDA_ERROR_NOT_SUPPORTED and logs one line naming it, once per name. Implemented by

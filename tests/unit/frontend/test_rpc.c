@@ -60,6 +60,8 @@ static struct {
     size_t held_len;
     atomic_int holding, release;
     int nowait_frees; /* cuMemFree_v2 sent without waiting */
+    uint64_t kernel;  /* what cuLibraryGetKernel answers */
+    int give_layout;  /* ...with its parameter layout (a pointer and an int) */
 } F;
 
 static void queue_server(Sluice__Wire__ServerMessage *m)
@@ -117,6 +119,28 @@ static void answer(const Sluice__Wire__Call *c)
         alloc.dptr = 0x7f0000000000ull + (c->seq << 20); /* a fresh base per call */
         r.out_case = SLUICE__WIRE__REPLY__OUT_CU_MEM_ALLOC_V2;
         r.cu_mem_alloc_v2 = &alloc;
+    }
+    uint64_t lay_off[2] = {0, 8}, lay_size[2] = {8, 4};
+    Sluice__Cuda__CuLibraryGetKernelReply kern = SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REPLY__INIT;
+    if (c->call_id == SL_CALL_cuLibraryGetKernel && F.next_result == CUDA_SUCCESS) {
+        kern.p_kernel = F.kernel;
+        if (F.give_layout) {
+            kern.param_layout = 1;
+            kern.n_param_offsets = kern.n_param_sizes = 2;
+            kern.param_offsets = lay_off;
+            kern.param_sizes = lay_size;
+        }
+        r.out_case = SLUICE__WIRE__REPLY__OUT_CU_LIBRARY_GET_KERNEL;
+        r.cu_library_get_kernel = &kern;
+    }
+    Sluice__Cuda__SlParamLayoutReply lay = SLUICE__CUDA__SL_PARAM_LAYOUT_REPLY__INIT;
+    if (c->call_id == SL_CALL_slParamLayout && F.next_result == CUDA_SUCCESS) {
+        lay.count = 2;
+        lay.n_offsets = lay.n_sizes = 2;
+        lay.offsets = lay_off;
+        lay.sizes = lay_size;
+        r.out_case = SLUICE__WIRE__REPLY__OUT_SL_PARAM_LAYOUT;
+        r.sl_param_layout = &lay;
     }
     F.next_result = 0;
     F.next_failed_seq = 0;
@@ -423,6 +447,39 @@ static void sender_from_env(void **state)
     assert_int_equal(sl_fe_rpc_sender_from_env(0), 0);
     unsetenv("SLUICE_SENDER");
     assert_int_equal(sl_fe_rpc_sender_from_env(1), 1);
+}
+
+static int calls_of(uint32_t id)
+{
+    int n = 0;
+    for (int i = 0; i < F.calls && i < 8192; i++)
+        n += F.call_ids[i] == id;
+    return n;
+}
+
+/* A kernel's first launch: the layout that came with cuLibraryGetKernel's answer is used and no
+ * slParamLayout travels; without it (an older backend, no context current there) the launch
+ * asks. Either way the parameters are packed at the layout's offsets (12 bytes). */
+static void first_launch_uses_the_layout_of_the_answer(void **state)
+{
+    (void)state;
+    for (int given = 1; given >= 0; given--) {
+        F.kernel = given ? 0x4242 : 0x4343; /* the layout cache outlives a test */
+        F.give_layout = given;
+        CUkernel k = NULL;
+        assert_int_equal(cuLibraryGetKernel(&k, (CUlibrary)0x11, given ? "with" : "without"),
+                         CUDA_SUCCESS);
+        assert_int_equal((uintptr_t)k, F.kernel);
+        uint64_t ptr = 0x1000;
+        int n = 7;
+        void *params[] = {&ptr, &n};
+        uint64_t bulk_before = F.bulk_bytes;
+        assert_int_equal(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+                         CUDA_SUCCESS);
+        assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+        assert_int_equal(calls_of(SL_CALL_slParamLayout), given ? 0 : 1);
+        assert_int_equal(F.bulk_bytes - bulk_before, 12);
+    }
 }
 
 static void stats_name_the_synchronous_calls(void **state)
@@ -1111,6 +1168,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(coalescing, setup),
+        cmocka_unit_test_setup(first_launch_uses_the_layout_of_the_answer, setup),
         cmocka_unit_test_setup(blocking_call_delays_no_other_thread, setup),
         cmocka_unit_test_setup(frame_limit_flushes, setup),
         cmocka_unit_test_setup(queued_calls_go_out_without_a_sync, setup),

@@ -103,6 +103,18 @@ static CUresult fake_cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char uc, size_
     return fake_memsetD8Async(d, uc, n, s, 1);
 }
 
+static char fake_kernel_object;
+
+static CUresult fake_cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
+{
+    fake_driver_calls++;
+    (void)lib;
+    if (strcmp(name, "vadd") != 0)
+        return CUDA_ERROR_NOT_FOUND;
+    *k = (CUkernel)&fake_kernel_object;
+    return CUDA_SUCCESS;
+}
+
 static struct sl_driver_api fake_api;
 
 /* ---------------------------------------------------------------- fake session hooks */
@@ -202,7 +214,51 @@ void sl_be_devptr_release(sl_be_session *s, uint64_t ptr)
             fake_devptrs[i] = 0;
 }
 
+/* A fake layout for every function or kernel: two parameters (a pointer and an int), or none
+ * where fake_layout_none says so */
+static int fake_layout_none;
+
+void sl_be_layout_out(sl_be_session *s, uint64_t id, size_t *n_offsets, uint64_t **offsets,
+                      size_t *n_sizes, uint64_t **sizes, protobuf_c_boolean *given)
+{
+    (void)s;
+    (void)id;
+    if (fake_layout_none)
+        return;
+    *offsets = malloc(2 * sizeof **offsets);
+    *sizes = malloc(2 * sizeof **sizes);
+    assert_non_null(*offsets);
+    assert_non_null(*sizes);
+    (*offsets)[0] = 0;
+    (*sizes)[0] = 8;
+    (*offsets)[1] = 8;
+    (*sizes)[1] = 4;
+    *n_offsets = *n_sizes = 2;
+    *given = 1;
+}
+
 /* ---------------------------------------------------------------- fake frontend runtime */
+
+/* What the last layout seed brought */
+static struct {
+    int calls, given;
+    uint64_t f;
+    size_t n;
+    uint64_t last_offset, last_size;
+} fake_seed;
+
+void sl_fe_layout_seed(uint64_t f, int given, size_t n_offsets, const uint64_t *offsets,
+                       size_t n_sizes, const uint64_t *sizes)
+{
+    fake_seed.calls++;
+    fake_seed.f = f;
+    fake_seed.given = given;
+    fake_seed.n = n_offsets == n_sizes ? n_offsets : (size_t)-1;
+    if (given && n_offsets && n_offsets == n_sizes) {
+        fake_seed.last_offset = offsets[n_offsets - 1];
+        fake_seed.last_size = sizes[n_sizes - 1];
+    }
+}
 
 /* The generated handlers of the calls these tests make (the backend's own table binds its hand
  * handlers too, which this test does not link). */
@@ -212,6 +268,7 @@ static const struct sl_be_dispatch_entry fake_table[SL_CALL_ID_MAX + 1] = {
     GEN(cuCtxGetLimit),
     GEN(cuDeviceGetDefaultMemPool),
     GEN(cuDeviceGetP2PAttribute),
+    GEN(cuLibraryGetKernel),
     GEN(cuMemAlloc_v2),
     GEN(cuMemFree_v2),
     GEN(cuMemsetD8Async),
@@ -314,7 +371,10 @@ static int setup(void **state)
     fake_api.cuStreamDestroy_v2 = fake_cuStreamDestroy_v2;
     fake_api.cuMemsetD8Async = fake_cuMemsetD8Async;
     fake_api.cuMemsetD8Async_ptsz = fake_cuMemsetD8Async_ptsz;
+    fake_api.cuLibraryGetKernel = fake_cuLibraryGetKernel;
     fake_driver_calls = 0;
+    fake_layout_none = 0;
+    memset(&fake_seed, 0, sizeof fake_seed);
     return 0;
 }
 
@@ -414,6 +474,33 @@ static void streams_and_bad_handles(void **state)
     assert_int_equal(fake_driver_calls, before);
 }
 
+/* A `layout` call (cuLibraryGetKernel): its reply carries the kernel's parameter layout, which
+ * reaches the frontend runtime with the kernel's wire id; a backend without one says so. */
+static void layout_travels_with_the_kernel(void **state)
+{
+    (void)state;
+    CUlibrary lib = NULL;
+    assert_int_equal(sl_be_handle_put(NULL, SL_H_LIBRARY, &fake_kernel_object, 0, (uint64_t *)&lib),
+                     CUDA_SUCCESS);
+    CUkernel k = NULL;
+    assert_int_equal(cuLibraryGetKernel(&k, lib, "vadd"), CUDA_SUCCESS);
+    assert_int_equal(fake_seed.calls, 1);
+    assert_int_equal(fake_seed.f, (uint64_t)(uintptr_t)k);
+    assert_int_equal(fake_seed.given, 1);
+    assert_int_equal(fake_seed.n, 2);
+    assert_int_equal(fake_seed.last_offset, 8);
+    assert_int_equal(fake_seed.last_size, 4);
+    /* no layout to give: the seed says so (the first launch asks slParamLayout) */
+    fake_layout_none = 1;
+    assert_int_equal(cuLibraryGetKernel(&k, lib, "vadd"), CUDA_SUCCESS);
+    assert_int_equal(fake_seed.calls, 2);
+    assert_int_equal(fake_seed.given, 0);
+    assert_int_equal(fake_seed.n, 0);
+    /* a failed call seeds nothing */
+    assert_int_equal(cuLibraryGetKernel(&k, lib, "nope"), CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(fake_seed.calls, 2);
+}
+
 static void unimplemented_calls_answer_not_supported(void **state)
 {
     (void)state;
@@ -443,6 +530,7 @@ int main(void)
         cmocka_unit_test_setup(device_queries, setup),
         cmocka_unit_test_setup(memory_and_async_memset, setup),
         cmocka_unit_test_setup(streams_and_bad_handles, setup),
+        cmocka_unit_test_setup(layout_travels_with_the_kernel, setup),
         cmocka_unit_test_setup(unimplemented_calls_answer_not_supported, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -77,6 +77,10 @@ with tempfile.TemporaryDirectory() as tmp:
             ("call 9999 cuSluiceTestOnly quota=alloc\n    in    size_t n @uint64", "quota=alloc without @quota"),
             ("call 9999 cuSluiceTestOnly\n    in    size_t n @uint64 @bytes", "@bytes without acct=copy"),
             ("call 9999 cuSluiceTestOnly idle=wait", "idle=wait without a stream"),
+            ("call 9999 cuSluiceTestOnly layout\n    out   CUstream *s @handle=stream",
+             "layout answering no function or kernel"),
+            ("call 9999 cuSluiceTestOnly layout hand=be\n    out   CUkernel *k @handle=kernel",
+             "layout with hand code"),
             ('call 9999 cuSluiceTestOnly note="unterminated', "an unterminated quote")):
         r = run(text + "\n" + line + "\n", base, tmp)
         expect(r.returncode != 0 and "t.api" in r.stderr, f"{what} is refused with its line")
@@ -105,6 +109,17 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("repeated uint64 offsets = 2;" in files["sluice_cuda.proto"]
            and "repeated uint64 sizes = 3;" in files["sluice_cuda.proto"],
            "slParamLayoutReply has repeated offsets and sizes")
+    layout = [c for c in calls if c.has("layout")]
+    proto = files["sluice_cuda.proto"]
+    expect(layout and all(re.search(rf"message {c.message}Reply {{[^}}]*"
+                                     r"repeated uint64 param_offsets = 100;[^}]*"
+                                     r"repeated uint64 param_sizes = 101;[^}]*"
+                                     r"bool param_layout = 102;", proto) for c in layout),
+           "the replies of layout calls carry the layout at 100-102")
+    expect(all(f"sl_fe_layout_seed(o->{c.layout_param.field}," in files["frontend_stubs.c"]
+               and f"sl_be_layout_out(s, rp->{c.layout_param.field}," in
+               files["backend_handlers.c"] for c in layout),
+           "layout calls' stubs seed the layout, their handlers fill it")
     refused = [n for c in calls if c.refused for n in c.exported]
     expect(refused and all(f"CUresult {n}(" in files["frontend_refused.c"] for n in refused),
            "every refused export has a refusing definition")
