@@ -18,6 +18,8 @@
 #include "daemon/state.h"
 #include "daemon/workers.h"
 #include "session/devices.h"
+#include "session/image_cache.h"
+#include "session/image_store.h"
 #include "session/session.h"
 #include "sluice/log.h"
 #include "sluice_control.pb-c.h"
@@ -76,10 +78,20 @@ sl_code be_encode_accept(const struct be_devices *devs, const sl_be_session *s,
         acc.lane_tickets = lane_tickets;
         acc.n_lane_tickets = nl;
     }
+    /* the images this process and the tenant's store hold: the guest sends the others with
+     * their first slLoadImage (a duplicate hint costs nothing) */
+    uint64_t *hints = malloc(SL_WIRE_MAX_IMAGE_HINTS * sizeof *hints);
+    if (hints) {
+        acc.n_image_hints = be_image_cache_hints(hints, SL_WIRE_MAX_IMAGE_HINTS);
+        acc.n_image_hints += be_image_store_hints(hints + acc.n_image_hints,
+                                                  SL_WIRE_MAX_IMAGE_HINTS - acc.n_image_hints);
+        acc.image_hints = hints;
+    }
     Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
     m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT;
     m.accept = &acc;
     sl_code rc = sl_wire_encode_server(&m, NULL, buf, len, e);
+    free(hints);
     free(di);
     free(dp);
     return rc;

@@ -120,3 +120,17 @@ struct be_image *be_image_cache_put(const uint8_t sha[32], uint8_t *bytes, uint6
     pthread_mutex_unlock(&cache_mu);
     return img;
 }
+
+size_t be_image_cache_hints(uint64_t *out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&cache_mu);
+    for (const struct be_image *img = lru_head; img && n < max; img = img->next) {
+        uint64_t h = 0;
+        for (int i = 0; i < 8; i++)
+            h = h << 8 | img->sha[i];
+        out[n++] = h;
+    }
+    pthread_mutex_unlock(&cache_mu);
+    return n;
+}

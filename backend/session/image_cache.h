@@ -4,6 +4,7 @@
 #ifndef SLUICE_BE_SESSION_IMAGE_CACHE_H
 #define SLUICE_BE_SESSION_IMAGE_CACHE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The wrapper cudart hands the driver: {magic, version, data, filename_or_fatbins}. */
@@ -30,6 +31,9 @@ struct be_image *be_image_cache_get(const uint8_t sha[32], uint64_t size);
  * freed). */
 struct be_image *be_image_cache_put(const uint8_t sha[32], uint8_t *bytes, uint64_t size);
 void be_image_unref(struct be_image *img);
+/* The cached images as SessionAccept's hints (the first 8 bytes of each SHA-256, big-endian),
+ * most recently used first, at most max of them into out; returns how many. */
+size_t be_image_cache_hints(uint64_t *out, size_t max);
 void be_images_clear(void);
 
 #endif

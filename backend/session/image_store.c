@@ -193,3 +193,26 @@ void be_image_store_put(const uint8_t sha[32], const uint8_t *bytes, uint64_t si
     }
     evict();
 }
+
+/* The first 16 hex digits of an image file's name as the hint's 64 bits. */
+static uint64_t hint_of_name(const char *name)
+{
+    uint64_t h = 0;
+    for (int i = 0; i < 16; i++)
+        h = h << 4 | (uint64_t)(name[i] <= '9' ? name[i] - '0' : name[i] - 'a' + 10);
+    return h;
+}
+
+size_t be_image_store_hints(uint64_t *out, size_t max)
+{
+    DIR *d = store_dir[0] ? opendir(store_dir) : NULL;
+    if (!d)
+        return 0;
+    size_t n = 0;
+    struct dirent *de;
+    while (n < max && (de = readdir(d)) != NULL)
+        if (is_image_name(de->d_name))
+            out[n++] = hint_of_name(de->d_name);
+    closedir(d);
+    return n;
+}

@@ -6,11 +6,15 @@
 #ifndef SLUICE_BE_SESSION_IMAGE_STORE_H
 #define SLUICE_BE_SESSION_IMAGE_STORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 void be_image_store_set_dir(const char *dir);
 void be_image_store_set_limit(uint64_t bytes);
 uint8_t *be_image_store_get(const uint8_t sha[32], uint64_t size);
 void be_image_store_put(const uint8_t sha[32], const uint8_t *bytes, uint64_t size);
+/* The images the store holds as SessionAccept's hints (the first 8 bytes of each SHA-256,
+ * big-endian), at most max of them into out; returns how many. */
+size_t be_image_store_hints(uint64_t *out, size_t max);
 
 #endif

@@ -1,7 +1,8 @@
 /* Modules and libraries (docs/remoting.md "Modules, libraries and launches"): images are only
- * measured (never parsed further), identified by SHA-256 and loaded with slLoadImage, first
- * without bytes; a backend that lacks the image answers CUDA_ERROR_FILE_NOT_FOUND and gets them
- * as bulk. Handles are the backend's ids. */
+ * measured (never parsed further), identified by SHA-256 and loaded with slLoadImage: without
+ * bytes when the backend holds the image (its SessionAccept hints, call/image_hints.h), and a
+ * backend that turns out to lack it answers CUDA_ERROR_FILE_NOT_FOUND and gets them as bulk;
+ * with them at once otherwise. Handles are the backend's ids. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <elf.h>
 #include <openssl/evp.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "api/module.h"
+#include "call/image_hints.h"
 #include "call/rpc.h"
 #include "component.h"
 #include "sluice/fe_calls.h"
@@ -157,12 +159,15 @@ CUresult sl_fe_load_image(const void *image, uint32_t target, const uint32_t *ji
     req.n_jit_values = njit;
     req.jit_values = (uint64_t *)jit_vals;
     CUresult rc = CUDA_ERROR_UNKNOWN;
+    /* an image the backend has no hint of goes with its bytes at once (it would answer
+     * FILE_NOT_FOUND); one it has, without them first */
+    int with_bytes = !sl_fe_image_hinted(digest);
     for (int attempt = 0; attempt < 2; attempt++) {
         Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
         SL_FE_SET(slLoadImage, &call, &req);
         struct iovec iov = {(void *)bytes, len};
         Sluice__Wire__Reply *rep = NULL;
-        rc = sl_fe_call_bulk(&call, &iov, attempt ? 1 : 0, NULL, 0, NULL, &rep);
+        rc = sl_fe_call_bulk(&call, &iov, with_bytes ? 1 : 0, NULL, 0, NULL, &rep);
         if (!rep)
             return rc;
         rc = (CUresult)rep->result;
@@ -173,11 +178,14 @@ CUresult sl_fe_load_image(const void *image, uint32_t target, const uint32_t *ji
                 *handle = rep->sl_load_image->handle;
         }
         sl_fe_reply_free(rep);
-        if (rc != CUDA_ERROR_FILE_NOT_FOUND)
+        if (rc != CUDA_ERROR_FILE_NOT_FOUND || with_bytes)
             break;
         sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "backend lacks the image (%zu bytes): sending it",
                len);
+        with_bytes = 1;
     }
+    if (rc == CUDA_SUCCESS && with_bytes)
+        sl_fe_image_hint_add(digest); /* this process's next load of it goes without */
     return rc;
 }
 

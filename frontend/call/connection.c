@@ -12,6 +12,7 @@
 #include "call/contexts.h"
 #include "call/direct.h"
 #include "call/env.h"
+#include "call/image_hints.h"
 #include "call/lanes.h"
 #include "call/notice.h"
 #include "call/rpc_session.h"
@@ -117,6 +118,7 @@ static CUresult take_accept(const Sluice__Wire__SessionAccept *a)
         memcpy(g_lane_tickets[i], a->lane_tickets[i].data, SL_LANE_TICKET);
         g_nlanes++;
     }
+    sl_fe_image_hints_set(a->image_hints, a->n_image_hints);
     g_devs = calloc(a->n_devices ? a->n_devices : 1, sizeof *g_devs);
     if (!g_devs)
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -103,7 +103,8 @@ sl_code sl_wire_check_reply(const Sluice__Wire__Reply *reply, const struct sl_wi
 }
 
 /* SessionAccept: at most SL_WIRE_MAX_DEVICES devices, each with a 16-byte uuid (or none), an
- * 8-byte LUID (or none) and at most SL_WIRE_MAX_DEVICE_ATTRIBUTES attributes. */
+ * 8-byte LUID (or none) and at most SL_WIRE_MAX_DEVICE_ATTRIBUTES attributes; at most
+ * SL_WIRE_MAX_IMAGE_HINTS image hints. */
 static sl_code check_accept(const Sluice__Wire__SessionAccept *a, sl_error *e)
 {
     if (!a)
@@ -130,6 +131,9 @@ static sl_code check_accept(const Sluice__Wire__SessionAccept *a, sl_error *e)
                        "SessionAccept offers %zu lane ports and %zu lane tickets (at most %u, "
                        "one ticket per port)",
                        a->n_lane_ports, a->n_lane_tickets, SL_LANE_MAX);
+    if (a->n_image_hints > SL_WIRE_MAX_IMAGE_HINTS)
+        return sl_fail(e, SL_ERR_TOO_LARGE, "SessionAccept has %zu image hints, over the limit %u",
+                       a->n_image_hints, SL_WIRE_MAX_IMAGE_HINTS);
     if (a->n_lane_ports && !a->direct_port)
         return sl_fail(e, SL_ERR_PROTOCOL, "SessionAccept offers lanes without a direct port");
     for (size_t i = 0; i < a->n_lane_ports; i++) {

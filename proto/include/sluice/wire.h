@@ -24,6 +24,7 @@
 #define SL_WIRE_MAX_STRING            65536u /* bytes of one string out-parameter buffer */
 #define SL_WIRE_MAX_STDOUT            ((size_t)1 << 20) /* Reply.stdout_data, stderr_data bytes */
 #define SL_WIRE_MAX_DEVICES           64u               /* SessionAccept.devices */
+#define SL_WIRE_MAX_IMAGE_HINTS       4096u             /* SessionAccept.image_hints */
 #define SL_WIRE_MAX_DEVICE_ATTRIBUTES 1024u             /* DeviceInfo.attributes */
 
 /* The table's flags (proto/api/cuda_driver.api, docs/api-table.md). */

@@ -19,6 +19,7 @@
 
 #include "call/allocs.h"
 #include "call/frame.h"
+#include "call/image_hints.h"
 #include "call/memo.h"
 #include "call/env.h"
 #include "call/rpc.h"
@@ -480,6 +481,29 @@ static void first_launch_uses_the_layout_of_the_answer(void **state)
         assert_int_equal(calls_of(SL_CALL_slParamLayout), given ? 0 : 1);
         assert_int_equal(F.bulk_bytes - bulk_before, 12);
     }
+}
+
+/* The image hints: a SessionAccept's set replaces the last one; an image sent is hinted from
+ * then on; only the first 8 bytes of the hash count. */
+static void image_hints_say_what_the_backend_holds(void **state)
+{
+    (void)state;
+    uint8_t a[32] = {0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0xff};
+    uint8_t b[32] = {0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10};
+    uint8_t c[32] = {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07};
+    const uint64_t hints[] = {0xfedcba9876543210ull, 7, 0x0102030405060708ull};
+    sl_fe_image_hints_set(hints, 3);
+    assert_true(sl_fe_image_hinted(a));
+    assert_true(sl_fe_image_hinted(b));
+    assert_true(sl_fe_image_hinted(c));
+    c[7] = 8;
+    assert_false(sl_fe_image_hinted(c));
+    sl_fe_image_hint_add(c);
+    assert_true(sl_fe_image_hinted(c));
+    sl_fe_image_hint_add(c);        /* twice: one entry */
+    sl_fe_image_hints_set(NULL, 0); /* a new session that holds nothing */
+    assert_false(sl_fe_image_hinted(a));
+    assert_false(sl_fe_image_hinted(c));
 }
 
 static void stats_name_the_synchronous_calls(void **state)
@@ -1169,6 +1193,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(coalescing, setup),
         cmocka_unit_test_setup(first_launch_uses_the_layout_of_the_answer, setup),
+        cmocka_unit_test_setup(image_hints_say_what_the_backend_holds, setup),
         cmocka_unit_test_setup(blocking_call_delays_no_other_thread, setup),
         cmocka_unit_test_setup(frame_limit_flushes, setup),
         cmocka_unit_test_setup(queued_calls_go_out_without_a_sync, setup),

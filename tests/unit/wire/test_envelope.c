@@ -307,6 +307,14 @@ static void accept_devices_are_checked(void **state)
     assert_non_null(strstr(e.msg, "attributes"));
     dev[1].n_attributes = SL_WIRE_MAX_DEVICE_ATTRIBUTES;
     assert_int_equal(server_round_trip(&m, &e), SL_OK);
+    static uint64_t hints[SL_WIRE_MAX_IMAGE_HINTS + 1];
+    a.image_hints = hints;
+    a.n_image_hints = SL_WIRE_MAX_IMAGE_HINTS;
+    assert_int_equal(server_round_trip(&m, &e), SL_OK);
+    a.n_image_hints = SL_WIRE_MAX_IMAGE_HINTS + 1;
+    assert_int_equal(sl_wire_check_server(&m, NULL, &e), SL_ERR_TOO_LARGE);
+    assert_non_null(strstr(e.msg, "image hints"));
+    a.n_image_hints = 0;
     m.accept = NULL;
     assert_int_equal(sl_wire_check_server(&m, NULL, &e), SL_ERR_PROTOCOL);
 }
