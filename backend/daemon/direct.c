@@ -50,6 +50,7 @@ struct be_direct {
     int used;     /* the ticket opened a channel (it never opens another) */
     sl_peer peer; /* the attached guest, 0 when none (any more) */
     int ended;    /* the attached channel is over (reported through hooks->ended once) */
+    int spoke;    /* the attached guest sent something on it */
     uint64_t last_seq;
     /* a CallFrame whose bulk is still arriving (sl_server_take_bulk) */
     Sluice__Wire__ClientMessage *pend;
@@ -258,6 +259,33 @@ static void d_end(struct be_direct *d, const struct be_direct_hooks *h, int disc
     }
 }
 
+/* The attached channel the guest never used is over: shut, the guest's calls the backend's
+ * channel's, the session not told (it goes on). */
+static void d_unused(struct be_direct *d, int disconnect, const char *why)
+{
+    if (disconnect && d->peer) {
+        sl_error e;
+        sl_server_disconnect(d->srv, d->peer, SL_ERR_CLOSED, why, &e);
+    }
+    d->peer = 0;
+    d->ended = 1;
+    atomic_store(&d->shut, 1);
+    atomic_store(&d->attached, 0);
+    d_pend_free(d);
+    sl_log(SL_LOG_INFO, BE_COMPONENT,
+           "session %llu: the guest left its direct channel unused (%s): its calls take the "
+           "backend's channel",
+           (unsigned long long)d->sid, why);
+}
+
+int be_direct_let_go_unused(struct be_direct *d)
+{
+    if (d->spoke || !atomic_load(&d->attached))
+        return 0;
+    d_unused(d, 1, "its calls came on the backend's channel");
+    return 1;
+}
+
 /* What waits for the guest goes to the channel. */
 static int d_flush(struct be_direct *d, const struct be_direct_hooks *h)
 {
@@ -455,6 +483,7 @@ static void d_message(struct be_direct *d, const struct be_direct_hooks *h,
 {
     Sluice__Wire__ClientMessage *m = NULL;
     sl_error e;
+    d->spoke = 1;
     if (sl_wire_decode_client(ev->msg, ev->len, NULL, &m, &e) != SL_OK) {
         d_end(d, h, 1, SL_ERR_PROTOCOL, e.msg);
         return;
@@ -510,7 +539,9 @@ int be_direct_turn(struct be_direct *d, const struct be_direct_hooks *h)
             }
             break;
         case SL_EV_CLOSED:
-            if (ours)
+            if (ours && !d->spoke) /* it gave up before its first call: not the session's end */
+                d_unused(d, 0, "closed before its first message");
+            else if (ours)
                 d_end(d, h, 0, ev.reason.code ? ev.reason.code : SL_ERR_CLOSED,
                       ev.reason.msg[0] ? ev.reason.msg : "the guest closed the direct channel");
             break;

@@ -57,6 +57,11 @@ int be_direct_wait_ms(const struct be_direct *d, int max_ms);
 int be_direct_attached(const struct be_direct *d);
 /* The guest took the backend's channel instead: no connection is accepted from now on. */
 void be_direct_shut(struct be_direct *d);
+/* The guest's calls come on the backend's channel while the direct one is attached: 1 when the
+ * guest never sent anything on it (it gave up waiting for the ticket's answer, as under load,
+ * and took the backend's channel): the direct channel is let go (shut, no end of the session)
+ * and the calls are the session's; 0 when it was used (then the session must end). */
+int be_direct_let_go_unused(struct be_direct *d);
 /* Any thread: a message for the guest and its bulk (both malloc'd, taken), or the end of the
  * channel (code, why); sent by the worker's main thread at its next turn. */
 void be_direct_push(struct be_direct *d, uint8_t *msg, size_t len, uint8_t *bulk, size_t blen);

@@ -275,7 +275,8 @@ static int w_run_direct(int fd, sl_be_session *s)
             } else if (rx.hdr.type == BE_IPC_CLOSE) { /* the parent ends the session: why */
                 code = rx.hdr.code > 0 ? (sl_code)rx.hdr.code : SL_ERR_CLOSED;
                 snprintf(why, sizeof why, "%s", (const char *)rx.msg);
-            } else if (rx.hdr.type != BE_IPC_MSG || be_direct_attached(w_direct)) {
+            } else if (rx.hdr.type != BE_IPC_MSG ||
+                       (be_direct_attached(w_direct) && !be_direct_let_go_unused(w_direct))) {
                 code = SL_ERR_PROTOCOL;
                 snprintf(why, sizeof why, "%s",
                          "calls on the backend's channel while the session's direct channel is "

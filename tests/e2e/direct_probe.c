@@ -15,6 +15,10 @@
  *                    test revokes the instance now
  *   revoke           how that channel ended
  *   fresh            a new session of --cert, direct, a round trip: the others did not harm it
+ *   gave_up_at_once  a new session whose guest attaches its direct channel, closes it unused (as
+ *                    one whose wait for the ticket's answer timed out) and at once makes a call
+ *                    on the backend's channel: answered there
+ *   gave_up_later    the same with 300 ms between the close and the call
  *
  * Each: {"check": NAME, "code": "ok" | sl_code name, "why": text}. */
 #include <arpa/inet.h>
@@ -301,5 +305,20 @@ int main(int argc, char **argv)
     report("fresh", rc, e.msg);
     sl_client_close(f.direct);
     sl_client_close(f.parent);
+
+    /* a guest that gave up on its direct channel unused (its wait for the ticket's answer timed
+     * out under load) and took the backend's channel: the session goes on there */
+    for (int later = 0; later < 2; later++) {
+        struct sess g;
+        e.msg[0] = 0;
+        rc = session(cert, key, &g, &e);
+        sl_client_close(g.direct);
+        if (later)
+            usleep(300000);
+        if (rc == SL_OK)
+            rc = round_trip(g.parent, &g, &e);
+        report(later ? "gave_up_later" : "gave_up_at_once", rc, e.msg);
+        sl_client_close(g.parent);
+    }
     return 0;
 }
