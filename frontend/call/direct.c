@@ -15,7 +15,11 @@
 #include "sluice/log.h"
 #include "sluice/wire.h"
 
-#define DIRECT_TIMEOUT_MS 3000 /* the handshake of the one attempt, and the answer */
+#define DIRECT_TIMEOUT_MS 3000 /* the handshake of the one attempt */
+/* The ticket's answer, once the handshake showed the worker reachable: a loaded host (64
+ * sessions starting together) answers late, and giving up means the slower path for the whole
+ * session (the worker lets the unused channel go: docs/remoting.md, "The direct channel") */
+#define DIRECT_ANSWER_MS 15000
 
 sl_code sl_fe_open_exchange(sl_client *c, Sluice__Wire__SessionOpen *open, int timeout_ms,
                             Sluice__Wire__ServerMessage **out, sl_error *err)
@@ -48,7 +52,7 @@ static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket
     open.protocol_version = 1;
     open.ticket = (ProtobufCBinaryData){ticket_len, (uint8_t *)ticket};
     Sluice__Wire__ServerMessage *sm = NULL;
-    sl_code sc = sl_fe_open_exchange(c, &open, DIRECT_TIMEOUT_MS, &sm, err);
+    sl_code sc = sl_fe_open_exchange(c, &open, DIRECT_ANSWER_MS, &sm, err);
     if (sc)
         return sc;
     if (sm->kind_case != SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT)
