@@ -475,6 +475,8 @@ def main():
     ap.add_argument("--large-copy-mib", type=int, default=256)
     ap.add_argument("--expect-output", action="append", default=[], metavar="REGEX",
                     help="each program's output must match REGEX (e.g. SLUICE_STATS's lanes line)")
+    ap.add_argument("--reject-output", action="append", default=[], metavar="REGEX",
+                    help="no program's output may match REGEX (e.g. a call SLUICE_STATS names)")
     ap.add_argument("--expect-backend-log", action="append", default=[], metavar="REGEX",
                     help="each program's backend log must match REGEX (e.g. its lanes opened)")
     ap.add_argument("--double-mem-mib", type=int, default=0,
@@ -568,6 +570,10 @@ def main():
                     if rec["ok"] and not re.search(rx, rec.get("output", "")):
                         rec["ok"] = False
                         rec["reason"] = f"the program's output lacks {rx!r}"
+                for rx in args.reject_output:
+                    if rec["ok"] and re.search(rx, rec.get("output", "")):
+                        rec["ok"] = False
+                        rec["reason"] = f"the program's output matches {rx!r}"
                 status = "PASS" if rec["ok"] else "FAIL"
                 secs = rec["seconds"] if rec["seconds"] is not None else 0
                 print(f"{status} e2e.{n}.{v} [{mode}] rc={rec['rc']} {secs:.2f}s"
