@@ -539,7 +539,9 @@ int be_direct_turn(struct be_direct *d, const struct be_direct_hooks *h)
             }
             break;
         case SL_EV_CLOSED:
-            if (ours && !d->spoke) /* it gave up before its first call: not the session's end */
+            /* closed by the guest before its first call (it gave up waiting for the answer):
+             * not the session's end; a guest that vanished (killed) ends it as before */
+            if (ours && !d->spoke && ev.reason.code != SL_ERR_PEER_LOST)
                 d_unused(d, 0, "closed before its first message");
             else if (ours)
                 d_end(d, h, 0, ev.reason.code ? ev.reason.code : SL_ERR_CLOSED,
