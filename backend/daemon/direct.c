@@ -263,15 +263,8 @@ static void d_end(struct be_direct *d, const struct be_direct_hooks *h, int disc
  * channel's, the session not told (it goes on). */
 static void d_unused(struct be_direct *d, int disconnect, const char *why)
 {
-    if (disconnect && d->peer) {
-        sl_error e;
-        sl_server_disconnect(d->srv, d->peer, SL_ERR_CLOSED, why, &e);
-    }
-    d->peer = 0;
-    d->ended = 1;
-    atomic_store(&d->shut, 1);
+    d_end(d, NULL, disconnect, SL_ERR_CLOSED, why); /* no hooks: the session is not told */
     atomic_store(&d->attached, 0);
-    d_pend_free(d);
     sl_log(SL_LOG_INFO, BE_COMPONENT,
            "session %llu: the guest left its direct channel unused (%s): its calls take the "
            "backend's channel",

@@ -7,6 +7,7 @@
 
 #include "session/image_cache.h"
 #include "bounds.h"
+#include "sluice/wire.h"
 
 #define FATBIN_WRAPPER_MAGIC 0x466243b1u
 
@@ -125,12 +126,8 @@ size_t be_image_cache_hints(uint64_t *out, size_t max)
 {
     size_t n = 0;
     pthread_mutex_lock(&cache_mu);
-    for (const struct be_image *img = lru_head; img && n < max; img = img->next) {
-        uint64_t h = 0;
-        for (int i = 0; i < 8; i++)
-            h = h << 8 | img->sha[i];
-        out[n++] = h;
-    }
+    for (const struct be_image *img = lru_head; img && n < max; img = img->next)
+        out[n++] = sl_wire_image_hint(img->sha);
     pthread_mutex_unlock(&cache_mu);
     return n;
 }

@@ -7,17 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/wire.h"
+
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t *g_hints;
 static size_t g_n, g_cap;
-
-static uint64_t hint_of(const uint8_t sha[32])
-{
-    uint64_t h = 0;
-    for (int i = 0; i < 8; i++)
-        h = h << 8 | sha[i];
-    return h;
-}
 
 static int cmp(const void *a, const void *b)
 {
@@ -55,7 +49,7 @@ void sl_fe_image_hints_set(const uint64_t *hints, size_t n)
 
 int sl_fe_image_hinted(const uint8_t sha[32])
 {
-    uint64_t h = hint_of(sha);
+    uint64_t h = sl_wire_image_hint(sha);
     pthread_mutex_lock(&g_lock);
     size_t i = lower_bound(h);
     int hit = i < g_n && g_hints[i] == h;
@@ -65,7 +59,7 @@ int sl_fe_image_hinted(const uint8_t sha[32])
 
 void sl_fe_image_hint_add(const uint8_t sha[32])
 {
-    uint64_t h = hint_of(sha);
+    uint64_t h = sl_wire_image_hint(sha);
     pthread_mutex_lock(&g_lock);
     size_t i = lower_bound(h);
     if (i == g_n || g_hints[i] != h) {

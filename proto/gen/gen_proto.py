@@ -153,8 +153,8 @@ message SessionAccept {{
   // (32 random bytes, single use) after the direct channel.
   repeated uint32 lane_ports = 9;
   repeated bytes lane_tickets = 10;
-  // The module images the backend keeps for this tenant (its image store, <= 4096): the first
-  // 8 bytes of each one's SHA-256, big-endian. The frontend sends an image without a hint with
+  // The module images the backend holds for this tenant (its cache and image store, <= 4096):
+  // the first 8 bytes of each one's SHA-256, big-endian (sl_wire_image_hint). The frontend sends an image without a hint with
   // its first slLoadImage (the backend would answer FILE_NOT_FOUND), one with a hint without.
   repeated fixed64 image_hints = 11;
 }}

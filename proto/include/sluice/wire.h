@@ -71,6 +71,15 @@ extern const size_t sl_wire_descriptor_count;
 /* The table entry of a call id, or NULL when the id is not a known call. */
 const struct sl_call_info *sl_call_lookup(uint32_t call_id);
 
+/* SessionAccept.image_hints: an image's hint is the first 8 bytes of its SHA-256, big-endian. */
+static inline uint64_t sl_wire_image_hint(const uint8_t sha[32])
+{
+    uint64_t h = 0;
+    for (int i = 0; i < 8; i++)
+        h = h << 8 | sha[i];
+    return h;
+}
+
 /* Whether call (whose entry is ci, may be NULL) is answered as an async one: no reply, its
  * error deferred. An async call always; a nowait call when the guest sent it without waiting
  * (Call.no_reply); no_reply on any other call is ignored. */
