@@ -8,7 +8,14 @@
  * A connection with no TLS handshake done in handshake_timeout_ms is closed too, whether or not
  * it sent a frame. "Closed" is shutdown(2) on ZeroMQ's descriptor, after checking it is still
  * the same connection (address and port): ZeroMQ sees the end and cleans up as for any peer
- * that left, and the descriptor is free again. */
+ * that left, and the descriptor is free again.
+ *
+ * A descriptor number from the monitor or ZMQ_SRCFD may name a connection ZeroMQ has closed
+ * since, and the number may already be another descriptor of the process: only a stream socket
+ * whose local address is the server's endpoint (ours()) is ever recorded or shut down. Before,
+ * a session worker's socketpair that took the number of an evicted connection was recorded
+ * from that connection's late first frame and shut down with its dead session: the worker saw
+ * its session end before it began (64 guests connecting at once, issue 25). */
 #include "server_int.h"
 
 #include "sluice/log.h"
@@ -17,13 +24,53 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #define SUMMARY_MS   10000 /* the log sums up closed unauthenticated connections this often */
 #define SHUT_KEEP_MS 10000
 /* Probes for the session of a connection that closed, one per heartbeat interval: ZeroMQ may
  * drop the routing id a moment after the monitor's event */
 #define PROBES_AFTER_CLOSE 3
+
+/* Whether fd is a connection accepted on this server's endpoint: a TCP stream socket on the
+ * endpoint's port, or a Unix stream socket on its path (an abstract one: "@name"). An endpoint
+ * of another kind, or none yet, leaves every descriptor taken as before. */
+static int ours(const sl_server *s, int fd)
+{
+    int type = 0;
+    socklen_t tl = sizeof type;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
+        getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return 0;
+    const char *ep = s->endpoint;
+    if (!strncmp(ep, "tcp://", 6)) {
+        const char *colon = strrchr(ep, ':');
+        unsigned want = colon ? (unsigned)strtoul(colon + 1, NULL, 10) : 0;
+        if (ss.ss_family == AF_INET)
+            return ntohs(((const struct sockaddr_in *)&ss)->sin_port) == want;
+        if (ss.ss_family == AF_INET6)
+            return ntohs(((const struct sockaddr_in6 *)&ss)->sin6_port) == want;
+        return 0;
+    }
+    if (!strncmp(ep, "ipc://", 6)) {
+        const struct sockaddr_un *u = (const struct sockaddr_un *)&ss;
+        const char *path = ep + 6;
+        size_t have = sl > offsetof(struct sockaddr_un, sun_path)
+                          ? sl - offsetof(struct sockaddr_un, sun_path)
+                          : 0;
+        if (ss.ss_family != AF_UNIX || !have)
+            return 0;
+        if (path[0] == '@') /* abstract: a NUL, then the name, not terminated */
+            return u->sun_path[0] == '\0' && have - 1 == strlen(path + 1) &&
+                   !memcmp(u->sun_path + 1, path + 1, have - 1);
+        return !strncmp(u->sun_path, path, have);
+    }
+    return 1;
+}
 
 static int peer_of(int fd, char *addr, size_t n, unsigned *port)
 {
@@ -51,6 +98,8 @@ static ch_conn *current(sl_server *s, int fd)
 {
     char addr[64];
     unsigned port;
+    if (!ours(s, fd))
+        return NULL;
     int known = peer_of(fd, addr, sizeof addr, &port) == 0;
     for (ch_conn *c = s->conns; c; c = c->next)
         if (c->fd == fd && !c->shut && (!known || (c->port == port && strcmp(c->addr, addr) == 0)))
@@ -83,7 +132,7 @@ static void shut(sl_server *s, ch_conn *c)
     c->shut = 1;
     c->since_ms = ch_now_ms(); /* from now: when it was shut */
     /* the descriptor is ZeroMQ's: touch it only while it is still this connection */
-    if (peer_of(c->fd, addr, sizeof addr, &port) == 0 && port == c->port &&
+    if (ours(s, c->fd) && peer_of(c->fd, addr, sizeof addr, &port) == 0 && port == c->port &&
         strcmp(addr, c->addr) == 0)
         shutdown(c->fd, SHUT_RDWR);
     peer *p = c->peer ? ch_srv_find_id(s, c->peer) : NULL;
@@ -146,6 +195,8 @@ static void enforce(sl_server *s, const ch_conn *c)
 
 static ch_conn *add(sl_server *s, int fd, int seen)
 {
+    if (!ours(s, fd)) /* that connection is gone, its number is another descriptor now */
+        return NULL;
     ch_conn *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
@@ -200,8 +251,8 @@ void ch_conn_event(sl_server *s, int event, int fd)
 
 void ch_conn_bind_peer(sl_server *s, peer *p, int fd)
 {
-    p->fd = fd;
-    if (fd < 0)
+    p->fd = fd >= 0 && ours(s, fd) ? fd : -1; /* -1: its connection is not known (probed) */
+    if (p->fd < 0)
         return;
     ch_conn *c = current(s, fd);
     if (!c) /* its ACCEPTED event is not read yet */
