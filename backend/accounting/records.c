@@ -249,6 +249,12 @@ sl_code be_acct_attach(sl_be_session *s, const struct be_acct_cfg *cfg, sl_error
     return SL_OK;
 }
 
+void be_acct_final_record(sl_be_session *s)
+{
+    if (s->acct)
+        emit(s, 1);
+}
+
 void be_acct_finish(sl_be_session *s)
 {
     struct be_acct *a = s->acct;

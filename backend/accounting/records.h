@@ -16,6 +16,10 @@ sl_code be_acct_attach(sl_be_session *s, const struct be_acct_cfg *cfg, sl_error
 /* The final record (after measuring everything still pending), then frees the state. Called by
  * the session's worker thread before it frees the session's contexts. */
 void be_acct_finish(sl_be_session *s);
+/* The final record of an abandoned session (its guest gone, the process exits next): what
+ * completed, nothing waited for, nothing freed (the driver's objects may still be in use by the
+ * session's wait threads; the process's end frees them). */
+void be_acct_final_record(sl_be_session *s);
 /* Around each frame (a job): the GPU-share admission (holds the frame back while the bucket is
  * in debt) and, after it, closing the runs and measuring what has finished; more: another
  * frame is queued already (then the runs stay open, up to BE_ACCT_FRAMES_OPEN_MAX frames). */

@@ -218,12 +218,35 @@ static void pair_release(sl_be_session *s, struct be_acct_pair *p)
     ev_put(s, p->c, p->b);
 }
 
+/* cuEventSynchronize that a session abandoned meanwhile (its guest gone: session.c,
+ * be_session_abandon) stops: the worker then sends the final record of what completed and exits
+ * at once. On a GPU shared by 64 contexts an interval's end waited seconds here, and the worker
+ * exited without its final record (run 27, docs/backend.md "Teardown"). The event is queried,
+ * spinning for WAIT_SPIN_NS, then between sleeps that grow to WAIT_SLEEP_MAX_NS. */
+#define WAIT_SPIN_NS      100000
+#define WAIT_SLEEP_MAX_NS 1000000
+static CUresult wait_event(sl_be_session *s, CUevent e)
+{
+    int64_t t0 = be_acct_clock_ns(CLOCK_MONOTONIC);
+    long sleep_ns = 20000;
+    for (;;) {
+        CUresult rc = s->api->cuEventQuery(e);
+        if (rc != CUDA_ERROR_NOT_READY || atomic_load(&s->abandon))
+            return rc;
+        if (be_acct_clock_ns(CLOCK_MONOTONIC) - t0 < WAIT_SPIN_NS)
+            continue;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        sleep_ns = sleep_ns * 2 > WAIT_SLEEP_MAX_NS ? WAIT_SLEEP_MAX_NS : sleep_ns * 2;
+    }
+}
+
 /* 1 measured (and released), 0 not finished yet, -1 failed (released, counted untimed). */
 static int pair_measure(sl_be_session *s, struct be_acct_pair *p, int wait)
 {
     struct be_acct *a = s->acct;
     const struct sl_driver_api *api = s->api;
-    CUresult rc = wait ? api->cuEventSynchronize(p->b) : api->cuEventQuery(p->b);
+    CUresult rc = wait ? wait_event(s, p->b) : api->cuEventQuery(p->b);
     if (rc == CUDA_ERROR_NOT_READY)
         return 0;
     float d = 0, r = 0;
@@ -292,8 +315,8 @@ uint64_t be_acct_measure(sl_be_session *s, size_t wait)
         for (size_t j = 0; j < nbusy && !skip && !sync; j++)
             skip = busy[j].c == p->c && busy[j].st == p->st;
         int r = skip ? 0 : pair_measure(s, p, sync);
-        if (r == 0) {
-            if (!skip)
+        if (r == 0) { /* unfinished (a waited one: the session was abandoned meanwhile) */
+            if (!skip && nbusy < MEASURE_STREAMS)
                 busy[nbusy++] = (struct busy_stream){p->c, p->st};
             a->pairs[k++] = *p;
         }
@@ -340,8 +363,9 @@ static void run_close(sl_be_session *s, size_t i)
         a->untimed++;
         return;
     }
-    if (a->npairs == BE_ACCT_MAX_PAIRS) { /* bounded: wait for the oldest */
-        pair_measure(s, &a->pairs[0], 1);
+    if (a->npairs == BE_ACCT_MAX_PAIRS) {          /* bounded: wait for the oldest */
+        if (pair_measure(s, &a->pairs[0], 1) == 0) /* abandoned: not measured */
+            pair_release(s, &a->pairs[0]);
         memmove(&a->pairs[0], &a->pairs[1], (a->npairs - 1) * sizeof *a->pairs);
         a->npairs--;
         merge_new(a);

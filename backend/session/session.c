@@ -310,7 +310,7 @@ static void *worker(void *arg)
     be_pool_log(s->pool, (unsigned long long)s->id);
     if (abandon) { /* be_session_abandon: the final record, then the process exits */
         be_callbacks_cancel(s);
-        be_acct_finish(s);
+        be_acct_final_record(s);
     } else {
         be_session_release_all(s);
     }

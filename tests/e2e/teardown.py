@@ -9,6 +9,9 @@
             seconds (default 1; 3 under ASan) of the guests' end
   queued    the same with 8 guests (gpu_time) that die with 20 s of kernels still queued: the
             work of a guest that is gone is not waited for
+  native    (--real-driver only) the reference for teardown's time: the same N programs run
+            natively and killed at once; the time until the last has exited is the driver's own
+            end of N contexts, which a session worker's exit includes (printed, not a goal)
   memory    rounds (--rounds, default 3) of --copies (default 8) guests copying --mib MiB
             (default 8) each way (large_copy) at the same time, after a first round that sets
             the baseline: the backend's RSS comes back within --rss-slack MB (default 4) of its
@@ -30,7 +33,7 @@ sys.path.insert(0, HERE)
 import accounting as A  # noqa: E402  (Tenant, the fake agent)
 import run  # noqa: E402
 
-PARTS = ["teardown", "queued", "memory"]
+PARTS = ["teardown", "queued", "memory", "native"]
 
 
 def rss_kb(pid):
@@ -107,9 +110,36 @@ def part_teardown(ctx, args):
 
 def part_queued(ctx, args):
     """Guests killed with seconds of work still queued on the GPU (gpu_time: 20000 launches of
-    1 ms before its first synchronize): the vanished guest's work is not waited for."""
+    1 ms before its first synchronize): the vanished guest's work is not waited for, not even
+    by the usage interval's measurement the worker's thread is in (every second here): each
+    worker still sends its own final record."""
     env = {"SLUICE_GPU_TIME_LAUNCHES": "20000", "SLUICE_GPU_TIME_US": "1000"}
-    return teardown(ctx, args, "queued", "gpu_time", env, 8)
+    return teardown(ctx, args, "queued", "gpu_time", env, 8, finals=True)
+
+
+def part_native(ctx, args):
+    """share_loop as in part_teardown, natively (the real driver, no Sluice): the processes' own
+    exit, contexts and all, timed from the kill to the last one reaped."""
+    if not ctx.real:
+        print("  skipped: runs natively, on the real driver only (--real-driver)")
+        return []
+    env = dict(os.environ, SLUICE_SHARE_SECONDS="600", SLUICE_SHARE_WARMUP="0",
+               SLUICE_SHARE_KERNEL_US="500")
+    exe = os.path.join(ctx.programs, "share_loop.static")
+    procs = [subprocess.Popen([exe], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+             for _ in range(args.sessions)]
+    time.sleep(args.busy + 3)  # N contexts made, every program busy
+    alive = sum(p.poll() is None for p in procs)
+    t0 = time.time()
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    for p in procs:
+        p.wait()
+    print(f"  natively: {alive} of {args.sessions} programs running; killed at once: the last "
+          f"exited after {time.time() - t0:.3f} s")
+    return [] if alive == args.sessions else [f"only {alive} of {args.sessions} ran natively"]
 
 
 def teardown(ctx, args, name, program, env, n, finals=False):
