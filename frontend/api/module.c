@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/image_kernels.h"
 #include "api/module.h"
 #include "call/image_hints.h"
 #include "call/rpc.h"
@@ -172,10 +173,13 @@ CUresult sl_fe_load_image(const void *image, uint32_t target, const uint32_t *ji
             return rc;
         rc = (CUresult)rep->result;
         if (rc == CUDA_SUCCESS) {
-            if (!SL_FE_REPLY(slLoadImage, rep))
+            if (!SL_FE_REPLY(slLoadImage, rep)) {
                 rc = CUDA_ERROR_UNKNOWN;
-            else
+            } else {
                 *handle = rep->sl_load_image->handle;
+                if (target == 2) /* a small library's kernels: asked for no more */
+                    sl_fe_image_kernels_keep(*handle, rep->sl_load_image);
+            }
         }
         sl_fe_reply_free(rep);
         if (rc != CUDA_ERROR_FILE_NOT_FOUND || with_bytes)

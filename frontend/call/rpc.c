@@ -20,6 +20,7 @@
 #include "call/callbacks.h"
 #include "call/connection.h"
 #include "call/contexts.h"
+#include "call/memo.h"
 #include "call/filters.h"
 #include "call/lanes.h"
 #include "call/frame.h"
@@ -306,11 +307,12 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
         char args[2 * 24 + 1];
         args_hex(call, args, sizeof args);
-        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu ctx %llx args %s -> %d%s%s",
+        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu ctx %llx args %s -> %d%s%s (%.1f us)",
                ci ? ci->name : "?", (unsigned long long)call->seq,
                (unsigned long long)call->context, args, w.reply->result,
                w.reply->detail && *w.reply->detail ? ": " : "",
-               w.reply->detail ? w.reply->detail : "");
+               w.reply->detail ? w.reply->detail : "",
+               (double)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)) / 1e3);
     }
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;
@@ -422,6 +424,19 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
         }
     pthread_mutex_unlock(&rs->io);
     return rc;
+}
+
+void sl_fe_memo_seed(Sluice__Wire__Call *call, const Sluice__Wire__Reply *reply)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    const struct sl_call_info *ci = sl_call_lookup(call->call_id);
+    if (!ci || !(ci->flags & SL_CALL_MEMO))
+        return;
+    if (!call->context)
+        call->context = sl_fe_current_ctx_id();
+    pthread_mutex_lock(&rs->io);
+    sl_fe_memo_put(call, reply);
+    pthread_mutex_unlock(&rs->io);
 }
 
 CUresult sl_fe_call(Sluice__Wire__Call *call, Sluice__Wire__Reply **reply)

@@ -42,6 +42,10 @@ CUresult sl_fe_enqueue_async_bulk(Sluice__Wire__Call *call, const struct iovec *
  * allocations given up) has nothing new for them and is skipped (a compare of every mapped
  * range each). 0: back to every call. */
 void sl_fe_rest_of_call(int on);
+/* Keeps reply as the answer to call, a `memo` call, as if call had been asked now (in the
+ * current context): an answer the backend gave ahead of the question (a library's kernels with
+ * its load, api/image_kernels.c). The memo may forget it as any other answer. */
+void sl_fe_memo_seed(Sluice__Wire__Call *call, const Sluice__Wire__Reply *reply);
 /* Sends slFence and waits: every earlier call executed. Returns the deferred error if any. */
 CUresult sl_fe_fence(void);
 

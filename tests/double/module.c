@@ -210,12 +210,14 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char
     LOCKED(get_func((struct dbl_func **)hfunc, hmod, false, name));
 }
 
-static CUresult module_functions(unsigned *count, CUfunction *fns, unsigned cap, CUmodule hmod)
+/* A module's functions, or a library's kernels (library: the handle must be a library). */
+static CUresult module_functions(unsigned *count, CUfunction *fns, unsigned cap, void *hmod,
+                                 bool library)
 {
     if (!dbl_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     struct dbl_image *img = obj_get(hmod, K_IMAGE);
-    if (!img)
+    if (!img || (library && !img->library))
         return CUDA_ERROR_INVALID_HANDLE;
     unsigned n = 0;
     for (size_t k = 0; k < dbl_kernel_count; k++)
@@ -231,7 +233,7 @@ static CUresult module_functions(unsigned *count, CUfunction *fns, unsigned cap,
     for (size_t k = 0; k < dbl_kernel_count && i < cap; k++) {
         if (!img->present[k])
             continue;
-        CUresult rc = get_func((struct dbl_func **)&fns[i], img, false, dbl_kernels[k].name);
+        CUresult rc = get_func((struct dbl_func **)&fns[i], img, library, dbl_kernels[k].name);
         if (rc)
             return rc;
         i++;
@@ -243,18 +245,30 @@ EXPORT CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
 {
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
-    LOCKED(module_functions(count, NULL, 0, mod));
+    LOCKED(module_functions(count, NULL, 0, mod, false));
 }
 
 EXPORT CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
                                            CUmodule mod)
 {
-    LOCKED(module_functions(NULL, functions, numFunctions, mod));
+    LOCKED(module_functions(NULL, functions, numFunctions, mod, false));
 }
 
 EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
     LOCKED(get_func((struct dbl_func **)pKernel, library, true, name));
+}
+
+EXPORT CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCKED(module_functions(count, NULL, 0, lib, true));
+}
+
+EXPORT CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
+{
+    LOCKED(module_functions(NULL, (CUfunction *)kernels, numKernels, lib, true));
 }
 
 static CUresult library_get_module(CUmodule *pMod, CUlibrary library)

@@ -25,6 +25,7 @@
 #define SL_WIRE_MAX_STDOUT            ((size_t)1 << 20) /* Reply.stdout_data, stderr_data bytes */
 #define SL_WIRE_MAX_DEVICES           64u               /* SessionAccept.devices */
 #define SL_WIRE_MAX_IMAGE_HINTS       4096u             /* SessionAccept.image_hints */
+#define SL_WIRE_MAX_IMAGE_KERNELS     64u               /* SlLoadImageReply.kernel_handles */
 #define SL_WIRE_MAX_DEVICE_ATTRIBUTES 1024u             /* DeviceInfo.attributes */
 
 /* The table's flags (proto/api/cuda_driver.api, docs/api-table.md). */

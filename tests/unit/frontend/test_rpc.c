@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "api/image_kernels.h"
 #include "call/allocs.h"
 #include "call/frame.h"
 #include "call/image_hints.h"
@@ -481,6 +482,48 @@ static void first_launch_uses_the_layout_of_the_answer(void **state)
         assert_int_equal(calls_of(SL_CALL_slParamLayout), given ? 0 : 1);
         assert_int_equal(F.bulk_bytes - bulk_before, 12);
     }
+}
+
+/* A library whose load listed its kernels: cuLibraryGetKernel for a listed name is answered
+ * here with the listed id and the kernel's first launch asks no layout; a name the list lacks is
+ * asked for; a listing that does not add up is ignored. */
+static void listed_kernels_are_not_asked_for(void **state)
+{
+    (void)state;
+    uint64_t handles[2] = {0x5151, 0x5252}, offs[2] = {0, 8}, sizes[2] = {8, 4};
+    uint32_t counts[2] = {2, 0};
+    char names[] = "first\0second";
+    Sluice__Cuda__SlLoadImageReply o = SLUICE__CUDA__SL_LOAD_IMAGE_REPLY__INIT;
+    o.kernel_names = (ProtobufCBinaryData){sizeof names, (uint8_t *)names};
+    o.n_kernel_handles = o.n_kernel_param_counts = 2;
+    o.kernel_handles = handles;
+    o.kernel_param_counts = counts;
+    o.n_kernel_param_offsets = o.n_kernel_param_sizes = 2;
+    o.kernel_param_offsets = offs;
+    o.kernel_param_sizes = sizes;
+    sl_fe_image_kernels_keep(0x21, &o);
+    CUkernel k = NULL;
+    assert_int_equal(cuLibraryGetKernel(&k, (CUlibrary)0x21, "second"), CUDA_SUCCESS);
+    assert_int_equal((uintptr_t)k, 0x5252);
+    assert_int_equal(cuLibraryGetKernel(&k, (CUlibrary)0x21, "first"), CUDA_SUCCESS);
+    assert_int_equal((uintptr_t)k, 0x5151);
+    assert_int_equal(calls_of(SL_CALL_cuLibraryGetKernel), 0);
+    uint64_t ptr = 0x1000;
+    int n = 7;
+    void *params[] = {&ptr, &n};
+    assert_int_equal(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+                     CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(calls_of(SL_CALL_slParamLayout), 0);
+    assert_int_equal(F.bulk_bytes, 12);
+    F.kernel = 0x5353;
+    assert_int_equal(cuLibraryGetKernel(&k, (CUlibrary)0x21, "third"), CUDA_SUCCESS);
+    assert_int_equal((uintptr_t)k, 0x5353);
+    assert_int_equal(calls_of(SL_CALL_cuLibraryGetKernel), 1);
+    counts[1] = 1; /* three parameters counted, two given */
+    sl_fe_image_kernels_keep(0x22, &o);
+    assert_int_equal(cuLibraryGetKernel(&k, (CUlibrary)0x22, "first"), CUDA_SUCCESS);
+    assert_int_equal(calls_of(SL_CALL_cuLibraryGetKernel), 2);
 }
 
 /* The image hints: a SessionAccept's set replaces the last one; an image sent is hinted from
@@ -1193,6 +1236,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(coalescing, setup),
         cmocka_unit_test_setup(first_launch_uses_the_layout_of_the_answer, setup),
+        cmocka_unit_test_setup(listed_kernels_are_not_asked_for, setup),
         cmocka_unit_test_setup(image_hints_say_what_the_backend_holds, setup),
         cmocka_unit_test_setup(blocking_call_delays_no_other_thread, setup),
         cmocka_unit_test_setup(frame_limit_flushes, setup),

@@ -1,0 +1,57 @@
+/* The kernels of a library listed with its load (backend/api/image_kernels.c; docs/remoting.md
+ * "Modules, libraries and launches"): each becomes the memo's answer to cuLibraryGetKernel for
+ * its name, with its layout, so that cudart's cuLibraryGetKernel before a kernel's first launch
+ * is answered here. A name the list lacks is asked for (NOT_FOUND comes from the backend). */
+#include <string.h>
+
+#include "api/image_kernels.h"
+#include "call/rpc.h"
+#include "sluice/fe_calls.h"
+#include "sluice/stub_runtime.h"
+#include "sluice/wire.h"
+
+/* Whether the listing adds up: as many names, counts and handles, the counts' sum of offsets
+ * and sizes, every name ended by its NUL. */
+static int well_formed(const Sluice__Cuda__SlLoadImageReply *o)
+{
+    size_t n = o->n_kernel_handles, params = 0, names = 0;
+    if (n > SL_WIRE_MAX_IMAGE_KERNELS || o->n_kernel_param_counts != n ||
+        (n && !o->kernel_names.data))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        params += o->kernel_param_counts[i];
+    for (size_t i = 0; i < o->kernel_names.len; i++)
+        names += o->kernel_names.data[i] == '\0';
+    return params == o->n_kernel_param_offsets && params == o->n_kernel_param_sizes && names == n &&
+           (!n || o->kernel_names.data[o->kernel_names.len - 1] == '\0');
+}
+
+void sl_fe_image_kernels_keep(uint64_t lib, const Sluice__Cuda__SlLoadImageReply *o)
+{
+    if (!o || !o->n_kernel_handles || !well_formed(o))
+        return;
+    const char *name = (const char *)o->kernel_names.data;
+    size_t at = 0;
+    for (size_t i = 0; i < o->n_kernel_handles; i++) {
+        uint32_t k = o->kernel_param_counts[i];
+        uint64_t *offs = o->kernel_param_offsets + at, *sizes = o->kernel_param_sizes + at;
+        sl_fe_layout_seed(o->kernel_handles[i], 1, k, offs, k, sizes);
+        Sluice__Cuda__CuLibraryGetKernelRequest req =
+            SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REQUEST__INIT;
+        req.library = lib;
+        req.name = (char *)name;
+        Sluice__Wire__Call call = SL_FE_CALL(cuLibraryGetKernel, &req);
+        Sluice__Cuda__CuLibraryGetKernelReply out = SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REPLY__INIT;
+        out.p_kernel = o->kernel_handles[i];
+        out.param_layout = 1;
+        out.n_param_offsets = out.n_param_sizes = k;
+        out.param_offsets = offs;
+        out.param_sizes = sizes;
+        Sluice__Wire__Reply rep = SLUICE__WIRE__REPLY__INIT;
+        rep.out_case = SLUICE__WIRE__REPLY__OUT_CU_LIBRARY_GET_KERNEL;
+        rep.cu_library_get_kernel = &out;
+        sl_fe_memo_seed(&call, &rep);
+        at += k;
+        name += strlen(name) + 1;
+    }
+}
