@@ -212,8 +212,11 @@ int64_t be_acct_ms_to_tick(sl_be_session *s)
 
 void be_acct_tick(sl_be_session *s)
 {
-    if (s->acct)
-        emit(s, 0);
+    if (!s->acct)
+        return;
+    atomic_store_explicit(&s->doing, "the usage interval's measurement", memory_order_relaxed);
+    emit(s, 0);
+    atomic_store_explicit(&s->doing, NULL, memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------------- life */

@@ -7,8 +7,9 @@
  * of kernel runs). Any other call, and the end of a frame after which no other frame is queued
  * yet (or every BE_ACCT_FRAMES_OPEN_MAX frames), closes the open runs: an end event is recorded
  * on each stream. Closed runs (pairs) are measured when their end event has completed
- * (cuEventQuery after each frame, stopping at a stream's first unfinished pair;
- * cuEventSynchronize at the end of an interval, at the end of the session, for a capped
+ * (cuEventQuery after each frame, stopping at a stream's first unfinished pair; waited for
+ * (wait_event: polled, given up when the session is abandoned) at the end of an interval, at
+ * the end of the session, for a capped
  * session on all but its newest BE_ACCT_CAPPED_PAIRS pairs after each frame, and for the
  * oldest pair when BE_ACCT_MAX_PAIRS are waiting). A pair's duration is
  * cuEventElapsedTime(start, end); its place in time is the context's reference event (recorded
@@ -133,6 +134,29 @@ static void ev_put(sl_be_session *s, struct be_acct_ctx *c, CUevent e)
     c->pool[c->npool++] = e;
 }
 
+/* cuEventSynchronize that a session abandoned meanwhile (its guest gone: session.c,
+ * be_session_abandon) stops: the worker then sends the final record of what completed and exits
+ * at once. On a GPU shared by 64 contexts an interval's end waited seconds here, and the worker
+ * exited without its final record (run 27, docs/backend.md "Teardown"). The event is queried,
+ * spinning for WAIT_SPIN_NS, then between sleeps that grow to WAIT_SLEEP_MAX_NS. */
+#define WAIT_SPIN_NS      100000
+#define WAIT_SLEEP_MAX_NS 1000000
+static CUresult wait_event(sl_be_session *s, CUevent e)
+{
+    int64_t t0 = be_acct_clock_ns(CLOCK_MONOTONIC);
+    long sleep_ns = 20000;
+    for (;;) {
+        CUresult rc = s->api->cuEventQuery(e);
+        if (rc != CUDA_ERROR_NOT_READY || atomic_load(&s->abandon))
+            return rc;
+        if (be_acct_clock_ns(CLOCK_MONOTONIC) - t0 < WAIT_SPIN_NS)
+            continue;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        sleep_ns = sleep_ns * 2 > WAIT_SLEEP_MAX_NS ? WAIT_SLEEP_MAX_NS : sleep_ns * 2;
+    }
+}
+
 /* The reference event: recorded on the context's idle private stream, so its device time is
  * (within microseconds) the host time it was recorded at. In relaxed capture mode: the first
  * work of a context may be a launch the program captures (capture_host on the H100, run 22: the
@@ -144,8 +168,8 @@ void be_acct_rebase(sl_be_session *s, struct be_acct_ctx *c)
     int64_t t0 = be_acct_clock_ns(CLOCK_REALTIME);
     CUstreamCaptureMode m = be_capture_relax(s);
     CUresult rc = s->api->cuEventRecord(c->ref, c->priv);
-    if (rc == CUDA_SUCCESS)
-        rc = s->api->cuEventSynchronize(c->ref);
+    if (rc == CUDA_SUCCESS) /* NOT_READY: abandoned meanwhile, measured no more */
+        rc = wait_event(s, c->ref);
     be_capture_restore(s, m);
     if (rc != CUDA_SUCCESS) {
         c->broken = 1;
@@ -216,29 +240,6 @@ static void pair_release(sl_be_session *s, struct be_acct_pair *p)
 {
     ev_put(s, p->c, p->a);
     ev_put(s, p->c, p->b);
-}
-
-/* cuEventSynchronize that a session abandoned meanwhile (its guest gone: session.c,
- * be_session_abandon) stops: the worker then sends the final record of what completed and exits
- * at once. On a GPU shared by 64 contexts an interval's end waited seconds here, and the worker
- * exited without its final record (run 27, docs/backend.md "Teardown"). The event is queried,
- * spinning for WAIT_SPIN_NS, then between sleeps that grow to WAIT_SLEEP_MAX_NS. */
-#define WAIT_SPIN_NS      100000
-#define WAIT_SLEEP_MAX_NS 1000000
-static CUresult wait_event(sl_be_session *s, CUevent e)
-{
-    int64_t t0 = be_acct_clock_ns(CLOCK_MONOTONIC);
-    long sleep_ns = 20000;
-    for (;;) {
-        CUresult rc = s->api->cuEventQuery(e);
-        if (rc != CUDA_ERROR_NOT_READY || atomic_load(&s->abandon))
-            return rc;
-        if (be_acct_clock_ns(CLOCK_MONOTONIC) - t0 < WAIT_SPIN_NS)
-            continue;
-        struct timespec ts = {0, sleep_ns};
-        nanosleep(&ts, NULL);
-        sleep_ns = sleep_ns * 2 > WAIT_SLEEP_MAX_NS ? WAIT_SLEEP_MAX_NS : sleep_ns * 2;
-    }
 }
 
 /* 1 measured (and released), 0 not finished yet, -1 failed (released, counted untimed). */

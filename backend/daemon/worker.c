@@ -451,12 +451,14 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
          * (docs/backend.md, "Teardown"): the final usage record says what completed, then the
          * process exits and the driver frees its contexts, as for a program that exits. */
         be_printf_unwatch();
-        if (!be_session_abandon(s, BE_ABANDON_WAIT_MS))
+        if (!be_session_abandon(s, BE_ABANDON_WAIT_MS)) {
+            const char *in = atomic_load(&s->doing);
             sl_log(SL_LOG_WARNING, BE_COMPONENT,
-                   "session %llu: its thread is still waiting for the GPU %d ms after the session "
-                   "ended: the worker exits without the final usage record (the server writes "
-                   "one)",
-                   (unsigned long long)sid, BE_ABANDON_WAIT_MS);
+                   "session %llu: its thread is still waiting for the GPU (in %s) %d ms after "
+                   "the session ended: the worker exits without the final usage record (the "
+                   "server writes one)",
+                   (unsigned long long)sid, in ? in : "the session's loop", BE_ABANDON_WAIT_MS);
+        }
         _exit(0);
     }
 out:

@@ -177,7 +177,9 @@ static void run_job(sl_be_session *s, struct be_job *job)
                                .reply = &reply,
                                .in = bulk,
                                .in_len = bulk ? call->bulk_length : 0};
+        atomic_store_explicit(&s->doing, ci ? ci->name : "a call", memory_order_relaxed);
         CUresult rc = be_run_call(&c);
+        atomic_store_explicit(&s->doing, NULL, memory_order_relaxed);
         if (c.deferred) {
             /* waits.c sends the reply when the GPU work is done */
         } else if (async) {

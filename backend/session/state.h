@@ -86,7 +86,9 @@ struct sl_be_session {
     atomic_int abandon;     /* with closing: nothing more runs, is waited for or freed
                              * (be_session_abandon); read without mu between calls */
     atomic_int finished;    /* the worker is done; the channel thread may join and free */
-    struct be_cb *cbs;      /* callbacks waiting for CallbackDone */
+    _Atomic(const char *) doing; /* what the session thread is in (a call's name, the
+                                  * accounting), NULL between them: the teardown's warning */
+    struct be_cb *cbs;           /* callbacks waiting for CallbackDone */
     uint64_t next_cb;
     pthread_t thread;
     int started;
