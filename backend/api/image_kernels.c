@@ -1,11 +1,13 @@
-/* The kernels of a library, with its load (slLoadImage; docs/remoting.md "Modules, libraries
- * and launches"). cudart loads a program's modules as libraries at their first use and then
- * asks cuLibraryGetKernel for the kernel it launches: one more round trip, while the GPU waits,
- * before the first launch of any kernel of a new module (run 27: 0.31-0.55 ms of GPU time, the
- * goal 0.3). For a small library the load's answer lists every kernel with its id and layout;
- * the frontend keeps them as cuLibraryGetKernel's answers (its memo) and launches without
- * asking. A layout loads its kernel into the current context (be_layout_get), so only small
- * libraries are listed: a framework's library of thousands of kernels is not loaded whole. */
+/* The kernels of a library, or the functions of a module, with its load (slLoadImage;
+ * docs/remoting.md "Modules, libraries and launches"). cudart loads a program's modules as
+ * libraries at their first use and then asks cuLibraryGetKernel for the kernel it launches; a
+ * program of the driver API (a JIT: NVRTC, Triton) loads a module and asks cuModuleGetFunction:
+ * one more round trip, while the GPU waits, before the first launch of any kernel of a new
+ * module (run 27: 0.31-0.55 ms of GPU time, the goal 0.3). For a small image the load's answer
+ * lists every kernel or function with its id and layout; the frontend keeps them as those
+ * calls' answers (its memo) and launches without asking. A kernel's layout loads it into the
+ * current context (be_layout_get), so only small images are listed: a framework's library of
+ * thousands of kernels is not loaded whole. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,26 +27,32 @@ struct listing {
     size_t nparams;
 };
 
-static int add_kernel(sl_be_session *s, struct listing *x, unsigned i, uint64_t lib_id, CUkernel k)
+/* One listed kernel or function: its name, its id (registered as the get call would), its
+ * layout. */
+static int add_one(sl_be_session *s, struct listing *x, unsigned i, uint64_t parent, void *native,
+                   int library)
 {
     const char *name = NULL;
     uint64_t id = 0;
     struct be_layout *l;
-    void *native;
-    if (s->api->cuKernelGetName(&name, k) != CUDA_SUCCESS || !name ||
-        sl_be_handle_put(s, SL_H_KERNEL, k, lib_id, &id) != CUDA_SUCCESS ||
-        be_layout_get(s, id, &l, &native) != CUDA_SUCCESS)
+    void *h;
+    CUresult rc = library ? s->api->cuKernelGetName(&name, (CUkernel)native)
+                          : s->api->cuFuncGetName(&name, (CUfunction)native);
+    if (rc != CUDA_SUCCESS || !name ||
+        sl_be_handle_put(s, library ? SL_H_KERNEL : SL_H_FUNCTION, native, parent, &id) !=
+            CUDA_SUCCESS ||
+        be_layout_get(s, id, &l, &h) != CUDA_SUCCESS)
         return -1;
     size_t nl = strnlen(name, SL_WIRE_MAX_STRING - 1) + 1;
     uint8_t *names = realloc(x->names, x->names_len + nl);
+    if (names)
+        x->names = names;
     uint64_t *o = realloc(x->offsets, (x->nparams + l->count + 1) * sizeof *o);
     if (o)
         x->offsets = o;
     uint64_t *z = realloc(x->sizes, (x->nparams + l->count + 1) * sizeof *z);
     if (z)
         x->sizes = z;
-    if (names)
-        x->names = names;
     if (!names || !o || !z)
         return -1;
     memcpy(x->names + x->names_len, name, nl - 1);
@@ -58,26 +66,40 @@ static int add_kernel(sl_be_session *s, struct listing *x, unsigned i, uint64_t 
     return 0;
 }
 
-void be_image_kernels_out(sl_be_session *s, uint64_t lib_id, CUlibrary lib,
+/* The image's kernels (library) or functions (module): 1 when all n of them are in x. */
+static int list_all(sl_be_session *s, struct listing *x, uint64_t id, void *native, int library,
+                    unsigned *n)
+{
+    const struct sl_driver_api *api = s->api;
+    void *all[SL_WIRE_MAX_IMAGE_KERNELS];
+    CUresult rc = library ? api->cuLibraryGetKernelCount(n, (CUlibrary)native)
+                          : api->cuModuleGetFunctionCount(n, (CUmodule)native);
+    if (rc != CUDA_SUCCESS || *n == 0 || *n > SL_WIRE_MAX_IMAGE_KERNELS)
+        return 0;
+    rc = library ? api->cuLibraryEnumerateKernels((CUkernel *)all, *n, (CUlibrary)native)
+                 : api->cuModuleEnumerateFunctions((CUfunction *)all, *n, (CUmodule)native);
+    for (unsigned i = 0; rc == CUDA_SUCCESS && i < *n; i++)
+        if (add_one(s, x, i, id, all[i], library) != 0)
+            return 0;
+    return rc == CUDA_SUCCESS;
+}
+
+void be_image_kernels_out(sl_be_session *s, uint64_t id, void *native, int library,
                           Sluice__Cuda__SlLoadImageReply *rp)
 {
     const struct sl_driver_api *api = s->api;
     CUcontext ctx = NULL;
     unsigned n = 0;
-    if (!api->cuLibraryGetKernelCount || !api->cuLibraryEnumerateKernels || !api->cuKernelGetName ||
-        !api->cuCtxGetCurrent || api->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+    int can = library ? api->cuLibraryGetKernelCount && api->cuLibraryEnumerateKernels &&
+                            api->cuKernelGetName
+                      : api->cuModuleGetFunctionCount && api->cuModuleEnumerateFunctions &&
+                            api->cuFuncGetName;
+    if (!can || !api->cuCtxGetCurrent || api->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
         return;
-    CUkernel ks[SL_WIRE_MAX_IMAGE_KERNELS];
     struct listing x = {0};
-    int ok = 0;
     /* the load may come inside the program's stream capture (module.c): not its calls */
     CUstreamCaptureMode mode = be_capture_relax(s);
-    if (api->cuLibraryGetKernelCount(&n, lib) == CUDA_SUCCESS && n > 0 &&
-        n <= SL_WIRE_MAX_IMAGE_KERNELS && api->cuLibraryEnumerateKernels(ks, n, lib) == 0) {
-        ok = 1;
-        for (unsigned i = 0; ok && i < n; i++)
-            ok = add_kernel(s, &x, i, lib_id, ks[i]) == 0;
-    }
+    int ok = list_all(s, &x, id, native, library, &n);
     be_capture_restore(s, mode);
     uint64_t *handles = ok ? malloc(n * sizeof *handles) : NULL;
     uint32_t *counts = handles ? malloc(n * sizeof *counts) : NULL;

@@ -284,8 +284,8 @@ CUresult be_h_slLoadImage(struct sl_be_call *c)
     }
     be_handles_find(&s->h, kind, id)->image = img; /* kept while it is loaded */
     rp->handle = id;
-    if (kind == SL_H_LIBRARY) /* its kernels, when few: the guest asks nothing more for them */
-        be_image_kernels_out(s, id, (CUlibrary)native, rp);
+    /* its kernels or functions, when few: the guest asks nothing more for them */
+    be_image_kernels_out(s, id, native, kind == SL_H_LIBRARY, rp);
     sl_log(SL_LOG_DEBUG, BE_COMPONENT, "session %llu: %s of %llu bytes (format %u) loaded as %llx",
            (unsigned long long)s->id, kind == SL_H_MODULE ? "module" : "library",
            (unsigned long long)rq->size, rq->format, (unsigned long long)id);

@@ -1,7 +1,8 @@
-/* The kernels of a library listed with its load (backend/api/image_kernels.c; docs/remoting.md
- * "Modules, libraries and launches"): each becomes the memo's answer to cuLibraryGetKernel for
- * its name, with its layout, so that cudart's cuLibraryGetKernel before a kernel's first launch
- * is answered here. A name the list lacks is asked for (NOT_FOUND comes from the backend). */
+/* The kernels of a library, or the functions of a module, listed with its load
+ * (backend/api/image_kernels.c; docs/remoting.md "Modules, libraries and launches"): each
+ * becomes the memo's answer to cuLibraryGetKernel (cuModuleGetFunction) for its name, with its
+ * layout, so that the question before a kernel's first launch (cudart's, or a JIT's) is
+ * answered here. A name the list lacks is asked for (NOT_FOUND comes from the backend). */
 #include <string.h>
 
 #include "api/image_kernels.h"
@@ -26,7 +27,46 @@ static int well_formed(const Sluice__Cuda__SlLoadImageReply *o)
            (!n || o->kernel_names.data[o->kernel_names.len - 1] == '\0');
 }
 
-void sl_fe_image_kernels_keep(uint64_t lib, const Sluice__Cuda__SlLoadImageReply *o)
+/* The memo's answer to the get call for one listed name: cuLibraryGetKernel (library) or
+ * cuModuleGetFunction (module), with the layout. */
+static void seed(uint64_t image, int library, const char *name, uint64_t handle, uint32_t k,
+                 uint64_t *offs, uint64_t *sizes)
+{
+    Sluice__Wire__Reply rep = SLUICE__WIRE__REPLY__INIT;
+    if (library) {
+        Sluice__Cuda__CuLibraryGetKernelRequest req =
+            SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REQUEST__INIT;
+        req.library = image;
+        req.name = (char *)name;
+        Sluice__Wire__Call call = SL_FE_CALL(cuLibraryGetKernel, &req);
+        Sluice__Cuda__CuLibraryGetKernelReply out = SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REPLY__INIT;
+        out.p_kernel = handle;
+        out.param_layout = 1;
+        out.n_param_offsets = out.n_param_sizes = k;
+        out.param_offsets = offs;
+        out.param_sizes = sizes;
+        rep.out_case = SLUICE__WIRE__REPLY__OUT_CU_LIBRARY_GET_KERNEL;
+        rep.cu_library_get_kernel = &out;
+        sl_fe_memo_seed(&call, &rep);
+        return;
+    }
+    Sluice__Cuda__CuModuleGetFunctionRequest req =
+        SLUICE__CUDA__CU_MODULE_GET_FUNCTION_REQUEST__INIT;
+    req.hmod = image;
+    req.name = (char *)name;
+    Sluice__Wire__Call call = SL_FE_CALL(cuModuleGetFunction, &req);
+    Sluice__Cuda__CuModuleGetFunctionReply out = SLUICE__CUDA__CU_MODULE_GET_FUNCTION_REPLY__INIT;
+    out.hfunc = handle;
+    out.param_layout = 1;
+    out.n_param_offsets = out.n_param_sizes = k;
+    out.param_offsets = offs;
+    out.param_sizes = sizes;
+    rep.out_case = SLUICE__WIRE__REPLY__OUT_CU_MODULE_GET_FUNCTION;
+    rep.cu_module_get_function = &out;
+    sl_fe_memo_seed(&call, &rep);
+}
+
+void sl_fe_image_kernels_keep(uint64_t image, int library, const Sluice__Cuda__SlLoadImageReply *o)
 {
     if (!o || !o->n_kernel_handles || !well_formed(o))
         return;
@@ -36,21 +76,7 @@ void sl_fe_image_kernels_keep(uint64_t lib, const Sluice__Cuda__SlLoadImageReply
         uint32_t k = o->kernel_param_counts[i];
         uint64_t *offs = o->kernel_param_offsets + at, *sizes = o->kernel_param_sizes + at;
         sl_fe_layout_seed(o->kernel_handles[i], 1, k, offs, k, sizes);
-        Sluice__Cuda__CuLibraryGetKernelRequest req =
-            SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REQUEST__INIT;
-        req.library = lib;
-        req.name = (char *)name;
-        Sluice__Wire__Call call = SL_FE_CALL(cuLibraryGetKernel, &req);
-        Sluice__Cuda__CuLibraryGetKernelReply out = SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REPLY__INIT;
-        out.p_kernel = o->kernel_handles[i];
-        out.param_layout = 1;
-        out.n_param_offsets = out.n_param_sizes = k;
-        out.param_offsets = offs;
-        out.param_sizes = sizes;
-        Sluice__Wire__Reply rep = SLUICE__WIRE__REPLY__INIT;
-        rep.out_case = SLUICE__WIRE__REPLY__OUT_CU_LIBRARY_GET_KERNEL;
-        rep.cu_library_get_kernel = &out;
-        sl_fe_memo_seed(&call, &rep);
+        seed(image, library, name, o->kernel_handles[i], k, offs, sizes);
         at += k;
         name += strlen(name) + 1;
     }

@@ -177,8 +177,8 @@ CUresult sl_fe_load_image(const void *image, uint32_t target, const uint32_t *ji
                 rc = CUDA_ERROR_UNKNOWN;
             } else {
                 *handle = rep->sl_load_image->handle;
-                if (target == 2) /* a small library's kernels: asked for no more */
-                    sl_fe_image_kernels_keep(*handle, rep->sl_load_image);
+                /* a small image's kernels or functions: asked for no more */
+                sl_fe_image_kernels_keep(*handle, target == 2, rep->sl_load_image);
             }
         }
         sl_fe_reply_free(rep);

@@ -486,7 +486,8 @@ static void first_launch_uses_the_layout_of_the_answer(void **state)
 
 /* A library whose load listed its kernels: cuLibraryGetKernel for a listed name is answered
  * here with the listed id and the kernel's first launch asks no layout; a name the list lacks is
- * asked for; a listing that does not add up is ignored. */
+ * asked for; a module's functions are answered the same way (cuModuleGetFunction); a listing
+ * that does not add up is ignored. */
 static void listed_kernels_are_not_asked_for(void **state)
 {
     (void)state;
@@ -501,7 +502,7 @@ static void listed_kernels_are_not_asked_for(void **state)
     o.n_kernel_param_offsets = o.n_kernel_param_sizes = 2;
     o.kernel_param_offsets = offs;
     o.kernel_param_sizes = sizes;
-    sl_fe_image_kernels_keep(0x21, &o);
+    sl_fe_image_kernels_keep(0x21, 1, &o);
     CUkernel k = NULL;
     assert_int_equal(cuLibraryGetKernel(&k, (CUlibrary)0x21, "second"), CUDA_SUCCESS);
     assert_int_equal((uintptr_t)k, 0x5252);
@@ -520,8 +521,13 @@ static void listed_kernels_are_not_asked_for(void **state)
     assert_int_equal(cuLibraryGetKernel(&k, (CUlibrary)0x21, "third"), CUDA_SUCCESS);
     assert_int_equal((uintptr_t)k, 0x5353);
     assert_int_equal(calls_of(SL_CALL_cuLibraryGetKernel), 1);
+    CUfunction f = NULL; /* a module's functions the same way */
+    sl_fe_image_kernels_keep(0x31, 0, &o);
+    assert_int_equal(cuModuleGetFunction(&f, (CUmodule)0x31, "second"), CUDA_SUCCESS);
+    assert_int_equal((uintptr_t)f, 0x5252);
+    assert_int_equal(calls_of(SL_CALL_cuModuleGetFunction), 0);
     counts[1] = 1; /* three parameters counted, two given */
-    sl_fe_image_kernels_keep(0x22, &o);
+    sl_fe_image_kernels_keep(0x22, 1, &o);
     assert_int_equal(cuLibraryGetKernel(&k, (CUlibrary)0x22, "first"), CUDA_SUCCESS);
     assert_int_equal(calls_of(SL_CALL_cuLibraryGetKernel), 2);
 }
