@@ -27,19 +27,26 @@ struct listing {
     size_t nparams;
 };
 
-/* One listed kernel or function: its name, its id (registered as the get call would), its
- * layout. */
-static int add_one(sl_be_session *s, struct listing *x, unsigned i, uint64_t parent, void *native,
-                   int library)
+/* One listed kernel or function: its name, then what the get call answers for that name (an
+ * enumerated function may be one lazy loading has not loaded: CUDA_ERROR_FUNCTION_NOT_LOADED
+ * from cuFuncGetAttribute on the H200, run 27; cuModuleGetFunction loads it) registered as that
+ * call registers it, and its layout. */
+static int add_one(sl_be_session *s, struct listing *x, unsigned i, uint64_t parent, void *image,
+                   void *listed, int library)
 {
+    const struct sl_driver_api *api = s->api;
     const char *name = NULL;
+    void *got = NULL;
     uint64_t id = 0;
     struct be_layout *l;
     void *h;
-    CUresult rc = library ? s->api->cuKernelGetName(&name, (CUkernel)native)
-                          : s->api->cuFuncGetName(&name, (CUfunction)native);
-    if (rc != CUDA_SUCCESS || !name ||
-        sl_be_handle_put(s, library ? SL_H_KERNEL : SL_H_FUNCTION, native, parent, &id) !=
+    CUresult rc = library ? api->cuKernelGetName(&name, (CUkernel)listed)
+                          : api->cuFuncGetName(&name, (CUfunction)listed);
+    if (rc == CUDA_SUCCESS && name)
+        rc = library ? api->cuLibraryGetKernel((CUkernel *)&got, (CUlibrary)image, name)
+                     : api->cuModuleGetFunction((CUfunction *)&got, (CUmodule)image, name);
+    if (rc != CUDA_SUCCESS || !name || !got ||
+        sl_be_handle_put(s, library ? SL_H_KERNEL : SL_H_FUNCTION, got, parent, &id) !=
             CUDA_SUCCESS ||
         be_layout_get(s, id, &l, &h) != CUDA_SUCCESS)
         return -1;
@@ -79,7 +86,7 @@ static int list_all(sl_be_session *s, struct listing *x, uint64_t id, void *nati
     rc = library ? api->cuLibraryEnumerateKernels((CUkernel *)all, *n, (CUlibrary)native)
                  : api->cuModuleEnumerateFunctions((CUfunction *)all, *n, (CUmodule)native);
     for (unsigned i = 0; rc == CUDA_SUCCESS && i < *n; i++)
-        if (add_one(s, x, i, id, all[i], library) != 0)
+        if (add_one(s, x, i, id, native, all[i], library) != 0)
             return 0;
     return rc == CUDA_SUCCESS;
 }
@@ -91,9 +98,9 @@ void be_image_kernels_out(sl_be_session *s, uint64_t id, void *native, int libra
     CUcontext ctx = NULL;
     unsigned n = 0;
     int can = library ? api->cuLibraryGetKernelCount && api->cuLibraryEnumerateKernels &&
-                            api->cuKernelGetName
+                            api->cuKernelGetName && api->cuLibraryGetKernel
                       : api->cuModuleGetFunctionCount && api->cuModuleEnumerateFunctions &&
-                            api->cuFuncGetName;
+                            api->cuFuncGetName && api->cuModuleGetFunction;
     if (!can || !api->cuCtxGetCurrent || api->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
         return;
     struct listing x = {0};

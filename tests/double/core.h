@@ -69,6 +69,7 @@ struct dbl_func {
     const struct dbl_kernel *kernel;
     int max_dynamic_shared;
     int carveout;
+    bool loaded; /* asked for by name (cuModuleGetFunction, cuLibraryGetKernel) */
 };
 
 enum alloc_kind {

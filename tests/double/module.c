@@ -176,7 +176,11 @@ EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
     return CUDA_SUCCESS;
 }
 
-static CUresult get_func(struct dbl_func **out, void *h, bool library_only, const char *name)
+/* The function or kernel called name of image h; load: as cuModuleGetFunction and
+ * cuLibraryGetKernel answer it, loaded (lazy loading: an enumerated function is not loaded
+ * until it is asked for by name, as on the real driver). */
+static CUresult get_func_as(struct dbl_func **out, void *h, bool library_only, const char *name,
+                            bool load)
 {
     if (!dbl_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -199,10 +203,17 @@ static CUresult get_func(struct dbl_func **out, void *h, bool library_only, cons
             obj_add(f);
             img->funcs[i] = f;
         }
+        if (load)
+            img->funcs[i]->loaded = true;
         *out = img->funcs[i];
         return CUDA_SUCCESS;
     }
     return CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult get_func(struct dbl_func **out, void *h, bool library_only, const char *name)
+{
+    return get_func_as(out, h, library_only, name, true);
 }
 
 EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
@@ -233,7 +244,8 @@ static CUresult module_functions(unsigned *count, CUfunction *fns, unsigned cap,
     for (size_t k = 0; k < dbl_kernel_count && i < cap; k++) {
         if (!img->present[k])
             continue;
-        CUresult rc = get_func((struct dbl_func **)&fns[i], img, library, dbl_kernels[k].name);
+        CUresult rc =
+            get_func_as((struct dbl_func **)&fns[i], img, library, dbl_kernels[k].name, library);
         if (rc)
             return rc;
         i++;
@@ -423,9 +435,19 @@ static CUresult func_attr(int *pi, CUfunction_attribute a, void *h)
     return CUDA_SUCCESS;
 }
 
+/* A function a module enumerated but nobody asked for by name is not loaded (lazy loading):
+ * its attributes answer CUDA_ERROR_FUNCTION_NOT_LOADED, as on the H200 (run 27). */
+static CUresult func_attr_loaded(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+    struct dbl_func *f = obj_get(hfunc, K_FUNC);
+    if (f && !f->loaded)
+        return CUDA_ERROR_FUNCTION_NOT_LOADED;
+    return func_attr(pi, attrib, hfunc);
+}
+
 EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
-    LOCKED(func_attr(pi, attrib, hfunc));
+    LOCKED(func_attr_loaded(pi, attrib, hfunc));
 }
 
 EXPORT CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel,
