@@ -65,8 +65,10 @@ static int add_one(sl_be_session *s, struct listing *x, unsigned i, uint64_t par
     memcpy(x->names + x->names_len, name, nl - 1);
     x->names[x->names_len + nl - 1] = '\0';
     x->names_len += nl;
-    memcpy(x->offsets + x->nparams, l->offsets, l->count * sizeof *o);
-    memcpy(x->sizes + x->nparams, l->sizes, l->count * sizeof *z);
+    if (l->count) { /* a kernel without parameters has no arrays to copy */
+        memcpy(x->offsets + x->nparams, l->offsets, l->count * sizeof *o);
+        memcpy(x->sizes + x->nparams, l->sizes, l->count * sizeof *z);
+    }
     x->nparams += l->count;
     x->handles[i] = id;
     x->counts[i] = l->count;

@@ -74,7 +74,8 @@ void sl_fe_image_kernels_keep(uint64_t image, int library, const Sluice__Cuda__S
     size_t at = 0;
     for (size_t i = 0; i < o->n_kernel_handles; i++) {
         uint32_t k = o->kernel_param_counts[i];
-        uint64_t *offs = o->kernel_param_offsets + at, *sizes = o->kernel_param_sizes + at;
+        uint64_t *offs = k ? o->kernel_param_offsets + at : NULL;
+        uint64_t *sizes = k ? o->kernel_param_sizes + at : NULL;
         sl_fe_layout_seed(o->kernel_handles[i], 1, k, offs, k, sizes);
         seed(image, library, name, o->kernel_handles[i], k, offs, sizes);
         at += k;
