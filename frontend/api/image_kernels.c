@@ -27,42 +27,45 @@ static int well_formed(const Sluice__Cuda__SlLoadImageReply *o)
            (!n || o->kernel_names.data[o->kernel_names.len - 1] == '\0');
 }
 
+/* The layout fields both get calls' replies carry (the table's `layout` flag). */
+#define WITH_LAYOUT(out, k, offs, sizes)                                                           \
+    do {                                                                                           \
+        (out).param_layout = 1;                                                                    \
+        (out).n_param_offsets = (out).n_param_sizes = (k);                                         \
+        (out).param_offsets = (offs);                                                              \
+        (out).param_sizes = (sizes);                                                               \
+    } while (0)
+
 /* The memo's answer to the get call for one listed name: cuLibraryGetKernel (library) or
  * cuModuleGetFunction (module), with the layout. */
 static void seed(uint64_t image, int library, const char *name, uint64_t handle, uint32_t k,
                  uint64_t *offs, uint64_t *sizes)
 {
     Sluice__Wire__Reply rep = SLUICE__WIRE__REPLY__INIT;
-    if (library) {
-        Sluice__Cuda__CuLibraryGetKernelRequest req =
-            SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REQUEST__INIT;
-        req.library = image;
-        req.name = (char *)name;
-        Sluice__Wire__Call call = SL_FE_CALL(cuLibraryGetKernel, &req);
-        Sluice__Cuda__CuLibraryGetKernelReply out = SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REPLY__INIT;
-        out.p_kernel = handle;
-        out.param_layout = 1;
-        out.n_param_offsets = out.n_param_sizes = k;
-        out.param_offsets = offs;
-        out.param_sizes = sizes;
-        rep.out_case = SLUICE__WIRE__REPLY__OUT_CU_LIBRARY_GET_KERNEL;
-        rep.cu_library_get_kernel = &out;
-        sl_fe_memo_seed(&call, &rep);
-        return;
-    }
-    Sluice__Cuda__CuModuleGetFunctionRequest req =
+    Sluice__Wire__Call call;
+    Sluice__Cuda__CuLibraryGetKernelRequest kreq =
+        SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REQUEST__INIT;
+    Sluice__Cuda__CuLibraryGetKernelReply kout = SLUICE__CUDA__CU_LIBRARY_GET_KERNEL_REPLY__INIT;
+    Sluice__Cuda__CuModuleGetFunctionRequest freq =
         SLUICE__CUDA__CU_MODULE_GET_FUNCTION_REQUEST__INIT;
-    req.hmod = image;
-    req.name = (char *)name;
-    Sluice__Wire__Call call = SL_FE_CALL(cuModuleGetFunction, &req);
-    Sluice__Cuda__CuModuleGetFunctionReply out = SLUICE__CUDA__CU_MODULE_GET_FUNCTION_REPLY__INIT;
-    out.hfunc = handle;
-    out.param_layout = 1;
-    out.n_param_offsets = out.n_param_sizes = k;
-    out.param_offsets = offs;
-    out.param_sizes = sizes;
-    rep.out_case = SLUICE__WIRE__REPLY__OUT_CU_MODULE_GET_FUNCTION;
-    rep.cu_module_get_function = &out;
+    Sluice__Cuda__CuModuleGetFunctionReply fout = SLUICE__CUDA__CU_MODULE_GET_FUNCTION_REPLY__INIT;
+    if (library) {
+        kreq.library = image;
+        kreq.name = (char *)name;
+        call = SL_FE_CALL(cuLibraryGetKernel, &kreq);
+        kout.p_kernel = handle;
+        WITH_LAYOUT(kout, k, offs, sizes);
+        rep.out_case = SLUICE__WIRE__REPLY__OUT_CU_LIBRARY_GET_KERNEL;
+        rep.cu_library_get_kernel = &kout;
+    } else {
+        freq.hmod = image;
+        freq.name = (char *)name;
+        call = SL_FE_CALL(cuModuleGetFunction, &freq);
+        fout.hfunc = handle;
+        WITH_LAYOUT(fout, k, offs, sizes);
+        rep.out_case = SLUICE__WIRE__REPLY__OUT_CU_MODULE_GET_FUNCTION;
+        rep.cu_module_get_function = &fout;
+    }
     sl_fe_memo_seed(&call, &rep);
 }
 
