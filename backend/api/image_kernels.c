@@ -18,11 +18,12 @@
 #include "sluice/backend_hooks.h"
 #include "sluice/wire.h"
 
+/* What the reply's kernel_* fields get (malloc'd: the reply frees them). */
 struct listing {
     uint8_t *names;
     size_t names_len;
-    uint64_t handles[SL_WIRE_MAX_IMAGE_KERNELS];
-    uint32_t counts[SL_WIRE_MAX_IMAGE_KERNELS];
+    uint64_t *handles;
+    uint32_t *counts;
     uint64_t *offsets, *sizes;
     size_t nparams;
 };
@@ -83,7 +84,9 @@ static int list_all(sl_be_session *s, struct listing *x, uint64_t id, void *nati
     void *all[SL_WIRE_MAX_IMAGE_KERNELS];
     CUresult rc = library ? api->cuLibraryGetKernelCount(n, (CUlibrary)native)
                           : api->cuModuleGetFunctionCount(n, (CUmodule)native);
-    if (rc != CUDA_SUCCESS || *n == 0 || *n > SL_WIRE_MAX_IMAGE_KERNELS)
+    if (rc != CUDA_SUCCESS || *n == 0 || *n > SL_WIRE_MAX_IMAGE_KERNELS ||
+        !(x->handles = malloc(*n * sizeof *x->handles)) ||
+        !(x->counts = malloc(*n * sizeof *x->counts)))
         return 0;
     rc = library ? api->cuLibraryEnumerateKernels((CUkernel *)all, *n, (CUlibrary)native)
                  : api->cuModuleEnumerateFunctions((CUfunction *)all, *n, (CUmodule)native);
@@ -110,21 +113,18 @@ void be_image_kernels_out(sl_be_session *s, uint64_t id, void *native, int libra
     CUstreamCaptureMode mode = be_capture_relax(s);
     int ok = list_all(s, &x, id, native, library, &n);
     be_capture_restore(s, mode);
-    uint64_t *handles = ok ? malloc(n * sizeof *handles) : NULL;
-    uint32_t *counts = handles ? malloc(n * sizeof *counts) : NULL;
-    if (!counts) {
-        free(handles);
+    if (!ok) {
         free(x.names);
+        free(x.handles);
+        free(x.counts);
         free(x.offsets);
         free(x.sizes);
         return;
     }
-    memcpy(handles, x.handles, n * sizeof *handles);
-    memcpy(counts, x.counts, n * sizeof *counts);
     rp->kernel_names = (ProtobufCBinaryData){x.names_len, x.names};
     rp->n_kernel_handles = rp->n_kernel_param_counts = n;
-    rp->kernel_handles = handles;
-    rp->kernel_param_counts = counts;
+    rp->kernel_handles = x.handles;
+    rp->kernel_param_counts = x.counts;
     rp->n_kernel_param_offsets = rp->n_kernel_param_sizes = x.nparams;
     rp->kernel_param_offsets = x.offsets;
     rp->kernel_param_sizes = x.sizes;

@@ -92,14 +92,12 @@ static int peer_of(int fd, char *addr, size_t n, unsigned *port)
     return 0; /* ipc: no address; counted in all, not per address */
 }
 
-/* The record of the connection now on fd: a descriptor number ZeroMQ closed and used again is
- * another connection, told apart by the remote address and port. */
+/* The record of the connection now on fd (one of ours()): a descriptor number ZeroMQ closed and
+ * used again is another connection, told apart by the remote address and port. */
 static ch_conn *current(sl_server *s, int fd)
 {
     char addr[64];
     unsigned port;
-    if (!ours(s, fd))
-        return NULL;
     int known = peer_of(fd, addr, sizeof addr, &port) == 0;
     for (ch_conn *c = s->conns; c; c = c->next)
         if (c->fd == fd && !c->shut && (!known || (c->port == port && strcmp(c->addr, addr) == 0)))
@@ -193,10 +191,9 @@ static void enforce(sl_server *s, const ch_conn *c)
     }
 }
 
+/* A record for the connection on fd (one of ours()). */
 static ch_conn *add(sl_server *s, int fd, int seen)
 {
-    if (!ours(s, fd)) /* that connection is gone, its number is another descriptor now */
-        return NULL;
     ch_conn *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
@@ -237,13 +234,15 @@ void ch_conn_event(sl_server *s, int event, int fd)
     if (fd < 0)
         return;
     if (event == ZMQ_EVENT_ACCEPTED) {
-        ch_conn *c = current(s, fd);
+        int mine = ours(s, fd); /* else that connection is gone, its number another descriptor */
+        ch_conn *c = mine ? current(s, fd) : NULL;
         if (c && !c->seen) { /* its first frame was read before this event */
             c->seen = 1;
             return;
         }
         remove_fd(s, fd); /* a descriptor number used again: the old connection is gone */
-        add(s, fd, 1);
+        if (mine)
+            add(s, fd, 1);
     } else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CLOSED) {
         remove_fd(s, fd);
     }
