@@ -1,6 +1,6 @@
 /* One call on the session's worker: the switch to the call's context, the context's sticky error,
  * the printf lock around the calls that print, then the layers around the handler
- * (accounting/layers.c); the call is counted and a failure logged at debug. */
+ * (accounting/layers.c); the call is counted (session.c logs it at debug level). */
 #include "session/run.h"
 
 #include "accounting/layers.h"
@@ -85,15 +85,7 @@ CUresult be_run_call(struct sl_be_call *c)
      * guest then sends it (frontend/module.c); that is the protocol, not a failed call (the
      * table's answers= fact of slLoadImage, the only call that has one) */
     int miss = ci && ci->answers && rc == (CUresult)ci->answers && !c->in;
-    if (rc != CUDA_SUCCESS && !miss) {
+    if (rc != CUDA_SUCCESS && !miss)
         s->errors++;
-        if (sl_log_enabled(SL_LOG_DEBUG)) {
-            const struct sl_call_info *ci = sl_call_lookup(call->call_id);
-            sl_log(SL_LOG_DEBUG, BE_COMPONENT, "session %llu instance %s: seq %llu %s -> %d%s%s",
-                   (unsigned long long)s->id, s->instance, (unsigned long long)call->seq,
-                   ci ? ci->name : "?", (int)rc, reply->detail && *reply->detail ? ": " : "",
-                   reply->detail ? reply->detail : "");
-        }
-    }
     return rc;
 }

@@ -142,6 +142,22 @@ static sl_code lanes_wait(sl_be_session *s, struct be_job *job, const Sluice__Wi
     return e.code;
 }
 
+/* The debug line of one call: its result, its time here and when it began (CLOCK_MONOTONIC,
+ * as the guest's debug line: tests/gpu/datapath_trace.py joins them by seq). */
+static void log_call(const sl_be_session *s, const Sluice__Wire__Call *call,
+                     const struct sl_call_info *ci, const Sluice__Wire__Reply *reply, CUresult rc,
+                     int deferred, const struct timespec *d0, const struct timespec *d1)
+{
+    double us = (double)(d1->tv_sec - d0->tv_sec) * 1e6 + (double)(d1->tv_nsec - d0->tv_nsec) / 1e3;
+    const char *detail = reply->detail ? reply->detail : "";
+    sl_log(SL_LOG_DEBUG, BE_COMPONENT,
+           "session %llu instance %s: seq %llu %s -> %d%s%s (%.1f us from %lld ns%s)",
+           (unsigned long long)s->id, s->instance, (unsigned long long)call->seq,
+           ci ? ci->name : "?", (int)rc, *detail ? ": " : "", detail, us,
+           (long long)d0->tv_sec * 1000000000LL + d0->tv_nsec,
+           deferred ? "; its wait goes on off the call path" : "");
+}
+
 static void run_job(sl_be_session *s, struct be_job *job)
 {
     const Sluice__Wire__CallFrame *f = job->msg->calls;
@@ -178,7 +194,13 @@ static void run_job(sl_be_session *s, struct be_job *job)
                                .in = bulk,
                                .in_len = bulk ? call->bulk_length : 0};
         atomic_store_explicit(&s->doing, ci ? ci->name : "a call", memory_order_relaxed);
+        struct timespec d0, d1;
+        int debug = sl_log_enabled(SL_LOG_DEBUG);
+        if (debug)
+            clock_gettime(CLOCK_MONOTONIC, &d0);
         CUresult rc = be_run_call(&c);
+        if (debug)
+            clock_gettime(CLOCK_MONOTONIC, &d1);
         atomic_store_explicit(&s->doing, NULL, memory_order_relaxed);
         if (c.deferred) {
             /* waits.c sends the reply when the GPU work is done */
@@ -188,6 +210,8 @@ static void run_job(sl_be_session *s, struct be_job *job)
         } else {
             be_session_send_reply(s, &c);
         }
+        if (debug) /* after the reply left: the line's own time is not the guest's */
+            log_call(s, call, ci, &reply, rc, c.deferred, &d0, &d1);
         sl_be_reply_clear(&reply);
         if (ct)
             ct->n++;

@@ -259,6 +259,8 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     }
     /* the frame in flight first: waiting for it lets other threads append to the pending frame,
      * which must not then hold a call whose bulk follows the frame (sl_fe_pending_send) */
+    struct timespec t_in;
+    clock_gettime(CLOCK_MONOTONIC, &t_in);
     CUresult rc = sl_fe_outbox_drain();
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -307,12 +309,17 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         const struct sl_call_info *ci = sl_call_lookup(call->call_id);
         char args[2 * 24 + 1];
         args_hex(call, args, sizeof args);
-        sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%s seq %llu ctx %llx args %s -> %d%s%s (%.1f us)",
-               ci ? ci->name : "?", (unsigned long long)call->seq,
-               (unsigned long long)call->context, args, w.reply->result,
-               w.reply->detail && *w.reply->detail ? ": " : "",
-               w.reply->detail ? w.reply->detail : "",
-               (double)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)) / 1e3);
+        /* the round trip from the send's end; the send's own time and when the call began
+         * (CLOCK_MONOTONIC, as in the worker's debug line: tests/gpu/datapath_trace.py) */
+        sl_log(
+            SL_LOG_DEBUG, SL_FE_COMPONENT,
+            "%s seq %llu ctx %llx args %s -> %d%s%s (%.1f us; sent in %.1f us from %lld ns)",
+            ci ? ci->name : "?", (unsigned long long)call->seq, (unsigned long long)call->context,
+            args, w.reply->result, w.reply->detail && *w.reply->detail ? ": " : "",
+            w.reply->detail ? w.reply->detail : "",
+            (double)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)) / 1e3,
+            (double)((t0.tv_sec - t_in.tv_sec) * 1000000000LL + (t0.tv_nsec - t_in.tv_nsec)) / 1e3,
+            (long long)t_in.tv_sec * 1000000000LL + t_in.tv_nsec);
     }
     if (w.out_overflow && w.reply->result == CUDA_SUCCESS)
         w.reply->result = CUDA_ERROR_INVALID_VALUE;

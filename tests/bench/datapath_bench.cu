@@ -9,16 +9,19 @@
 //   kernel + 4 KiB / 64 KiB cuMemcpyDtoH              a launch, a synchronous DtoH
 //   cuMemAlloc + cuMemFree 1 MiB                      per pair
 //   256 MiB pageable / page-locked HtoD and DtoH      GB/s
-//   async empty launch                                us per launch over 20,000 launches
+//   async empty launch                                us per launch over 20,000 launches (and
+//                                                     the launches alone, before their sync)
 //   first launch of a kernel                          GPU time between events around it (its
 //                                                     module loaded, and in a new module)
-//   20 x 4096^2 fp32 matmul                           cuBLAS sgemm, ms for the 20
+//   20 x 4096^2 fp32 matmul                           cuBLAS sgemm, ms for the 20 (and the GPU
+//                                                     time between events around them)
 //   head-of-line: while one thread waits in cuStreamSynchronize on a 300 ms kernel, another
 //   thread times a sync of an idle stream, a copy on another stream, a launch + sync on
 //   another stream and cuStreamQuery of the busy stream (its result must be
 //   CUDA_ERROR_NOT_READY), each once ("first": a stream's first use) and then the median of
 //   15 more, and a cuMemAlloc (freed after the wait)
 // Output: an aligned table on stdout and, with --json FILE, one JSON object per figure.
+// --only first,latency,copies,matmul,hol runs those parts alone (the context's warm-up always).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -92,7 +95,10 @@ __global__ void spin(long long cycles)
     }
 }
 
-static int reps(int full) { return g_quick ? std::max(5, full / 10) : full; }
+static int reps(int full)
+{
+    return g_quick ? std::max(5, full / 10) : full;
+}
 
 static void latency(cudaStream_t s, int *dev)
 {
@@ -161,11 +167,16 @@ static void latency(cudaStream_t s, int *dev)
     for (int i = 0; i < n; i++)
         tiny<<<1, 1, 0, s>>>(nullptr);
     RT(cudaGetLastError());
+    double queued = now_us();
     RT(cudaStreamSynchronize(s));
     emit("async empty launch", "us/launch", (now_us() - a) / n);
+    emit("async empty launch, the launches alone", "us/launch", (queued - a) / n);
 }
 
-static double gbps(size_t bytes, double us) { return (double)bytes / (us * 1e3); }
+static double gbps(size_t bytes, double us)
+{
+    return (double)bytes / (us * 1e3);
+}
 
 static void copies()
 {
@@ -252,13 +263,27 @@ static void matmul()
     const float one = 1.f, zero = 0.f;
     cublasSgemm(hd, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n); /* warm */
     RT(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1;
+    RT(cudaEventCreate(&e0));
+    RT(cudaEventCreate(&e1));
     double t0 = now_us();
+    RT(cudaEventRecord(e0, 0));
     for (int i = 0; i < reps; i++)
         cublasSgemm(hd, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n);
+    RT(cudaEventRecord(e1, 0));
+    double queued = now_us();
     RT(cudaDeviceSynchronize());
-    char label[64];
+    char label[96];
     std::snprintf(label, sizeof label, "%d x 4096^2 fp32 matmul", reps);
     emit(label, "ms", (now_us() - t0) / 1e3);
+    float gpu_ms = 0;
+    RT(cudaEventElapsedTime(&gpu_ms, e0, e1));
+    std::snprintf(label, sizeof label, "%d x 4096^2 fp32 matmul, GPU time between events", reps);
+    emit(label, "ms", gpu_ms);
+    std::snprintf(label, sizeof label, "%d x 4096^2 fp32 matmul, the calls alone", reps);
+    emit(label, "ms", (queued - t0) / 1e3);
+    RT(cudaEventDestroy(e0));
+    RT(cudaEventDestroy(e1));
     float probe;
     RT(cudaMemcpy(&probe, c + 12345, sizeof probe, cudaMemcpyDeviceToHost));
     emit("matmul checksum element", "value", probe);
@@ -347,14 +372,32 @@ static void head_of_line(int *dev)
     RT(cudaStreamDestroy(other));
 }
 
+/* Whether PART is in the comma-separated list (every part without one). */
+static bool wanted(const char *only, const char *part)
+{
+    if (!only)
+        return true;
+    size_t n = std::strlen(part);
+    for (const char *p = only; *p;) {
+        const char *end = std::strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : std::strlen(p);
+        if (len == n && !std::strncmp(p, part, n))
+            return true;
+        p += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
 int main(int argc, char **argv)
 {
-    bool only_hol = false;
+    const char *only = nullptr; /* every part */
     for (int i = 1; i < argc; i++) {
         if (!std::strcmp(argv[i], "--quick")) {
             g_quick = true;
         } else if (!std::strcmp(argv[i], "--hol")) {
-            only_hol = true;
+            only = "hol";
+        } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+            only = argv[++i];
         } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
             g_json = std::fopen(argv[++i], "w");
             if (!g_json) {
@@ -362,7 +405,9 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else {
-            std::printf("usage: %s [--quick] [--hol] [--json FILE]\n", argv[0]);
+            std::printf("usage: %s [--quick] [--hol] [--only PART,...] [--json FILE]\n"
+                        "parts: first, latency, copies, matmul, hol\n",
+                        argv[0]);
             return std::strcmp(argv[i], "--help") ? 2 : 0;
         }
     }
@@ -373,15 +418,18 @@ int main(int argc, char **argv)
     int *dev;
     RT(cudaStreamCreate(&s));
     RT(cudaMalloc(&dev, 64 << 10)); /* latency(): DtoH of up to 64 KiB */
-    tiny<<<1, 1, 0, s>>>(dev); /* the context and the stream warm */
+    tiny<<<1, 1, 0, s>>>(dev);      /* the context and the stream warm */
     RT(cudaStreamSynchronize(s));
-    if (!only_hol) {
+    if (wanted(only, "first"))
         first_launch(s, dev); /* first_time was never launched before */
+    if (wanted(only, "latency"))
         latency(s, dev);
+    if (wanted(only, "copies"))
         copies();
+    if (wanted(only, "matmul"))
         matmul();
-    }
-    head_of_line(dev);
+    if (wanted(only, "hol"))
+        head_of_line(dev);
     RT(cudaFree(dev));
     RT(cudaStreamDestroy(s));
     if (g_json)
