@@ -19,7 +19,9 @@
 #include "session/image_cache.h"
 #include "session/streams.h"
 #include "session/image_store.h"
+#include "session/image_writer.h"
 #include "session/ranges.h"
+#include "session/spin.h"
 #include "session/state.h"
 #include "sluice/backend_handlers.h"
 #include "sluice/backend_hooks.h"
@@ -190,6 +192,7 @@ CUresult be_h_slLoadImage(struct sl_be_call *c)
         opts[i] = (CUjit_option)rq->jit_options[i];
         vals[i] = (void *)(uintptr_t)rq->jit_values[i];
     }
+    uint64_t t0 = be_now_ns(), t_stored; /* the debug line's phases */
     struct be_image *img = NULL;
     if (c->in_len) {
         if (c->in_len != rq->size || !c->in) {
@@ -214,7 +217,7 @@ CUresult be_h_slLoadImage(struct sl_be_call *c)
         s->st.img_sent_bytes += rq->size;
         img = be_image_cache_get(md, rq->size);
         if (!img) {
-            be_image_store_put(md, c->in, rq->size); /* for the sessions after this one */
+            be_image_store_put_later(md, c->in, rq->size); /* for the sessions after this one */
             uint8_t *copy = malloc(rq->size);
             if (!copy)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -241,6 +244,7 @@ CUresult be_h_slLoadImage(struct sl_be_call *c)
         }
         s->st.img_kept++;
     }
+    t_stored = be_now_ns();
     const void *code = rq->format == 1 ? (const void *)&img->wrapper : (const void *)img->bytes;
     unsigned n = (unsigned)rq->n_jit_options;
     void *native = NULL;
@@ -269,6 +273,7 @@ CUresult be_h_slLoadImage(struct sl_be_call *c)
         be_image_unref(img);
         return rc;
     }
+    uint64_t t_loaded = be_now_ns();
     Sluice__Cuda__SlLoadImageReply *rp =
         BE_REPLY(reply, sl_load_image, SLUICE__WIRE__REPLY__OUT_SL_LOAD_IMAGE,
                  Sluice__Cuda__SlLoadImageReply, sluice__cuda__sl_load_image_reply__init);
@@ -286,9 +291,14 @@ CUresult be_h_slLoadImage(struct sl_be_call *c)
     rp->handle = id;
     /* its kernels or functions, when few: the guest asks nothing more for them */
     be_image_kernels_out(s, id, native, kind == SL_H_LIBRARY, rp);
-    sl_log(SL_LOG_DEBUG, BE_COMPONENT, "session %llu: %s of %llu bytes (format %u) loaded as %llx",
+    uint64_t t_listed = be_now_ns();
+    sl_log(SL_LOG_DEBUG, BE_COMPONENT,
+           "session %llu: %s of %llu bytes (format %u%s) loaded as %llx, %zu kernels listed: "
+           "checked and kept %.1f us, loaded by the driver %.1f us, listed %.1f us",
            (unsigned long long)s->id, kind == SL_H_MODULE ? "module" : "library",
-           (unsigned long long)rq->size, rq->format, (unsigned long long)id);
+           (unsigned long long)rq->size, rq->format, c->in_len ? ", sent" : ", by its hash",
+           (unsigned long long)id, rp->n_kernel_handles, (double)(t_stored - t0) / 1e3,
+           (double)(t_loaded - t_stored) / 1e3, (double)(t_listed - t_loaded) / 1e3);
     return CUDA_SUCCESS;
 }
 

@@ -45,6 +45,7 @@
 #include "session/image_store.h"
 #include "session/printf.h"
 #include "session/session.h"
+#include "session/image_writer.h"
 #include "session/spin.h"
 #include "sluice/log.h"
 #include "sluice/relax.h"
@@ -223,6 +224,17 @@ static uint8_t *w_direct_staged(void *user, uint64_t len)
     return be_pool_take(s->pool, (size_t)len);
 }
 
+/* The images the session sent are in the tenant's store before the process ends (a later
+ * session then need not send them again). */
+static void settle_images(void)
+{
+    if (!be_image_store_settle(BE_IMAGE_SETTLE_MS))
+        sl_log(SL_LOG_INFO, BE_COMPONENT,
+               "image store: images still being written after %u ms are left for a later "
+               "session to send",
+               BE_IMAGE_SETTLE_MS);
+}
+
 /* The guest's direct channel ended: the parent ends the session (it tells the agent, closes the
  * guest's channel with it) and then this worker. */
 static void w_direct_ended(void *user, sl_code code, const char *why)
@@ -354,6 +366,8 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
     w_fd = fd;
     be_outbox_set_sink(w_sink);
     be_image_store_set_dir(o->image_dir);
+    if (o->image_dir && *o->image_dir)
+        be_image_writer_start(); /* images sent are stored off the call path (image_writer.c) */
     struct sl_driver_api api;
     struct be_devices devs;
     void *dl = NULL;
@@ -459,6 +473,7 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
                    "server writes one)",
                    (unsigned long long)sid, in ? in : "the session's loop", BE_ABANDON_WAIT_MS);
         }
+        settle_images();
         _exit(0);
     }
 out:
@@ -477,6 +492,7 @@ out:
     be_acct_shm_unmap(shm);
     be_devices_free(&devs);
     be_images_clear();
+    settle_images();
     be_broker_free(w_broker);
     w_broker = NULL;
     return rc;

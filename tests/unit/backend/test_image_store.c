@@ -17,6 +17,7 @@
 
 #include "bounds.h"
 #include "session/image_store.h"
+#include "session/image_writer.h"
 
 static char dir[64];
 
@@ -76,6 +77,26 @@ static void stored_image_comes_back(void **state)
     got = be_image_store_get(sha, sizeof a);
     assert_non_null(got);
     free(got);
+}
+
+/* An image handed to the writer thread is in the store once the writer settled, and the
+ * caller's bytes may go at once (the writer has its own copy). */
+static void image_stored_later(void **state)
+{
+    (void)state;
+    uint8_t sha[32], *a = malloc(3000);
+    assert_non_null(a);
+    image(a, 3000, 5, sha);
+    uint8_t keep[3000];
+    memcpy(keep, a, sizeof keep);
+    be_image_store_put_later(sha, a, 3000);
+    free(a);
+    assert_true(be_image_store_settle(10000));
+    uint8_t *got = be_image_store_get(sha, 3000);
+    assert_non_null(got);
+    assert_memory_equal(got, keep, sizeof keep);
+    free(got);
+    assert_true(be_image_store_settle(0)); /* nothing left: at once */
 }
 
 static void damaged_file_is_removed(void **state)
@@ -140,6 +161,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(stored_image_comes_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(image_stored_later, setup, teardown),
         cmocka_unit_test_setup_teardown(damaged_file_is_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(least_recently_used_go_first, setup, teardown),
         cmocka_unit_test_setup_teardown(without_a_folder_nothing_is_kept, setup, teardown),
