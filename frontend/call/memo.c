@@ -3,7 +3,12 @@
  * cost a round trip. Calls flagged `memo` in proto/api/cuda_driver.api keep their successful
  * answer, keyed by the packed call (arguments, context, per-thread flag; the seq excluded), and
  * answer it again locally; any call flagged `unmemo` (setting an attribute or limit, unloading,
- * destroying or resetting a context) forgets every answer first. Handle ids are never reused,
+ * destroying or resetting a context) forgets every answer first, except a kernel's or function's
+ * attribute setter (the table's fattr=set), which forgets only what it can change: the answers
+ * about that attribute (fattr=get|set, of any kernel or function) and those that use every
+ * attribute (fattr=uses: occupancy). cuBLAS and PyTorch set an attribute of each
+ * new kernel they use; each set used to cost every later query a round trip again (a first
+ * sgemm: 17, run 28). Handle ids are never reused,
  * so an answer cannot be mistaken for another object's. Bounded: the table is emptied when full.
  * Also what the memo forgets as calls go (an `unmemo` call, an answer with an error) and when an
  * answer may be kept. Called with the call layer's lock held (filters.c). */
@@ -14,6 +19,7 @@
 #include <cuda.h>
 
 #include "call/memo.h"
+#include "sluice/call_facts.h"
 #include "sluice/fe_calls.h"
 #include "sluice/wire.h"
 
@@ -23,6 +29,7 @@
 struct memo {
     struct memo *next;
     uint32_t call_id;
+    uint32_t attribute; /* a kernel or function attribute's call: the attribute + 1, else 0 */
     uint64_t hash;
     size_t key_len, reply_len;
     uint8_t *key, *reply; /* one allocation: key bytes then packed reply */
@@ -33,6 +40,20 @@ static size_t g_count;
 static uint32_t g_forget_by_call[SL_CALL_ID_MAX + 1]; /* the memo emptied, per call id */
 static atomic_int g_capture_begun; /* a stream capture was begun in this process */
 static uint64_t g_forget_seq;      /* the seq sent when the memo was last emptied */
+
+/* The attribute a fattr=get|set call is about, + 1; 0 for other calls. */
+static uint32_t attribute_of(const Sluice__Wire__Call *call)
+{
+    uint32_t a;
+    return sl_call_fattr(call, &a) ? a + 1u : 0;
+}
+
+/* Whether a kept answer depends on every attribute of its kernel or function (fattr=uses). */
+static int uses_attributes(uint32_t call_id)
+{
+    const struct sl_call_info *ci = sl_call_lookup(call_id);
+    return ci && ci->fattr == SL_FATTR_USES;
+}
 
 static uint64_t fnv1a(const uint8_t *p, size_t n)
 {
@@ -53,14 +74,17 @@ void sl_fe_memo_clear(void)
     g_count = 0;
 }
 
-static void forget(uint32_t call_id)
+/* Forgets the answers of call_id (0: none) and, with attribute, those about that attribute and
+ * those that use every attribute. */
+static void forget(uint32_t call_id, uint32_t attribute)
 {
     if (!g_count)
         return;
     for (size_t i = 0; i < MEMO_BUCKETS; i++)
         for (struct memo **pp = &g_bucket[i]; *pp;) {
             struct memo *m = *pp;
-            if (m->call_id == call_id) {
+            if (m->call_id == call_id ||
+                (attribute && (m->attribute == attribute || uses_attributes(m->call_id)))) {
                 *pp = m->next;
                 free(m);
                 g_count--;
@@ -77,7 +101,7 @@ int sl_fe_memo_capture_begun(void)
 
 void sl_fe_memo_uncapture(void)
 {
-    forget(SL_CALL_cuStreamIsCapturing);
+    forget(SL_CALL_cuStreamIsCapturing, 0);
 }
 
 /* Only "not capturing" is kept of the capture-status answers: a capture may be invalidated by
@@ -141,6 +165,7 @@ void sl_fe_memo_put(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r
         return;
     }
     m->call_id = call->call_id;
+    m->attribute = attribute_of(call);
     m->hash = fnv1a(key, klen);
     m->key_len = klen;
     m->reply_len = rlen;
@@ -163,14 +188,22 @@ void sl_fe_memo_forget(uint32_t call_id, uint64_t seq_now)
         g_forget_by_call[call_id]++;
 }
 
-/* Before call goes out: an `unmemo` call empties the memo; an `uncapture` one forgets the
+/* Before call goes out: an `unmemo` call empties the memo (an attribute setter forgets only
+ * what it changes, above); an `uncapture` one forgets the
  * capture answers, unless no capture was ever begun in this process (a stream can join a
  * capture by waiting on an event only when some stream captures: cuDNN waits on events every
  * step, and each wait used to cost a cuStreamIsCapturing round trip). */
 void sl_fe_memo_before(const Sluice__Wire__Call *call, uint32_t flags, uint64_t seq_now)
 {
-    if (flags & SL_CALL_UNMEMO)
+    uint32_t attribute = attribute_of(call);
+    if ((flags & SL_CALL_UNMEMO) && attribute) { /* fattr=set */
+        forget(0, attribute);
+        g_forget_seq = seq_now;
+        if (call->call_id <= SL_CALL_ID_MAX)
+            g_forget_by_call[call->call_id]++;
+    } else if (flags & SL_CALL_UNMEMO) {
         sl_fe_memo_forget(call->call_id, seq_now);
+    }
     if (!(flags & SL_CALL_UNCAPTURE))
         return;
     if (flags & SL_CALL_CAPTURE_BEGIN)

@@ -29,6 +29,7 @@ KEYS = {
              "wait"},
     "capture": {"begin"},
     "blocks": {"stream", "event", "ctx"},  # a wait the backend completes off the call path
+    "fattr": {"get", "set", "uses"},      # a kernel's or function's attribute: the memo's scope
     "answers": {"FILE_NOT_FOUND"},
 }
 MODIFIERS = {"len", "span", "release", "repeated", "quota", "bytes", "stream", "optional"}
@@ -389,6 +390,15 @@ def check_facts(c, where, names):
         raise TableError(f"{where}: blocks=event needs an event parameter")
     if c.key("blocks") and c.has("async"):
         raise TableError(f"{where}: blocks= is for a synchronous call")
+    if c.key("fattr") and not c.has("memo"):
+        raise TableError(f"{where}: fattr= is for memo calls")
+    if c.key("fattr") in ("get", "set") and not any(
+            p.name == "attrib" and p.ctype == "CUfunction_attribute" and p.direction == "in"
+            for p in c.params):
+        raise TableError(f"{where}: fattr={c.key('fattr')} needs an in CUfunction_attribute "
+                         f"attrib")
+    if c.key("fattr") == "set" and not c.has("unmemo"):
+        raise TableError(f"{where}: fattr=set is an unmemo call")
     if c.key("idle") in ("record", "wait") and not any(
             p.kind == "handle" and p.handle == "event" for p in c.params):
         raise TableError(f"{where}: idle={c.key('idle')} needs an event parameter")

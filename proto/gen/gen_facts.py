@@ -15,6 +15,7 @@ ENUMS = {  # key -> (C enum prefix, values in order; index 0 = not given)
     "idle": ("SL_IDLE_", ["work", "sync-ctx", "sync-stream", "query-stream", "completes-stream",
                           "keep", "record", "wait"]),
     "blocks": ("SL_BLOCKS_", ["none", "stream", "event", "ctx"]),
+    "fattr": ("SL_FATTR_", ["none", "get", "set", "uses"]),
 }
 
 
@@ -42,7 +43,8 @@ def info_row(c):
     return (f'    [{c.id}] = {{{c.id}, "{c.name}", {flags_of(c)}, {hand}, '
             f'{enum_name("quota", c.key("quota"))}, {enum_name("acct", c.key("acct"))}, '
             f'{enum_name("dir", c.key("dir"))}, {enum_name("idle", c.key("idle"))}, '
-            f'{enum_name("blocks", c.key("blocks"))}, {answers}, '
+            f'{enum_name("blocks", c.key("blocks"))}, {enum_name("fattr", c.key("fattr"))}, '
+            f'{answers}, '
             f'{c_string(c.key("refuse"))}, {c_string(c.key("via"))}}},')
 
 
@@ -173,6 +175,13 @@ def stream_accessor(calls):
                    cases)
 
 
+def fattr_accessor(calls):
+    cases = [_case(c, ["*attrib = (uint32_t)rq->attrib;", "return 1;"]) for c in calls
+             if c.key("fattr") in ("get", "set") and not c.refused]
+    return _switch("fattr", "int sl_call_fattr(const Sluice__Wire__Call *c, uint32_t *attrib)",
+                   cases)
+
+
 def copy_accessor(calls):
     cases = []
     for c in calls:
@@ -296,7 +305,7 @@ def call_facts_c(calls):
 #include "sluice/call_facts.h"
 #include "sluice/pod_facts.h"
 #include "sluice_session.pb-c.h"
-""", stream_accessor(calls), copy_accessor(calls), quota_accessor(calls),
+""", stream_accessor(calls), fattr_accessor(calls), copy_accessor(calls), quota_accessor(calls),
         handle_arg_accessor(calls, "sl_call_event", "event",
                             "The event an idle=record|wait call names."),
         handle_arg_accessor(calls, "sl_call_context_arg", "context",

@@ -14,6 +14,8 @@
  * pod (cuLaunchKernelEx's CUlaunchConfig). 1 and *stream (0 = the NULL stream), or 0 when the
  * call has none. */
 int sl_call_stream(const Sluice__Wire__Call *c, uint64_t *stream);
+/* fattr=get|set: the CUfunction_attribute the call asks or sets; 1 and *attrib, else 0. */
+int sl_call_fattr(const Sluice__Wire__Call *c, uint32_t *attrib);
 /* acct=copy: the bytes the copy moves (0 when unknown) and its direction. */
 uint64_t sl_call_copy_bytes(const Sluice__Wire__Call *c, enum sl_call_dir *dir);
 /* quota=alloc|array: the bytes the call asks (UINT64_MAX when that overflows 64 bits). */

@@ -46,7 +46,7 @@ enum sl_call_flag {
 };
 
 /* Everything the table says of one call. The enums (sluice/wire_ids.h) are the table's
- * key=value annotations: hand, quota, acct, dir, idle. */
+ * key=value annotations: hand, quota, acct, dir, idle, blocks, fattr. */
 struct sl_call_info {
     uint32_t id;        /* 0 for an unused slot */
     const char *name;   /* the real symbol, e.g. "cuMemAlloc_v2" */
@@ -57,6 +57,7 @@ struct sl_call_info {
     uint8_t dir;        /* enum sl_call_dir: acct=copy direction (or from its pod) */
     uint8_t idle;       /* enum sl_call_idle: what the frontend learns of idle streams */
     uint8_t blocks;     /* enum sl_call_blocks: a wait the backend completes off its call path */
+    uint8_t fattr;      /* enum sl_call_fattr: a kernel's or function's attribute (the memo) */
     int32_t answers;    /* a CUresult that is an answer of this call, not an error; 0: none */
     const char *refuse; /* why Sluice does not offer it; NULL: offered */
     const char *via;    /* the calls the frontend sends it as ("a,b"); NULL: none */

@@ -135,6 +135,13 @@ static void answer(const Sluice__Wire__Call *c)
         r.out_case = SLUICE__WIRE__REPLY__OUT_CU_LIBRARY_GET_KERNEL;
         r.cu_library_get_kernel = &kern;
     }
+    Sluice__Cuda__CuKernelGetAttributeReply kattr =
+        SLUICE__CUDA__CU_KERNEL_GET_ATTRIBUTE_REPLY__INIT;
+    if (c->call_id == SL_CALL_cuKernelGetAttribute && F.next_result == CUDA_SUCCESS) {
+        kattr.pi = (int32_t)c->cu_kernel_get_attribute->attrib * 10; /* an answer per attribute */
+        r.out_case = SLUICE__WIRE__REPLY__OUT_CU_KERNEL_GET_ATTRIBUTE;
+        r.cu_kernel_get_attribute = &kattr;
+    }
     Sluice__Cuda__SlParamLayoutReply lay = SLUICE__CUDA__SL_PARAM_LAYOUT_REPLY__INIT;
     if (c->call_id == SL_CALL_slParamLayout && F.next_result == CUDA_SUCCESS) {
         lay.count = 2;
@@ -831,6 +838,41 @@ static void capture_answer_kept_until_a_capture(void **state)
     assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 3);
 }
 
+/* A kernel attribute setter forgets only the answers about that attribute (and occupancy's):
+ * cuBLAS sets one attribute of each kernel it uses, and every query used to be asked again. */
+static void attribute_setter_forgets_its_attribute(void **state)
+{
+    (void)state;
+    sl_fe_memo_clear();
+    CUkernel k = (CUkernel)0x91;
+    int v = 0;
+    CUstreamCaptureStatus cs;
+    const CUfunction_attribute dyn = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                               regs = CU_FUNC_ATTRIBUTE_NUM_REGS;
+    assert_int_equal(cuKernelGetAttribute(&v, dyn, k, 0), CUDA_SUCCESS);
+    assert_int_equal(v, (int)dyn * 10);
+    assert_int_equal(cuKernelGetAttribute(&v, regs, k, 0), CUDA_SUCCESS);
+    assert_int_equal(cuStreamIsCapturing((CUstream)0x55, &cs), CUDA_SUCCESS);
+    assert_int_equal(sent(SL_CALL_cuKernelGetAttribute), 2);
+    assert_int_equal(cuKernelSetAttribute(dyn, 65536, k, 0), CUDA_SUCCESS);
+    assert_int_equal(cuKernelGetAttribute(&v, regs, k, 0), CUDA_SUCCESS); /* kept */
+    assert_int_equal(v, (int)regs * 10);
+    assert_int_equal(cuStreamIsCapturing((CUstream)0x55, &cs), CUDA_SUCCESS);
+    assert_int_equal(sent(SL_CALL_cuStreamIsCapturing), 1);
+    assert_int_equal(sent(SL_CALL_cuKernelGetAttribute), 2);
+    assert_int_equal(cuKernelGetAttribute(&v, dyn, k, 0), CUDA_SUCCESS); /* asked again */
+    assert_int_equal(sent(SL_CALL_cuKernelGetAttribute), 3);
+    assert_int_equal(cuKernelSetAttribute(dyn, 65536, k, 0), CUDA_SUCCESS); /* the same set */
+    assert_int_equal(sent(SL_CALL_cuKernelSetAttribute), 1);
+    assert_int_equal(cuKernelSetAttribute(dyn, 1024, k, 0), CUDA_SUCCESS); /* another value */
+    assert_int_equal(sent(SL_CALL_cuKernelSetAttribute), 2);
+    assert_int_equal(cuKernelSetAttribute(dyn, 65536, k, 0), CUDA_SUCCESS);
+    assert_int_equal(sent(SL_CALL_cuKernelSetAttribute), 3);
+    assert_int_equal(cuKernelSetCacheConfig(k, CU_FUNC_CACHE_PREFER_L1, 0), CUDA_SUCCESS);
+    assert_int_equal(cuKernelGetAttribute(&v, regs, k, 0), CUDA_SUCCESS); /* everything goes */
+    assert_int_equal(sent(SL_CALL_cuKernelGetAttribute), 4);
+}
+
 /* The backend's "send the image's bytes" (slLoadImage answered CUDA_ERROR_FILE_NOT_FOUND) is
  * part of loading a module, not an error that may have changed state: the memo keeps its
  * answers (cudart and cuDNN load images all through a run). */
@@ -1260,6 +1302,7 @@ int main(void)
         cmocka_unit_test_setup(per_thread_streams_are_distinct, setup),
         cmocka_unit_test_setup(capture_answer_kept_until_a_capture, setup),
         cmocka_unit_test_setup(image_upload_keeps_memo, setup),
+        cmocka_unit_test_setup(attribute_setter_forgets_its_attribute, setup),
         cmocka_unit_test_setup(idle_context_follows_events, setup),
         cmocka_unit_test_setup(deferred_error_at_next_sync, setup),
         cmocka_unit_test_setup(free_of_live_allocation_waits_for_nothing, setup),
