@@ -14,10 +14,10 @@
 static uint32_t g_unclean_by_call[SL_CALL_ID_MAX + 1]; /* the idle context forgotten, per call */
 static uint64_t g_work_seq; /* the seq of the last call of device work appended */
 
-/* Streams known to be idle: a call that synchronized them was answered with success, and every
- * call appended since leaves GPU work alone (queries, synchronizations, copies into guest
- * memory). cuStreamSynchronize and cuStreamQuery of such a stream are answered here, as the
- * driver would answer: there is nothing to wait for and no error left to report. */
+/* Streams known to be idle: a call that synchronized them was answered with success, and no
+ * call appended since gave them GPU work (work on another stream does not count, the legacy
+ * stream's does: note_work). cuStreamSynchronize and cuStreamQuery of such a stream are answered
+ * here, as the driver would answer: there is nothing to wait for and no error left to report. */
 #define IDLE_MAX 8
 static struct idle_stream {
     uint64_t ctx, stream;
@@ -157,13 +157,31 @@ static void idle_joined(uint64_t ctx, uint64_t stream, int depth)
     }
 }
 
+/* A stream got work: it is no longer known idle; the others stay. */
+static void idle_drop(uint64_t ctx, uint64_t stream)
+{
+    for (size_t i = 0; i < g_nidle; i++)
+        if (g_idle[i].ctx == ctx && g_idle[i].stream == stream) {
+            g_idle[i] = g_idle[--g_nidle];
+            return;
+        }
+}
+
 static void note_work(const Sluice__Wire__Call *c, enum sl_call_idle idle)
 {
-    g_nidle = 0;
+    uint64_t k;
+    int on_stream = request_stream(c, &k) == 0;
+    /* work on a stream leaves the other streams idle (a thread's cuStreamSynchronize of its
+     * own idle stream while another stream computes is answered here); the legacy stream's
+     * work, which orders itself with every blocking stream, and work whose stream cannot be
+     * read forget them all */
+    if (on_stream && k != 1u)
+        idle_drop(c->context, k);
+    else
+        g_nidle = 0;
     if (!g_clean)
         return;
-    uint64_t k;
-    if (c->context != g_clean_ctx || request_stream(c, &k) != 0) {
+    if (c->context != g_clean_ctx || !on_stream) {
         unclean(c->call_id);
         return;
     }

@@ -605,6 +605,32 @@ static void idle_stream_answered_here(void **state)
     assert_int_equal(F.calls, 7);
 }
 
+/* Work on one stream leaves another known idle (a thread syncing its own idle stream while
+ * another computes: the head-of-line case of issue 18); work on it, or on the legacy stream,
+ * does not. */
+static void idle_stream_kept_by_another_streams_work(void **state)
+{
+    (void)state;
+    CUstream a = (CUstream)0x77, b = (CUstream)0x88;
+    assert_int_equal(cuStreamSynchronize(a), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 1);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, b), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(a), CUDA_SUCCESS); /* answered here */
+    assert_int_equal(cuStreamQuery(a), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(b), CUDA_SUCCESS); /* the memset, then this */
+    assert_int_equal(F.calls, 3);
+    assert_int_equal(cuStreamSynchronize(a), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 3);
+    assert_int_equal(cuMemsetD8Async(0x1000, 2, 16, a), CUDA_SUCCESS); /* its own work */
+    assert_int_equal(cuStreamSynchronize(a), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 5);
+    assert_int_equal(cuStreamSynchronize(b), CUDA_SUCCESS); /* still idle */
+    assert_int_equal(F.calls, 5);
+    assert_int_equal(cuMemsetD8Async(0x1000, 3, 16, NULL), CUDA_SUCCESS); /* the legacy stream */
+    assert_int_equal(cuStreamSynchronize(b), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 7);
+}
+
 /* After a context synchronization, when every stream that got work since is known idle, the
  * next cuCtxSynchronize is answered here (float(loss) then torch.cuda.synchronize()). */
 static void idle_context_answered_here(void **state)
@@ -1295,6 +1321,7 @@ int main(void)
         cmocka_unit_test_setup(sender_from_env, setup),
         cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
         cmocka_unit_test_setup(idle_stream_answered_here, setup),
+        cmocka_unit_test_setup(idle_stream_kept_by_another_streams_work, setup),
         cmocka_unit_test_setup(idle_context_answered_here, setup),
         cmocka_unit_test_setup(mapped_write_keeps_context_idle, setup),
         cmocka_unit_test_setup(small_pinned_memory_is_mapped, setup),
