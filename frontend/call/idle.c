@@ -169,8 +169,9 @@ static void idle_drop(uint64_t ctx, uint64_t stream)
 
 static void note_work(const Sluice__Wire__Call *c, enum sl_call_idle idle)
 {
-    uint64_t k;
-    int on_stream = request_stream(c, &k) == 0;
+    uint64_t k = 0;
+    /* nothing known idle, no clean context: nothing to forget (every async launch comes here) */
+    int on_stream = (g_nidle || g_clean) && request_stream(c, &k) == 0;
     /* work on a stream leaves the other streams idle (a thread's cuStreamSynchronize of its
      * own idle stream while another stream computes is answered here); the legacy stream's
      * work, which orders itself with every blocking stream, and work whose stream cannot be

@@ -195,14 +195,16 @@ void sl_fe_memo_forget(uint32_t call_id, uint64_t seq_now)
  * step, and each wait used to cost a cuStreamIsCapturing round trip). */
 void sl_fe_memo_before(const Sluice__Wire__Call *call, uint32_t flags, uint64_t seq_now)
 {
-    uint32_t attribute = attribute_of(call);
-    if ((flags & SL_CALL_UNMEMO) && attribute) { /* fattr=set */
-        forget(0, attribute);
-        g_forget_seq = seq_now;
-        if (call->call_id <= SL_CALL_ID_MAX)
-            g_forget_by_call[call->call_id]++;
-    } else if (flags & SL_CALL_UNMEMO) {
-        sl_fe_memo_forget(call->call_id, seq_now);
+    if (flags & SL_CALL_UNMEMO) {
+        uint32_t attribute = attribute_of(call);
+        if (attribute) { /* fattr=set */
+            forget(0, attribute);
+            g_forget_seq = seq_now;
+            if (call->call_id <= SL_CALL_ID_MAX)
+                g_forget_by_call[call->call_id]++;
+        } else {
+            sl_fe_memo_forget(call->call_id, seq_now);
+        }
     }
     if (!(flags & SL_CALL_UNCAPTURE))
         return;

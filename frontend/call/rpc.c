@@ -259,8 +259,9 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     }
     /* the frame in flight first: waiting for it lets other threads append to the pending frame,
      * which must not then hold a call whose bulk follows the frame (sl_fe_pending_send) */
-    struct timespec t_in;
-    clock_gettime(CLOCK_MONOTONIC, &t_in);
+    struct timespec t_in = {0, 0}; /* for the debug line only */
+    if (sl_log_enabled(SL_LOG_DEBUG))
+        clock_gettime(CLOCK_MONOTONIC, &t_in);
     CUresult rc = sl_fe_outbox_drain();
     if (rc != CUDA_SUCCESS)
         return rc;
