@@ -382,6 +382,12 @@ int sl_client_has_input(sl_client *c)
     return 0;
 }
 
+sl_code sl_client_seal_bulk(sl_client *c, sl_error *err)
+{
+    sl_code rc = check_live(c, err);
+    return rc ? rc : ch_sess_seal(&c->sess, err);
+}
+
 const char *sl_client_cipher(const sl_client *c)
 {
     return c && c->sess.ssl ? SSL_get_cipher_name(c->sess.ssl) : "";

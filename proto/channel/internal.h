@@ -16,6 +16,7 @@ enum {
     REC_BULK = 2,    /* length = chunk bytes; aux = offset of the chunk in the bulk */
     REC_CLOSE = 3,   /* length = reason text bytes; aux = sl_code */
     REC_READY = 4,   /* server -> client once accepted; length 0; aux = protocol version */
+    REC_SEALED = 5,  /* sealed bulk: length = chunk bytes in the next frame; aux = offset */
 };
 #define REC_HDR_LEN   16
 #define REC_VERSION   1
@@ -69,6 +70,23 @@ uint8_t *ch_buf_grow(uint8_t *buf, size_t len, size_t cap);
 /* Back to its pool, or freed. NULL is fine. Every buffer of ch_buf_alloc ends here. */
 void ch_buf_free(void *buf);
 
+/* ---- sealed.c: bulk sealed with keys exported from the TLS session (docs/channel.md) */
+#define CH_SEAL_TAG 16
+typedef struct ch_seal ch_seal;
+sl_code ch_seal_new(SSL *ssl, ch_seal **out, sl_error *err);
+void ch_seal_free(ch_seal *k); /* NULL is fine */
+/* Seals n bytes at p into out (n + CH_SEAL_TAG bytes), aad: their SEALED record's header. */
+sl_code ch_seal_frame(ch_seal *k, const uint8_t aad[REC_HDR_LEN], const uint8_t *p, size_t n,
+                      uint8_t *out, sl_error *err);
+/* A SEALED record was read (its header bytes: aad): the next frame holds its len bytes. */
+sl_code ch_seal_expect(ch_seal *k, const uint8_t aad[REC_HDR_LEN], uint32_t len, sl_error *err);
+int ch_seal_awaits_frame(const ch_seal *k); /* NULL: 0 */
+/* Moves the frame in when one is awaited; returns whether it did. */
+int ch_seal_take(ch_seal *k, zmq_msg_t *frame);
+/* Opens up to n bytes of the frame into to: SL_OK (*got may be 0), CH_AGAIN (no frame yet) or
+ * an error; the frame's tag is checked with its last byte. */
+int ch_seal_read(ch_seal *k, uint8_t *to, size_t n, size_t *got, sl_error *err);
+
 /* ---- tls.c: contexts and error mapping */
 SSL_CTX *ch_ctx_new(const sl_tls_config *cfg, int server, sl_error *err);
 /* Maps the failure of an SSL_* call (ret, SSL_get_error) to an sl_error; established tells
@@ -102,7 +120,9 @@ typedef struct ch_sess {
     size_t msg_cap, msg_got;
     uint64_t bulk_total, bulk_left; /* of the last MESSAGE */
     uint32_t rec_left;              /* bytes left in the current BULK record */
+    int rec_sealed;                 /* the current bulk record is SEALED */
     uint8_t *scratch;               /* for discarded bulk */
+    ch_seal *seal;                  /* sealed bulk agreed (sealed.c); NULL: bulk in TLS records */
     sl_channel_stats stats;
     char verify_when[48]; /* the date of a peer certificate that is not valid now (tls.c) */
 } ch_sess;
@@ -147,6 +167,9 @@ sl_code ch_sess_send_ctl(ch_sess *s, int kind, uint64_t aux, const char *text, s
 sl_code ch_sess_send_record(ch_sess *s, int kind, uint64_t aux, const void *payload, size_t len,
                             sl_error *err);
 sl_code ch_sess_flush(ch_sess *s, sl_error *err);
+/* From now on this session's bulk goes sealed both ways (both ends call it at the point their
+ * own exchange agreed on). */
+sl_code ch_sess_seal(ch_sess *s, sl_error *err);
 
 /* ---- zsock.c: ZeroMQ socket helpers */
 sl_code ch_zsock_setup(void *sock, const sl_channel_opts *opts, int server, sl_error *err);

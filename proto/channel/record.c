@@ -53,8 +53,10 @@ sl_code rec_check(const rec_hdr *h, uint64_t bulk_left, uint64_t bulk_off, size_
                            h->length, max_message);
         return SL_OK;
     case REC_BULK:
+    case REC_SEALED:
         if (!bulk_left)
-            return sl_fail(err, SL_ERR_PROTOCOL, "BULK record without a MESSAGE announcing it");
+            return sl_fail(err, SL_ERR_PROTOCOL, "%s record without a MESSAGE announcing it",
+                           h->kind == REC_BULK ? "BULK" : "SEALED");
         if (h->length == 0 || h->length > bulk_left || h->length > max_chunk)
             return sl_fail(err, SL_ERR_PROTOCOL,
                            "BULK record of %u bytes (expected 1..%llu, chunk limit %zu)", h->length,

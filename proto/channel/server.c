@@ -625,6 +625,13 @@ sl_code sl_server_take_bulk(sl_server *s, sl_peer id, const struct iovec *dst, s
     return SL_OK; /* the next poll reports SL_EV_CLOSED */
 }
 
+sl_code sl_server_seal_bulk(sl_server *s, sl_peer id, sl_error *err)
+{
+    peer *p = NULL;
+    sl_code rc = ch_srv_live_peer(s, id, &p, err);
+    return rc ? rc : ch_sess_seal(&p->sess, err);
+}
+
 sl_code sl_server_disconnect(sl_server *s, sl_peer id, sl_code code, const char *reason,
                              sl_error *err)
 {

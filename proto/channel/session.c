@@ -50,6 +50,8 @@ void ch_sess_free(ch_sess *s)
     ch_buf_free(s->out.buf);
     ch_pool_release(s->pool);
     s->pool = NULL;
+    ch_seal_free(s->seal);
+    s->seal = NULL;
     free(s->msg);
     free(s->scratch);
     s->out.buf = s->msg = s->scratch = NULL;
@@ -57,11 +59,19 @@ void ch_sess_free(ch_sess *s)
 
 int ch_sess_wants_frame(const ch_sess *s)
 {
+    if (s->rec_sealed)
+        return ch_seal_awaits_frame(s->seal);
     return !s->in.loaded || s->in.off >= zmq_msg_size((zmq_msg_t *)&s->in.msg);
 }
 
 void ch_sess_give_frame(ch_sess *s, zmq_msg_t *frame)
 {
+    size_t size = zmq_msg_size(frame);
+    if (s->rec_sealed && ch_seal_take(s->seal, frame)) {
+        s->stats.frames_in++;
+        s->stats.bytes_in += size;
+        return;
+    }
     if (s->in.loaded)
         zmq_msg_close(&s->in.msg);
     zmq_msg_init(&s->in.msg);
@@ -75,6 +85,15 @@ void ch_sess_give_frame(ch_sess *s, zmq_msg_t *frame)
 int ch_sess_has_input(const ch_sess *s)
 {
     return !ch_sess_wants_frame(s) || (s->ssl && SSL_pending(s->ssl) > 0);
+}
+
+sl_code ch_sess_seal(ch_sess *s, sl_error *err)
+{
+    if (s->broken || !s->established)
+        return sl_fail(err, SL_ERR_CLOSED, "no TLS session to seal bulk on");
+    if (s->seal)
+        return SL_OK;
+    return ch_seal_new(s->ssl, &s->seal, err);
 }
 
 sl_code ch_sess_flush(ch_sess *s, sl_error *err)
@@ -189,6 +208,8 @@ static int read_header(ch_sess *s, uint64_t bulk_left, uint64_t bulk_off, sl_err
     }
     rec_decode(s->hdr, &s->cur);
     s->hdr_got = 0;
+    if (s->cur.kind == REC_SEALED && !s->seal)
+        return sl_fail(err, SL_ERR_PROTOCOL, "a SEALED record on a session without sealed bulk");
     sl_code rc =
         rec_check(&s->cur, bulk_left, bulk_off, s->opts->max_message, s->opts->max_frame, err);
     if (rc != SL_OK)
@@ -199,7 +220,7 @@ static int read_header(ch_sess *s, uint64_t bulk_left, uint64_t bulk_off, sl_err
                        (unsigned long long)s->cur.aux, (unsigned long long)s->opts->max_bulk);
     s->have_hdr = 1;
     s->msg_got = 0;
-    if (s->cur.length > s->msg_cap && s->cur.kind != REC_BULK) {
+    if (s->cur.length > s->msg_cap && s->cur.kind != REC_BULK && s->cur.kind != REC_SEALED) {
         uint8_t *m = malloc(s->cur.length);
         if (!m)
             return sl_fail(err, SL_ERR_NOMEM, "cannot allocate a %u-byte message", s->cur.length);
@@ -262,9 +283,17 @@ int ch_sess_read_bulk(ch_sess *s, uint8_t *dst, size_t want, size_t *got, sl_err
                     return r;
                 return peer_closed(s, err);
             }
-            if (s->cur.kind != REC_BULK)
+            if (s->cur.kind != REC_BULK && s->cur.kind != REC_SEALED)
                 return sl_fail(err, SL_ERR_PROTOCOL, "record kind %u inside bulk data",
                                s->cur.kind);
+            if (s->cur.kind == REC_SEALED) {
+                /* it ends its frame: the next frame is the sealed chunk */
+                if (!ch_sess_wants_frame(s) || SSL_pending(s->ssl) > 0)
+                    return sl_fail(err, SL_ERR_PROTOCOL, "a SEALED record not last in its frame");
+                if ((r = ch_seal_expect(s->seal, s->hdr, s->cur.length, err)) != SL_OK)
+                    return r;
+                s->rec_sealed = 1;
+            }
             s->rec_left = s->cur.length;
             s->have_hdr = 0;
         }
@@ -282,9 +311,18 @@ int ch_sess_read_bulk(ch_sess *s, uint8_t *dst, size_t want, size_t *got, sl_err
                 n = SCRATCH_LEN;
         }
         size_t k = 0;
-        if ((r = pull(s, to, n, &k, err)) != SL_OK)
+        if (s->rec_sealed)
+            r = ch_seal_read(s->seal, to, n, &k, err);
+        else
+            r = pull(s, to, n, &k, err);
+        if (r != SL_OK) {
+            if (r != CH_AGAIN)
+                s->broken = 1;
             return r;
+        }
         s->rec_left -= (uint32_t)k;
+        if (s->rec_left == 0)
+            s->rec_sealed = 0;
         s->bulk_left -= k;
         *got += k;
     }
@@ -350,11 +388,52 @@ static sl_code write_message(ch_sess *s, const void *msg, size_t len, uint64_t t
     return SL_OK;
 }
 
+/* Sealed bulk: per chunk a SEALED record that ends its frame (after what the frame holds
+ * already: the MESSAGE), then the chunk sealed as a frame of its own. */
+static sl_code seal_bulk(ch_sess *s, const uint8_t *p, size_t left, uint64_t *boff, int one_frame,
+                         size_t *used, sl_error *err)
+{
+    size_t chunk = s->opts->chunk_size;
+    sl_code rc;
+    *used = 0;
+    while (left) {
+        size_t k = left < chunk ? left : chunk;
+        uint8_t h[REC_HDR_LEN];
+        rec_hdr rh = {.kind = REC_SEALED, .length = (uint32_t)k, .aux = *boff};
+        rec_encode(h, &rh);
+        if ((rc = reserve(s, REC_HDR_LEN, 1, REC_HDR_LEN, err)) != SL_OK ||
+            (rc = tls_write(s, h, sizeof h, err)) != SL_OK || (rc = ch_sess_flush(s, err)) != SL_OK)
+            return rc;
+        size_t cap = k + CH_SEAL_TAG;
+        uint8_t *buf = ch_buf_alloc(s->pool, &cap);
+        if (!buf)
+            return sl_fail(err, SL_ERR_NOMEM, "cannot allocate a %zu-byte frame", k + CH_SEAL_TAG);
+        if ((rc = ch_seal_frame(s->seal, h, p, k, buf, err)) != SL_OK) {
+            ch_buf_free(buf);
+            s->broken = 1;
+            return rc;
+        }
+        s->stats.frames_out++;
+        s->stats.bytes_out += k + CH_SEAL_TAG;
+        if ((rc = s->emit(s->emit_ctx, buf, k + CH_SEAL_TAG, err)) != SL_OK)
+            return rc;
+        p += k;
+        left -= k;
+        *boff += k;
+        *used += k;
+        if (one_frame)
+            return SL_OK;
+    }
+    return SL_OK;
+}
+
 /* BULK records for left bytes at p, at offset *boff of total bulk bytes; a full frame is
  * flushed. one_frame: returns after the first flush. *used: bytes written. */
 static sl_code write_bulk(ch_sess *s, const uint8_t *p, size_t left, uint64_t *boff, uint64_t total,
                           int one_frame, size_t *used, sl_error *err)
 {
+    if (s->seal)
+        return seal_bulk(s, p, left, boff, one_frame, used, err);
     size_t chunk = s->opts->chunk_size;
     sl_code rc;
     *used = 0;

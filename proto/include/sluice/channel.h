@@ -119,6 +119,14 @@ sl_code sl_client_recv(sl_client *c, const void **msg, size_t *len, uint64_t *bu
 /* Decrypts the next len bulk bytes straight into dest (dest NULL: discard them). */
 sl_code sl_client_recv_bulk(sl_client *c, void *dest, size_t len, sl_error *err);
 
+/* Sealed bulk (docs/channel.md): from this call on, the session's bulk goes both ways as
+ * frames sealed with AES-128-GCM under keys exported from its TLS session, one pass over the
+ * bytes instead of TLS records. Both ends must call it at the same point of their exchange (a
+ * request and its answer: the answering end before it sends any bulk after the answer, the
+ * asking end once it read the answer); a SEALED record on a session that did not is a
+ * protocol violation. The server's peer: sl_server_seal_bulk. */
+sl_code sl_client_seal_bulk(sl_client *c, sl_error *err);
+
 /* The negotiated cipher suite, e.g. "TLS_AES_128_GCM_SHA256". */
 const char *sl_client_cipher(const sl_client *c);
 void sl_client_stats(const sl_client *c, sl_channel_stats *st);
@@ -190,6 +198,9 @@ sl_code sl_server_recv_bulk(sl_server *s, sl_peer peer, void *dest, size_t len, 
  * until sl_server_disconnect/sl_server_close; the segment list itself is copied. */
 sl_code sl_server_take_bulk(sl_server *s, sl_peer peer, const struct iovec *dst, size_t n,
                             sl_error *err);
+
+/* sl_client_seal_bulk for peer's session. */
+sl_code sl_server_seal_bulk(sl_server *s, sl_peer peer, sl_error *err);
 
 /* Queues MESSAGE msg followed by the n bulk segments for peer, both copied, and returns at
  * once: the bytes are encrypted and handed to ZeroMQ as fast as the peer takes them (a frame

@@ -191,6 +191,11 @@ static void *echo_main(void *arg)
             pthread_mutex_unlock(&e->mu);
             continue;
         }
+        if (ev.len == 4 && memcmp(ev.msg, "seal", 4) == 0) { /* sealed from the answer on */
+            if (sl_server_send(e->srv, ev.peer, "sealed", 6, NULL, 0, &err) == SL_OK)
+                sl_server_seal_bulk(e->srv, ev.peer, &err);
+            continue;
+        }
         if (ev.len == 7 && memcmp(ev.msg, "tooslow", 7) == 0) { /* closed for a timeout */
             sl_server_disconnect(e->srv, ev.peer, SL_ERR_TIMEOUT, "bulk too slow", &err);
             continue;
@@ -357,7 +362,7 @@ static void *relay_main(void *arg)
             zmq_msg_init(&m);
             zmq_msg_recv(&m, r->front, 0);
             int send = 1, times = 1;
-            if (r->armed && zmq_msg_size(&m) > 0 && seen++ == 0) {
+            if (r->armed && zmq_msg_size(&m) > 0 && seen++ == r->skip) {
                 if (r->mode == RELAY_FLIP)
                     ((uint8_t *)zmq_msg_data(&m))[zmq_msg_size(&m) - 20] ^= 0x40;
                 else if (r->mode == RELAY_DUP)

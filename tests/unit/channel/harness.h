@@ -1,5 +1,6 @@
 /* Test harness: a server on its own thread that echoes MESSAGE+bulk (a MESSAGE "reply:N" gets N
- * bulk bytes back), a relay that can tamper with frames, and raw ZeroMQ peers. */
+ * bulk bytes back; "seal" is answered "sealed", then the session's bulk goes sealed), a relay that
+ * can tamper with frames, and raw ZeroMQ peers. */
 #ifndef SLUICE_TEST_HARNESS_H
 #define SLUICE_TEST_HARNESS_H
 
@@ -59,6 +60,7 @@ typedef struct relay {
     void *zctx, *front, *back;
     pthread_t th;
     volatile int stop, armed;
+    int skip; /* frames passed untouched once armed, before the one tampered with */
     enum relay_mode mode;
     char endpoint[128];
 } relay;
