@@ -143,6 +143,7 @@ static void lane_attach(struct lane *ln, const sl_server_event *ev)
     Sluice__Wire__ClientMessage *m = NULL;
     sl_error e;
     const char *no = NULL;
+    int seal = 0;
     if (ln->peer)
         no = "this bulk lane is open already";
     else if (ev->bulk_len || sl_wire_decode_client(ev->msg, ev->len, NULL, &m, &e) != SL_OK ||
@@ -150,6 +151,8 @@ static void lane_attach(struct lane *ln, const sl_server_event *ev)
         no = "a bulk lane opens with SessionOpen and the lane's ticket";
     else if (ln->used || !ticket_ok(ln, &m->open->ticket))
         no = "wrong or already used ticket";
+    else
+        seal = m->open->lanes_sealed;
     if (m)
         sl_wire_free_client(m);
     if (no) {
@@ -161,13 +164,16 @@ static void lane_attach(struct lane *ln, const sl_server_event *ev)
     Sluice__Wire__SessionAccept acc = SLUICE__WIRE__SESSION_ACCEPT__INIT;
     acc.protocol_version = 1;
     acc.session_id = ln->l->sid;
+    acc.lanes_sealed = seal;
     Sluice__Wire__ServerMessage sm = SLUICE__WIRE__SERVER_MESSAGE__INIT;
     sm.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT;
     sm.accept = &acc;
     uint8_t *buf = NULL;
     size_t len = 0;
+    /* sealed from the answer on: the guest seals once it read it (docs/channel.md) */
     if (sl_wire_encode_server(&sm, NULL, &buf, &len, &e) != SL_OK ||
-        sl_server_send(ln->srv, ev->peer, buf, len, NULL, 0, &e) != SL_OK) {
+        sl_server_send(ln->srv, ev->peer, buf, len, NULL, 0, &e) != SL_OK ||
+        (seal && sl_server_seal_bulk(ln->srv, ev->peer, &e) != SL_OK)) {
         free(buf);
         sl_server_disconnect(ln->srv, ev->peer, e.code, e.msg, &e);
         return;
@@ -176,8 +182,9 @@ static void lane_attach(struct lane *ln, const sl_server_event *ev)
     ln->used = 1;
     ln->peer = ev->peer;
     atomic_store(&ln->up, 1);
-    sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu: bulk lane %u of %u open (port %u)",
-           (unsigned long long)ln->l->sid, ln->idx, ln->l->n, (unsigned)ln->port);
+    sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu: bulk lane %u of %u open (port %u%s)",
+           (unsigned long long)ln->l->sid, ln->idx, ln->l->n, (unsigned)ln->port,
+           seal ? ", sealed bulk" : "");
 }
 
 /* A piece from the guest: checked against its call's announcement, decrypted into its place. */
@@ -276,6 +283,9 @@ static void lane_event(struct lane *ln, const sl_server_event *ev)
 static void *lane_main(void *p)
 {
     struct lane *ln = p;
+    char name[16];
+    snprintf(name, sizeof name, "sl-lane-%u", ln->idx);
+    pthread_setname_np(pthread_self(), name);
     while (!atomic_load(&ln->l->stop)) {
         int busy = 0;
         for (int k = 0; k < 256; k++) {
@@ -317,6 +327,7 @@ sl_code be_lanes_open(const struct be_direct_cfg *c, unsigned n, struct be_direc
     sl_channel_opts opts;
     sl_channel_opts_default(&opts);
     opts.max_message = 4096; /* SessionOpen, LaneBulk */
+    opts.chunk_size = SL_LANE_CHUNK;
     opts.max_bulk = BE_MAX_BULK_PER_CALL;
     opts.max_out_queue = BE_MAX_REPLY_QUEUE;
     opts.max_peers = 2;

@@ -46,11 +46,13 @@ sl_code sl_fe_open_exchange(sl_client *c, Sluice__Wire__SessionOpen *open, int t
     return sl_wire_decode_server(msg, len, NULL, out, err);
 }
 
-static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket_len, sl_error *err)
+static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket_len, bool seal,
+                              sl_error *err)
 {
     Sluice__Wire__SessionOpen open = SLUICE__WIRE__SESSION_OPEN__INIT;
     open.protocol_version = 1;
     open.ticket = (ProtobufCBinaryData){ticket_len, (uint8_t *)ticket};
+    open.lanes_sealed = seal;
     Sluice__Wire__ServerMessage *sm = NULL;
     sl_code sc = sl_fe_open_exchange(c, &open, DIRECT_ANSWER_MS, &sm, err);
     if (sc)
@@ -58,13 +60,16 @@ static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket
     if (sm->kind_case != SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT)
         sc = sl_fail(err, SL_ERR_PROTOCOL, "the worker answered message kind %d, not SessionAccept",
                      (int)sm->kind_case);
+    else if (seal && sm->accept->lanes_sealed) /* the worker seals from its answer on */
+        sc = sl_client_seal_bulk(c, err);
     sl_wire_free_server(sm);
     return sc;
 }
 
 sl_client *sl_fe_worker_connect(const char *endpoint, const sl_tls_config *tls,
                                 const sl_channel_opts *opts, uint32_t port, const uint8_t *ticket,
-                                size_t ticket_len, char *ep, size_t ep_len, sl_error *err)
+                                size_t ticket_len, bool seal, char *ep, size_t ep_len,
+                                sl_error *err)
 {
     const char *colon = strrchr(endpoint, ':');
     if (!colon || !port || port > 65535 ||
@@ -79,7 +84,7 @@ sl_client *sl_fe_worker_connect(const char *endpoint, const sl_tls_config *tls,
         o.handshake_timeout_ms = DIRECT_TIMEOUT_MS;
     sl_client *c = NULL;
     if (sl_client_connect(ep, tls, &o, &c, err) == SL_OK &&
-        present_ticket(c, ticket, ticket_len, err) == SL_OK)
+        present_ticket(c, ticket, ticket_len, seal, err) == SL_OK)
         return c;
     sl_client_close(c);
     return NULL;
@@ -93,8 +98,8 @@ sl_client *sl_fe_direct_open(const char *endpoint, const sl_tls_config *tls,
         return NULL;
     char ep[600];
     sl_error err;
-    sl_client *c =
-        sl_fe_worker_connect(endpoint, tls, opts, port, ticket, ticket_len, ep, sizeof ep, &err);
+    sl_client *c = sl_fe_worker_connect(endpoint, tls, opts, port, ticket, ticket_len, false, ep,
+                                        sizeof ep, &err);
     if (c) {
         sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "the session's calls go to its worker at %s", ep);
         return c;

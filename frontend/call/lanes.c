@@ -8,6 +8,7 @@
  * the destination while the thread that reads the reply waits for them (sl_fe_lanes_recv). A
  * lane that fails fails the session (the worker ends it with the lane's reason): the bytes of a
  * piece cannot be sent again on another lane. */
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -176,6 +177,9 @@ static int lane_recv(struct fe_lane *ln)
 static void *lane_main(void *p)
 {
     struct fe_lane *ln = p;
+    char name[16];
+    snprintf(name, sizeof name, "sluice-lane-%u", ln->idx);
+    pthread_setname_np(pthread_self(), name);
     while (!atomic_load(&g_stop)) {
         uint64_t v;
         ssize_t r = read(ln->efd, &v, sizeof v);
@@ -265,6 +269,12 @@ sl_code sl_fe_lanes_start(sl_client **clients, unsigned n, sl_error *err)
         g_lane[i].started = 1;
     }
     pthread_once(&at_exit_once, register_at_exit);
+    /* ZeroMQ receives each frame of a lane (256 KiB) into memory of its own from malloc; with
+     * glibc's dynamic thresholds a quarter of them landed in pages just given back to the
+     * kernel (a fault per 4 KiB, 35,000 per lane and 256 MiB copy: docs/performance.md). A
+     * program that opened lanes keeps up to 64 MiB of freed memory in each heap instead. */
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
     sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "%u bulk lanes open to the session's worker", n);
     return SL_OK;
 fail:

@@ -23,7 +23,7 @@ sys.path.insert(0, HERE)
 import run  # noqa: E402  (the e2e harness)
 
 LANE_BYTES = 8 << 20
-OPEN = re.compile(r"bulk lane 2 of 4 open \(port (\d+)\)")
+OPEN = re.compile(r"bulk lane 2 of 4 open \(port (\d+)")
 
 
 class Skipped(Exception):

@@ -21,6 +21,10 @@
 #define SL_LANE_PIECE       ((uint64_t)2 << 20) /* the size sl_lane_pieces_for aims at */
 #define SL_LANE_TICKET      32u                 /* bytes of a lane's ticket */
 #define SL_LANE_MAX_PENDING 256u                /* calls with pieces outstanding at once */
+/* A lane's channel sends its bulk in frames of this much (sl_channel_opts.chunk_size; the
+ * channel's default is 256 KiB): 1 MiB frames moved 10% more than 256 KiB ones and 64 KiB ones
+ * 20% less (run 29, call F: docs/performance.md). */
+#define SL_LANE_CHUNK ((size_t)1 << 20)
 
 /* 1 when n bytes can be cut into k non-empty pieces as above; else 0 and e says why. */
 int sl_lane_layout_ok(uint64_t n, uint32_t k, sl_error *e);
