@@ -38,6 +38,30 @@ size_t be_iv_union(struct be_iv *v, size_t n, int64_t lo, int64_t hi, uint64_t *
     return m;
 }
 
+/* New intervals v[merged..k) (sorted), the first starting before the union's last one: only
+ * the union's intervals that end at or after that start can change; those before it stay as
+ * they are (they end before it, and before the next one starts). An interval that comes late
+ * from another stream is usually recent: the tail is short, where merging everything again
+ * cost a sort of the whole interval's union (13-18 times an interval in run 28, call L). */
+static size_t union_tail(struct be_iv *v, size_t merged, size_t k, uint64_t *total)
+{
+    int64_t from = v[merged].a;
+    size_t lo = 0, hi = merged;
+    while (lo < hi) { /* the first union interval with b >= from */
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].b < from)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t keep = *total, tail = 0;
+    for (size_t i = lo; i < merged; i++)
+        keep -= (uint64_t)(v[i].b - v[i].a);
+    size_t m = be_iv_union(v + lo, k - lo, INT64_MIN, INT64_MAX, &tail);
+    *total = keep + tail;
+    return lo + m;
+}
+
 size_t be_iv_union_more(struct be_iv *v, size_t merged, size_t n, uint64_t *total)
 {
     size_t k = merged;
@@ -46,8 +70,8 @@ size_t be_iv_union_more(struct be_iv *v, size_t merged, size_t n, uint64_t *tota
             v[k++] = v[i];
     if (k - merged > 1)
         qsort(v + merged, k - merged, sizeof *v, by_start);
-    if (merged && k > merged && v[merged].a < v[merged - 1].a) /* out of order: all again */
-        return be_iv_union(v, k, INT64_MIN, INT64_MAX, total);
+    if (merged && k > merged && v[merged].a < v[merged - 1].a)
+        return union_tail(v, merged, k, total);
     size_t m = merged;
     uint64_t sum = *total;
     for (size_t i = merged; i < k; i++) {

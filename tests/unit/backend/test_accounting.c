@@ -61,7 +61,7 @@ static void test_union_clips(void **state)
 }
 
 /* The incremental union gives what the whole one gives: in order (the usual case), with
- * overlaps and touching ends, empty intervals, and one out of order (all again). */
+ * overlaps and touching ends, empty intervals, and one out of order (its tail again). */
 static void test_union_more_matches_union(void **state)
 {
     (void)state;
@@ -91,6 +91,46 @@ static void test_union_more_matches_union(void **state)
         memcpy(all, copy, m * sizeof *all); /* both sides go on from the union */
         n = m;
     }
+}
+
+/* Late intervals at every depth (just behind the union's end, deep inside it, before all of
+ * it), among in-order ones, in batches: the tail merge gives the whole union each time. */
+static void test_union_more_late_intervals(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    struct be_iv *all = malloc(N * sizeof *all), *inc = malloc(N * sizeof *inc);
+    size_t n = 0, merged = 0;
+    uint64_t total = 0;
+    int64_t now = 1000;
+    srand(11);
+    while (n < N - 20) {
+        size_t batch = 1 + (size_t)(rand() % 20);
+        for (size_t j = 0; j < batch; j++) {
+            int64_t at = now + rand() % 50;
+            int r = rand() % 10;
+            if (r == 0)
+                at = now - rand() % 200; /* just behind */
+            else if (r == 1)
+                at = rand() % (now + 1); /* anywhere before */
+            struct be_iv x = {at, at + rand() % 30};
+            all[n] = inc[n] = x;
+            n++;
+            now += rand() % 25;
+        }
+        merged = be_iv_union_more(inc, merged, n, &total);
+        uint64_t want = 0;
+        size_t m = be_iv_union(all, n, INT64_MIN, INT64_MAX, &want);
+        assert_int_equal(total, want);
+        assert_int_equal(merged, m);
+        for (size_t i = 0; i < m; i++) {
+            assert_int_equal(inc[i].a, all[i].a);
+            assert_int_equal(inc[i].b, all[i].b);
+        }
+        n = m;
+    }
+    free(all);
+    free(inc);
 }
 
 /* Two streams of the same session: kernel time adds up, busy time counts the overlap once. */
@@ -569,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_union_merges_overlaps_once),
         cmocka_unit_test(test_union_clips),
         cmocka_unit_test(test_union_more_matches_union),
+        cmocka_unit_test(test_union_more_late_intervals),
         cmocka_unit_test(test_array_bytes),
         cmocka_unit_test(test_union_two_streams),
         cmocka_unit_test(test_cap_merges_smallest_gaps),
