@@ -333,11 +333,14 @@ static void d_attach(struct be_direct *d, const sl_server_event *ev)
     Sluice__Wire__ClientMessage *m = NULL;
     sl_error e;
     const char *no = NULL;
+    int seal = 0;
     if (ev->bulk_len || sl_wire_decode_client(ev->msg, ev->len, NULL, &m, &e) != SL_OK ||
         m->kind_case != SLUICE__WIRE__CLIENT_MESSAGE__KIND_OPEN)
         no = "the direct channel opens with SessionOpen and the session's ticket";
     else if (d->used || atomic_load(&d->shut) || !ticket_ok(d, &m->open->ticket))
         no = "wrong or already used ticket";
+    else
+        seal = m->open->sealed_bulk;
     if (m)
         sl_wire_free_client(m);
     if (no) {
@@ -351,13 +354,16 @@ static void d_attach(struct be_direct *d, const sl_server_event *ev)
     Sluice__Wire__SessionAccept acc = SLUICE__WIRE__SESSION_ACCEPT__INIT;
     acc.protocol_version = 1;
     acc.session_id = d->sid;
+    acc.sealed_bulk = seal;
     Sluice__Wire__ServerMessage sm = SLUICE__WIRE__SERVER_MESSAGE__INIT;
     sm.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT;
     sm.accept = &acc;
     uint8_t *buf = NULL;
     size_t len = 0;
+    /* sealed from the answer on: the guest seals once it read it (docs/channel.md) */
     if (sl_wire_encode_server(&sm, NULL, &buf, &len, &e) != SL_OK ||
-        sl_server_send(d->srv, ev->peer, buf, len, NULL, 0, &e) != SL_OK) {
+        sl_server_send(d->srv, ev->peer, buf, len, NULL, 0, &e) != SL_OK ||
+        (seal && sl_server_seal_bulk(d->srv, ev->peer, &e) != SL_OK)) {
         free(buf);
         sl_server_disconnect(d->srv, ev->peer, e.code, e.msg, &e);
         return;
@@ -366,8 +372,9 @@ static void d_attach(struct be_direct *d, const sl_server_event *ev)
     d->used = 1;
     d->peer = ev->peer;
     atomic_store(&d->attached, 1);
-    sl_log(SL_LOG_INFO, BE_COMPONENT, "session %llu: the guest's calls come on the direct channel",
-           (unsigned long long)d->sid);
+    sl_log(SL_LOG_INFO, BE_COMPONENT,
+           "session %llu: the guest's calls come on the direct channel%s",
+           (unsigned long long)d->sid, seal ? " (sealed bulk)" : "");
 }
 
 /* A CallFrame's checks (those of the backend's channel thread, loop.c), then its bulk is taken

@@ -152,7 +152,7 @@ static void lane_attach(struct lane *ln, const sl_server_event *ev)
     else if (ln->used || !ticket_ok(ln, &m->open->ticket))
         no = "wrong or already used ticket";
     else
-        seal = m->open->lanes_sealed;
+        seal = m->open->sealed_bulk;
     if (m)
         sl_wire_free_client(m);
     if (no) {
@@ -164,7 +164,7 @@ static void lane_attach(struct lane *ln, const sl_server_event *ev)
     Sluice__Wire__SessionAccept acc = SLUICE__WIRE__SESSION_ACCEPT__INIT;
     acc.protocol_version = 1;
     acc.session_id = ln->l->sid;
-    acc.lanes_sealed = seal;
+    acc.sealed_bulk = seal;
     Sluice__Wire__ServerMessage sm = SLUICE__WIRE__SERVER_MESSAGE__INIT;
     sm.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT;
     sm.accept = &acc;

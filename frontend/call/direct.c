@@ -52,7 +52,7 @@ static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket
     Sluice__Wire__SessionOpen open = SLUICE__WIRE__SESSION_OPEN__INIT;
     open.protocol_version = 1;
     open.ticket = (ProtobufCBinaryData){ticket_len, (uint8_t *)ticket};
-    open.lanes_sealed = seal;
+    open.sealed_bulk = seal;
     Sluice__Wire__ServerMessage *sm = NULL;
     sl_code sc = sl_fe_open_exchange(c, &open, DIRECT_ANSWER_MS, &sm, err);
     if (sc)
@@ -60,7 +60,7 @@ static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket
     if (sm->kind_case != SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT)
         sc = sl_fail(err, SL_ERR_PROTOCOL, "the worker answered message kind %d, not SessionAccept",
                      (int)sm->kind_case);
-    else if (seal && sm->accept->lanes_sealed) /* the worker seals from its answer on */
+    else if (seal && sm->accept->sealed_bulk) /* the worker seals from its answer on */
         sc = sl_client_seal_bulk(c, err);
     sl_wire_free_server(sm);
     return sc;
@@ -98,7 +98,8 @@ sl_client *sl_fe_direct_open(const char *endpoint, const sl_tls_config *tls,
         return NULL;
     char ep[600];
     sl_error err;
-    sl_client *c = sl_fe_worker_connect(endpoint, tls, opts, port, ticket, ticket_len, false, ep,
+    bool seal = sl_fe_env_uint("SLUICE_SEALED_BULK", 1, 1) != 0;
+    sl_client *c = sl_fe_worker_connect(endpoint, tls, opts, port, ticket, ticket_len, seal, ep,
                                         sizeof ep, &err);
     if (c) {
         sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "the session's calls go to its worker at %s", ep);

@@ -26,7 +26,7 @@ sl_client *sl_fe_direct_open(const char *endpoint, const sl_tls_config *tls,
 /* Connects to the session worker's port on the host of endpoint (ep: the endpoint used) with
  * the session's TLS material and presents ticket (SessionOpen{ticket}, answered SessionAccept):
  * the direct channel's and each bulk lane's opening (lanes.c). seal: ask for sealed bulk
- * (SessionOpen.lanes_sealed), sealed when the worker's answer agrees (a lane). NULL and err on
+ * (SessionOpen.sealed_bulk), sealed when the worker's answer agrees. NULL and err on
  * failure. */
 sl_client *sl_fe_worker_connect(const char *endpoint, const sl_tls_config *tls,
                                 const sl_channel_opts *opts, uint32_t port, const uint8_t *ticket,

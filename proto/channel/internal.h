@@ -72,6 +72,7 @@ void ch_buf_free(void *buf);
 
 /* ---- sealed.c: bulk sealed with keys exported from the TLS session (docs/channel.md) */
 #define CH_SEAL_TAG 16
+#define CH_SEAL_MIN (64 * 1024) /* bulk segments shorter go in TLS records on a sealed session */
 typedef struct ch_seal ch_seal;
 sl_code ch_seal_new(SSL *ssl, ch_seal **out, sl_error *err);
 void ch_seal_free(ch_seal *k); /* NULL is fine */

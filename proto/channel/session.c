@@ -389,7 +389,9 @@ static sl_code write_message(ch_sess *s, const void *msg, size_t len, uint64_t t
 }
 
 /* Sealed bulk: per chunk a SEALED record that ends its frame (after what the frame holds
- * already: the MESSAGE), then the chunk sealed as a frame of its own. */
+ * already: the MESSAGE), then the chunk sealed as a frame of its own. A segment under
+ * CH_SEAL_MIN goes in TLS records as before, in the MESSAGE's frame: a frame of its own would
+ * cost a small copy more than the copies it saves. */
 static sl_code seal_bulk(ch_sess *s, const uint8_t *p, size_t left, uint64_t *boff, int one_frame,
                          size_t *used, sl_error *err)
 {
@@ -432,7 +434,7 @@ static sl_code seal_bulk(ch_sess *s, const uint8_t *p, size_t left, uint64_t *bo
 static sl_code write_bulk(ch_sess *s, const uint8_t *p, size_t left, uint64_t *boff, uint64_t total,
                           int one_frame, size_t *used, sl_error *err)
 {
-    if (s->seal)
+    if (s->seal && left >= CH_SEAL_MIN)
         return seal_bulk(s, p, left, boff, one_frame, used, err);
     size_t chunk = s->opts->chunk_size;
     sl_code rc;

@@ -134,9 +134,9 @@ message SessionOpen {{
   // On a lane's endpoint: that lane's ticket (SessionAccept.lane_tickets), once.
   bytes ticket = 6;
   uint32 lanes = 7;              // bulk lanes the guest asks for (SLUICE_LANES; <= 8, 0/1: none)
-  // On a lane's endpoint: the guest seals the lane's bulk (docs/channel.md, "Sealed bulk") if
-  // the worker's SessionAccept.lanes_sealed says it does too.
-  bool lanes_sealed = 8;
+  // On the worker's direct endpoint and on a lane's: the guest seals that channel's large bulk
+  // (docs/channel.md, "Sealed bulk") if the worker's SessionAccept.sealed_bulk says it does too.
+  bool sealed_bulk = 8;
 }}
 
 message SessionAccept {{
@@ -160,9 +160,9 @@ message SessionAccept {{
   // the first 8 bytes of each one's SHA-256, big-endian (sl_wire_image_hint). The frontend sends an image without a hint with
   // its first slLoadImage (the backend would answer FILE_NOT_FOUND), one with a hint without.
   repeated fixed64 image_hints = 11;
-  // On a lane's endpoint, answering SessionOpen.lanes_sealed: from this message on, the bulk of
-  // the lane goes sealed both ways.
-  bool lanes_sealed = 12;
+  // On the worker's direct endpoint and on a lane's, answering SessionOpen.sealed_bulk: from
+  // this message on, that channel's large bulk goes sealed both ways.
+  bool sealed_bulk = 12;
 }}
 
 // One device as the guest sees it; lets the frontend answer device queries locally.

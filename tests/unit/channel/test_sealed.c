@@ -47,8 +47,9 @@ static void round_trips(sl_client *c)
     roundtrip(c, 10, NULL, 0, 1);
     roundtrip(c, 10, &one, 1, 1);
     roundtrip(c, 20000, &mid, 1, 1); /* a MESSAGE over one TLS record, then its bulk */
-    roundtrip(c, 10, many, 3, 1);    /* chunks of 256 KiB, segments across them */
-    roundtrip(c, 10, many, 3, 7);    /* read back in pieces that cut the sealed frames */
+    /* sealed, in TLS records (under CH_SEAL_MIN), sealed: 256 KiB chunks, segments across */
+    roundtrip(c, 10, many, 3, 1);
+    roundtrip(c, 10, many, 3, 7); /* read back in pieces that cut the sealed frames */
 }
 
 static void test_sealed_round_trips(void **state)
@@ -109,7 +110,7 @@ static void tamper(enum relay_mode mode, const char *want)
     agree(c);
     r.skip = 1; /* the frame with the MESSAGE and the SEALED record passes, the next is sealed */
     r.armed = 1;
-    static uint8_t b[5000];
+    static uint8_t b[100000]; /* over CH_SEAL_MIN: sealed */
     struct iovec iov = {b, sizeof b};
     sl_error err;
     const void *m;
@@ -149,7 +150,7 @@ static void test_sealed_dup(void **state)
 static void test_sealed_drop(void **state)
 {
     (void)state;
-    tamper(RELAY_DROP, "a sealed bulk frame of 81 bytes where 5016 were announced");
+    tamper(RELAY_DROP, "a sealed bulk frame of 81 bytes where 100016 were announced");
 }
 
 /* A client that seals without the server's agreement: its first sealed bulk is a protocol
@@ -162,7 +163,7 @@ static void test_sealed_unagreed(void **state)
     sl_client *c = connect_to(sl_server_endpoint(e.srv));
     sl_error err;
     assert_int_equal(sl_client_seal_bulk(c, &err), SL_OK);
-    static uint8_t b[5000];
+    static uint8_t b[100000];
     struct iovec iov = {b, sizeof b};
     assert_int_equal(sl_client_send(c, "hello", 5, &iov, 1, &err), SL_OK);
     assert_int_equal(echo_wait_closed(&e, 1, 3000), SL_ERR_PROTOCOL);
