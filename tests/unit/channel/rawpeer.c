@@ -104,6 +104,22 @@ sl_code raw_record(rawpeer *r, int kind, uint64_t aux, const void *payload, size
     return ch_sess_send_record(&r->sess, kind, aux, payload, len, err);
 }
 
+sl_code raw_header(rawpeer *r, int kind, uint32_t length, uint64_t aux, sl_error *err)
+{
+    uint8_t h[REC_HDR_LEN];
+    rec_hdr rh = {.kind = (uint8_t)kind, .length = length, .aux = aux};
+    rec_encode(h, &rh);
+    size_t put = 0;
+    if (SSL_write_ex(r->sess.ssl, h, sizeof h, &put) != 1 || put != sizeof h)
+        return sl_fail(err, SL_ERR_TLS, "TLS write of a record header failed");
+    return ch_sess_flush(&r->sess, err);
+}
+
+sl_code raw_seal(rawpeer *r, sl_error *err)
+{
+    return ch_sess_seal(&r->sess, err);
+}
+
 sl_code raw_recv(rawpeer *r, int timeout_ms, const void **msg, size_t *len, sl_error *err)
 {
     int64_t deadline = ch_now_ms() + timeout_ms;

@@ -11,7 +11,7 @@
 
 typedef struct rawpeer rawpeer;
 
-enum { RAW_MESSAGE = 1, RAW_BULK = 2 }; /* record kinds (docs/channel.md) */
+enum { RAW_MESSAGE = 1, RAW_BULK = 2, RAW_SEALED = 5 }; /* record kinds (docs/channel.md) */
 
 /* Connects to endpoint (from the source address src, NULL: any), runs the handshake with cfg
  * and waits for READY. SL_OK or the error (its text in err). */
@@ -20,6 +20,10 @@ sl_code raw_connect(const char *endpoint, const char *src, const sl_tls_config *
 /* One record (kind, aux, payload of at most 1 KiB) in a frame of its own. */
 sl_code raw_record(rawpeer *r, int kind, uint64_t aux, const void *payload, size_t len,
                    sl_error *err);
+/* A record's header alone (its length says what would follow) in a frame of its own. */
+sl_code raw_header(rawpeer *r, int kind, uint32_t length, uint64_t aux, sl_error *err);
+/* From now on the session's bulk is sealed (sl_client_seal_bulk's agreement, docs/channel.md). */
+sl_code raw_seal(rawpeer *r, sl_error *err);
 /* Reads records until a MESSAGE (SL_OK; msg and len stay valid until the next call, and its bulk is
  * skipped by the next call) or the end of the session (the CLOSE code and text, or how the
  * session was lost); SL_ERR_TIMEOUT after timeout_ms. */

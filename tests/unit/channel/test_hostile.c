@@ -144,6 +144,38 @@ static void test_bulk_announced_never_sent(void **state)
     echo_stop(&e);
 }
 
+/* On a sealed session, a SEALED record whose frame never comes: the bulk floor ends that session
+ * after its grace, as for bulk never sent; the other sessions go on meanwhile. */
+static void test_bulk_sealed_frame_never_sent(void **state)
+{
+    (void)state;
+    echo_srv e;
+    sl_channel_opts so = fast_opts();
+    so.bulk_grace_ms = 300;
+    so.bulk_min_rate = 1 << 20;
+    echo_start(&e, SL_TLS_MUTUAL, &so);
+    neighbour n;
+    neighbour_start(&n, &e);
+    rawpeer *r = attacker(&e);
+    sl_error err;
+    const void *m;
+    size_t l;
+    assert_int_equal(raw_record(r, RAW_MESSAGE, 0, "seal", 4, &err), SL_OK);
+    assert_int_equal(raw_recv(r, 3000, &m, &l, &err), SL_OK);
+    assert_int_equal(l, 6);
+    assert_int_equal(raw_seal(r, &err), SL_OK);
+    int64_t t0 = now_ms();
+    assert_int_equal(raw_record(r, RAW_MESSAGE, 8 << 20, "slow", 4, &err), SL_OK);
+    assert_int_equal(raw_header(r, RAW_SEALED, 1 << 20, 0, &err), SL_OK);
+    attacker_cut(&e, r, SL_ERR_TIMEOUT, "bulk too slow", 3000);
+    int64_t dt = now_ms() - t0;
+    print_message("cut after %lld ms\n", (long long)dt);
+    assert_true(dt < 2000);
+    neighbour_check(&n);
+    assert_good_client(&e);
+    echo_stop(&e);
+}
+
 /* Bulk one byte every 100 ms: under the floor once the grace is over, whatever the frames. */
 static void trickle(int blocking)
 {
@@ -517,6 +549,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bulk_announced_never_sent),
+        cmocka_unit_test(test_bulk_sealed_frame_never_sent),
         cmocka_unit_test(test_bulk_trickled),
         cmocka_unit_test(test_bulk_trickled_blocking_recv),
         cmocka_unit_test(test_replies_never_read),
