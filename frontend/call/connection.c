@@ -165,12 +165,11 @@ static void open_lanes(const char *endpoint, const sl_tls_config *tls, const sl_
     unsigned n = 0;
     char ep[600] = "";
     sl_error err;
-    bool seal = sl_fe_env_uint("SLUICE_SEALED_BULK", 1, 1) != 0;
     sl_channel_opts lo = *opts;
     lo.chunk_size = SL_LANE_CHUNK;
     for (; n < g_nlanes; n++) {
         c[n] = sl_fe_worker_connect(endpoint, tls, &lo, g_lane_ports[n], g_lane_tickets[n],
-                                    SL_LANE_TICKET, seal, ep, sizeof ep, &err);
+                                    SL_LANE_TICKET, ep, sizeof ep, &err);
         if (!c[n])
             break;
     }

@@ -5,6 +5,7 @@
  * calls itself (backend/daemon/direct.c). If that fails (a firewall, VM networking), the
  * session goes on over the backend's channel: one log line says so. $SLUICE_DIRECT=0 skips the
  * attempt. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,9 +47,11 @@ sl_code sl_fe_open_exchange(sl_client *c, Sluice__Wire__SessionOpen *open, int t
     return sl_wire_decode_server(msg, len, NULL, out, err);
 }
 
-static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket_len, bool seal,
-                              sl_error *err)
+/* SessionOpen{ticket}, asking for sealed bulk (docs/channel.md) unless SLUICE_SEALED_BULK=0;
+ * sealed when the worker's SessionAccept agrees. */
+static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket_len, sl_error *err)
 {
+    bool seal = sl_fe_env_uint("SLUICE_SEALED_BULK", 1, 1) != 0;
     Sluice__Wire__SessionOpen open = SLUICE__WIRE__SESSION_OPEN__INIT;
     open.protocol_version = 1;
     open.ticket = (ProtobufCBinaryData){ticket_len, (uint8_t *)ticket};
@@ -68,8 +71,7 @@ static sl_code present_ticket(sl_client *c, const uint8_t *ticket, size_t ticket
 
 sl_client *sl_fe_worker_connect(const char *endpoint, const sl_tls_config *tls,
                                 const sl_channel_opts *opts, uint32_t port, const uint8_t *ticket,
-                                size_t ticket_len, bool seal, char *ep, size_t ep_len,
-                                sl_error *err)
+                                size_t ticket_len, char *ep, size_t ep_len, sl_error *err)
 {
     const char *colon = strrchr(endpoint, ':');
     if (!colon || !port || port > 65535 ||
@@ -84,7 +86,7 @@ sl_client *sl_fe_worker_connect(const char *endpoint, const sl_tls_config *tls,
         o.handshake_timeout_ms = DIRECT_TIMEOUT_MS;
     sl_client *c = NULL;
     if (sl_client_connect(ep, tls, &o, &c, err) == SL_OK &&
-        present_ticket(c, ticket, ticket_len, seal, err) == SL_OK)
+        present_ticket(c, ticket, ticket_len, err) == SL_OK)
         return c;
     sl_client_close(c);
     return NULL;
@@ -98,9 +100,8 @@ sl_client *sl_fe_direct_open(const char *endpoint, const sl_tls_config *tls,
         return NULL;
     char ep[600];
     sl_error err;
-    bool seal = sl_fe_env_uint("SLUICE_SEALED_BULK", 1, 1) != 0;
-    sl_client *c = sl_fe_worker_connect(endpoint, tls, opts, port, ticket, ticket_len, seal, ep,
-                                        sizeof ep, &err);
+    sl_client *c =
+        sl_fe_worker_connect(endpoint, tls, opts, port, ticket, ticket_len, ep, sizeof ep, &err);
     if (c) {
         sl_log(SL_LOG_DEBUG, SL_FE_COMPONENT, "the session's calls go to its worker at %s", ep);
         return c;

@@ -3,7 +3,6 @@
 #ifndef SLUICE_FRONTEND_CALL_DIRECT_H
 #define SLUICE_FRONTEND_CALL_DIRECT_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,13 +24,11 @@ sl_client *sl_fe_direct_open(const char *endpoint, const sl_tls_config *tls,
 
 /* Connects to the session worker's port on the host of endpoint (ep: the endpoint used) with
  * the session's TLS material and presents ticket (SessionOpen{ticket}, answered SessionAccept):
- * the direct channel's and each bulk lane's opening (lanes.c). seal: ask for sealed bulk
- * (SessionOpen.sealed_bulk), sealed when the worker's answer agrees. NULL and err on
- * failure. */
+ * the direct channel's and each bulk lane's opening (lanes.c), asking for sealed bulk
+ * (SessionOpen.sealed_bulk) unless SLUICE_SEALED_BULK=0. NULL and err on failure. */
 sl_client *sl_fe_worker_connect(const char *endpoint, const sl_tls_config *tls,
                                 const sl_channel_opts *opts, uint32_t port, const uint8_t *ticket,
-                                size_t ticket_len, bool seal, char *ep, size_t ep_len,
-                                sl_error *err);
+                                size_t ticket_len, char *ep, size_t ep_len, sl_error *err);
 
 /* The direct channel failed (err): the backend's channel (parent) may say why the session
  * ended (its worker died, a revocation): waits up to 2 s for its CLOSE and, when one came,
