@@ -84,6 +84,17 @@ def make_ca(pki, name):
                    check=True, capture_output=True)
 
 
+def read_events(path):
+    """The fake agent's complete JSON lines so far: a line it is still writing (no newline yet)
+    is left for the next read, not taken as the end of every event."""
+    try:
+        with open(path) as f:
+            lines = f.read().split("\n")
+    except OSError:
+        return []
+    return [json.loads(line) for line in lines[:-1] if line.strip()]
+
+
 class Agent:
     """sluice-fake-agent on ipc://<work>/<name>.sock, its JSON lines in <work>/<name>.jsonl."""
 
@@ -102,11 +113,7 @@ class Agent:
         self.wait_for(lambda evs: any(e["type"] == "listening" for e in evs), 10, "listening")
 
     def events(self):
-        try:
-            with open(self.out) as f:
-                return [json.loads(line) for line in f if line.strip()]
-        except (OSError, ValueError):
-            return []
+        return read_events(self.out)
 
     def wait_for(self, pred, timeout, what):
         end = time.time() + timeout

@@ -45,7 +45,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import accounting  # noqa: E402  (issue_cert)
+import accounting  # noqa: E402  (issue_cert, read_events)
 import run  # noqa: E402  (the e2e harness: PKI, process helpers)
 
 NEIGHBOUR_MAX_MS = 100
@@ -60,11 +60,7 @@ ATTACKS = {
 
 
 def events(path):
-    try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except (OSError, ValueError):
-        return []
+    return accounting.read_events(path)
 
 
 def wait_for(pred, timeout, what):
