@@ -278,13 +278,20 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         rs->seq--;
         return rc;
     }
-    rc = send_bulk(call, in, n);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    /* the waiter first: with lane pieces the lock is let go while they go, and the reader may
+     * meanwhile read this call's reply (the worker has all pieces before the last send ends) */
     struct sl_fe_waiter w = {.seq = call->seq, .out = out, .out_cap = out_cap};
     pthread_cond_t cv;
     pthread_cond_init(&cv, NULL);
     sl_fe_waiters_add(&w, 1, &cv);
+    rc = send_bulk(call, in, n);
+    if (rc != CUDA_SUCCESS) {
+        sl_fe_waiters_remove(&w, 1);
+        if (w.reply)
+            sl_wire_reply_free(w.reply);
+        pthread_cond_destroy(&cv);
+        return rc;
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = sl_fe_wait_replies(&w, 1, &cv); /* the lock released while waiting */

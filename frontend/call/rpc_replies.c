@@ -75,13 +75,14 @@ void sl_fe_waiters_add(struct sl_fe_waiter *w, size_t n, pthread_cond_t *cv)
 {
     for (size_t i = 0; i < n; i++) {
         w[i].cv = cv;
+        w[i].waiting = 0;
         atomic_init(&w[i].done, 0);
         w[i].next = g_waiters;
         g_waiters = &w[i];
     }
 }
 
-static void waiters_remove(struct sl_fe_waiter *w, size_t n)
+void sl_fe_waiters_remove(struct sl_fe_waiter *w, size_t n)
 {
     for (struct sl_fe_waiter **pp = &g_waiters; *pp;) {
         int mine = *pp >= w && *pp < w + n;
@@ -298,6 +299,8 @@ CUresult sl_fe_wait_replies(struct sl_fe_waiter *w, size_t n, pthread_cond_t *cv
 {
     struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
     CUresult rc = CUDA_SUCCESS;
+    for (size_t i = 0; i < n; i++)
+        w[i].waiting = 1;
     while (!all_done(w, n)) {
         if (rs->dead) {
             rc = CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -307,8 +310,10 @@ CUresult sl_fe_wait_replies(struct sl_fe_waiter *w, size_t n, pthread_cond_t *cv
             g_reading = 1;
             rc = reader_turn(w, n);
             g_reading = 0;
-            for (struct sl_fe_waiter *o = g_waiters; o; o = o->next) /* the next reader */
-                if (!atomic_load(&o->done) && (o < w || o >= w + n)) {
+            /* the next reader: a thread that waits (one still sending its call's lane
+             * pieces becomes the reader itself when it comes to wait, if none is) */
+            for (struct sl_fe_waiter *o = g_waiters; o; o = o->next)
+                if (o->waiting && !atomic_load(&o->done) && (o < w || o >= w + n)) {
                     pthread_cond_signal(o->cv);
                     break;
                 }
@@ -324,7 +329,7 @@ CUresult sl_fe_wait_replies(struct sl_fe_waiter *w, size_t n, pthread_cond_t *cv
         if (!all_done(w, n) && g_reading && !rs->dead)
             pthread_cond_wait(cv, &rs->io);
     }
-    waiters_remove(w, n);
+    sl_fe_waiters_remove(w, n);
     if (rc != CUDA_SUCCESS) {
         sl_fe_waiters_fail();
         for (size_t i = 0; i < n; i++) {

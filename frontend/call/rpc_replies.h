@@ -23,12 +23,17 @@ struct sl_fe_waiter {
     Sluice__Wire__Reply *reply;
     atomic_int done;
     pthread_cond_t *cv; /* its thread sleeps on it */
+    int waiting;        /* its thread is in sl_fe_wait_replies (the lock held to read it) */
 };
 
 /* After this thread used the transport: a reader waiting on its descriptors looks again. */
 void sl_fe_wake_reader(void);
-/* Registers n waiters (their seq, out and out_cap set) whose thread sleeps on cv. */
+/* Registers n waiters (their seq, out and out_cap set) whose thread sleeps on cv: before
+ * the lock is let go after their calls were sent, else the reader finds no waiter for a reply
+ * and drops it. */
 void sl_fe_waiters_add(struct sl_fe_waiter *w, size_t n, pthread_cond_t *cv);
+/* Takes back n waiters registered whose replies will not be waited for (their send failed). */
+void sl_fe_waiters_remove(struct sl_fe_waiter *w, size_t n);
 /* The transport failed: every waiter wakes and finds the session dead. */
 void sl_fe_waiters_fail(void);
 /* Until the replies to the n waiters (registered, their calls sent) are in; the lock is

@@ -1,8 +1,9 @@
 // lanes_copy: large host-to-device and device-to-host copies whose sizes are not multiples of
 // the copy's pieces (16 MiB calls, 2 MiB lane pieces, 4 KiB alignment), from pageable and from
-// page-locked memory, checked byte for byte, and the same from two threads at once (e2e.lanes
-// runs it with SLUICE_LANES=4, docs/remoting.md "Lanes"; without lanes it checks the same
-// copies on the direct channel).
+// page-locked memory, checked byte for byte, the same from two threads at once, then many short
+// round trips from six threads (e2e.lanes runs it with SLUICE_LANES=4, docs/remoting.md "Lanes";
+// without lanes it checks the same copies on the direct channel).
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -70,10 +71,26 @@ int main()
     std::thread b([&] { tbad[1] = round_trip((20u << 20) + 4095, true, 2); });
     a.join();
     b.join();
-    if (bad || tbad[0] || tbad[1])
-        FAIL("%d single-thread and %d two-thread copies came back different", bad,
-             tbad[0] + tbad[1]);
-    std::printf("lanes_copy: 10 round trips of 1-40 MiB checked, 2 of them concurrent\n");
+    /* many threads, many short round trips: each thread's reply may be read by another thread
+     * while this one's lane pieces still go (a reply read before its waiter was registered
+     * once left a thread waiting forever) */
+    enum { THREADS = 6, ROUNDS = 12 };
+    std::atomic<int> mbad{0};
+    std::vector<std::thread> many;
+    for (int t = 0; t < THREADS; t++)
+        many.emplace_back([t, &mbad] {
+            for (int r = 0; r < ROUNDS; r++)
+                mbad += round_trip((1u << 20) + 4096u * (unsigned)(r % 4) + 1u + (unsigned)t,
+                                   (r + t) % 2 == 1, 100u * (unsigned)t + (unsigned)r);
+        });
+    for (auto &th : many)
+        th.join();
+    if (bad || tbad[0] || tbad[1] || mbad)
+        FAIL("%d single-thread, %d two-thread and %d many-thread copies came back different",
+             bad, tbad[0] + tbad[1], mbad.load());
+    std::printf("lanes_copy: 10 round trips of 1-40 MiB checked, 2 of them concurrent, then "
+                "%d threads x %d round trips of 1 MiB and more\n",
+                THREADS, ROUNDS);
     pass();
     return 0;
 }

@@ -54,7 +54,7 @@ EXPECTED = {
     "graph_host": ["graph_host: 6 host node calls"],
     "capture_host": ["capture_host: 3 host function calls, 6 launches checked"],
     "managed_memory": ["managed_memory: host and kernels shared 100000 ints, a list of 1000"],
-    "lanes_copy": ["lanes_copy: 10 round trips of 1-40 MiB checked, 2 of them concurrent"],
+    "lanes_copy": ["lanes_copy: 10 round trips of 1-40 MiB checked, 2 of them concurrent, then"],
     "ipc": ["ipc: the importer read 65536 ints of this process",
             "ipc(importer): forged memory handle -> cudaError"],
     "shareable_ipc": ["shareable_ipc: the importer read 65536 ints of a pool allocation",
