@@ -208,6 +208,7 @@ static void run_job(sl_be_session *s, struct be_job *job)
             be_deferred_async(&s->def, call->seq, rc);
             be_bulk_free(c.out); /* async calls have no reply (DtoHAsync: see copy.c) */
         } else {
+            be_waits_push_watched(s->waits); /* waits.c: watched streams found done go first */
             be_session_send_reply(s, &c);
         }
         if (debug) /* after the reply left: the line's own time is not the guest's */

@@ -24,6 +24,7 @@
 #include "session/waits.h"
 #include "accounting/timing.h"
 #include "bounds.h"
+#include "daemon/outbox.h"
 #include "session/contexts.h"
 #include "session/deferred.h"
 #include "session/printf.h"
@@ -43,10 +44,13 @@ struct be_wait {
     uint32_t call_id;
     uint8_t kind;  /* enum sl_call_blocks */
     CUcontext ctx; /* made current on the waiter (NULL: none needed) */
-    CUevent ev;    /* blocks=stream|event */
+    CUevent ev;    /* blocks=stream|event, and a watch's */
     int own_ev;    /* the private event of a stream wait: the waiter destroys it */
+    int pushed;    /* a watch: its StreamDone went already (be_waits_push_watched) */
     CUresult rc;
 };
+
+#define WATCH 0xffu /* kind: a busy stream watched for its query (no reply, a StreamDone) */
 
 struct be_waits {
     sl_be_session *s;
@@ -59,6 +63,7 @@ struct be_waits {
     struct be_wait *done;           /* completed, for the session thread */
     atomic_uint n_done;
     unsigned outstanding; /* session thread: handed off and not finished */
+    unsigned watches;     /* session thread: the watches among them */
     struct be_wait *all;  /* session thread: those waits */
     unsigned n_threads, idle;
     pthread_t *threads;
@@ -88,7 +93,7 @@ static void complete(struct be_waits *w, struct be_wait *x)
         x->rc = api->cuCtxSynchronize();
     else
         x->rc = poll_then_block(api, x->ev, w->spin_ns);
-    if (x->own_ev)
+    if (x->own_ev && x->kind != WATCH) /* a watch's the session thread queries too */
         api->cuEventDestroy_v2(x->ev);
 }
 
@@ -199,6 +204,35 @@ static int done_soon(struct be_waits *w, CUstream st, CUevent ev)
     }
 }
 
+/* The stream a call names, as the driver knows it; 0 when it names none the session has. */
+static int call_stream(sl_be_session *s, const Sluice__Wire__Call *call, CUstream *st)
+{
+    uint64_t id = 0;
+    if (!s->api->cuEventCreate || !s->api->cuEventRecord || !sl_call_stream(call, &id) ||
+        be_stream(s, id, st) != CUDA_SUCCESS)
+        return 0;
+    if (call->per_thread_stream && *st == NULL)
+        *st = CU_STREAM_PER_THREAD;
+    return 1;
+}
+
+/* A private event recorded on st (what is queued there now), in x; 0 when none could be. */
+static int stream_event(const struct sl_driver_api *api, CUstream st, struct be_wait *x)
+{
+    /* blocking sync: past the poll the waiter sleeps in the driver instead of spinning there,
+     * which slowed every other driver call of the worker (the head-of-line rows, run 22) and
+     * cost a core per waiting guest thread */
+    if (api->cuEventCreate(&x->ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) !=
+        CUDA_SUCCESS)
+        return 0;
+    if (api->cuEventRecord(x->ev, st) != CUDA_SUCCESS) {
+        api->cuEventDestroy_v2(x->ev);
+        return 0;
+    }
+    x->own_ev = 1;
+    return 1;
+}
+
 /* The object a blocks= call waits on; 0 when the call should run inline. */
 static int target(struct be_waits *w, const struct sl_be_call *c, const struct sl_call_info *ci,
                   struct be_ctx *cur, struct be_wait *x)
@@ -209,27 +243,10 @@ static int target(struct be_waits *w, const struct sl_be_call *c, const struct s
     x->ctx = cur ? cur->ctx : NULL;
     switch (ci->blocks) {
     case SL_BLOCKS_STREAM: {
-        uint64_t id = 0;
         CUstream st;
-        if (!api->cuStreamQuery || !api->cuEventCreate || !api->cuEventRecord ||
-            !sl_call_stream(call, &id) || be_stream(s, id, &st) != CUDA_SUCCESS)
+        if (!api->cuStreamQuery || !call_stream(s, call, &st) || done_soon(w, st, NULL))
             return 0;
-        if (call->per_thread_stream && st == NULL)
-            st = CU_STREAM_PER_THREAD;
-        if (done_soon(w, st, NULL))
-            return 0;
-        /* blocking sync: past the poll the waiter sleeps in the driver instead of spinning
-         * there, which slowed every other driver call of the worker (the head-of-line rows,
-         * run 22) and cost a core per waiting guest thread */
-        if (api->cuEventCreate(&x->ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) !=
-            CUDA_SUCCESS)
-            return 0;
-        if (api->cuEventRecord(x->ev, st) != CUDA_SUCCESS) {
-            api->cuEventDestroy_v2(x->ev);
-            return 0;
-        }
-        x->own_ev = 1;
-        return 1;
+        return stream_event(api, st, x);
     }
     case SL_BLOCKS_EVENT: {
         void *ev = NULL;
@@ -292,6 +309,68 @@ int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_cal
     return 1;
 }
 
+int be_waits_watch(struct be_waits *w, const struct sl_be_call *c, struct be_ctx *cur)
+{
+    CUstream st;
+    if (!w || !w->max || w->watches >= BE_MAX_WATCHES || !w->s->api->cuEventQuery ||
+        !w->s->api->cuEventSynchronize || !w->s->api->cuEventDestroy_v2 ||
+        !call_stream(w->s, c->call, &st))
+        return 0;
+    struct be_wait *x = calloc(1, sizeof *x);
+    if (!x)
+        return 0;
+    if (!stream_event(w->s->api, st, x)) {
+        free(x);
+        return 0;
+    }
+    x->seq = c->call->seq;
+    x->ctx_id = c->call->context;
+    x->call_id = c->call->call_id;
+    x->kind = WATCH;
+    x->ctx = cur ? cur->ctx : NULL;
+    pthread_mutex_lock(&w->mu);
+    int ok = hand_off(w, x);
+    pthread_mutex_unlock(&w->mu);
+    if (!ok) {
+        w->s->api->cuEventDestroy_v2(x->ev);
+        free(x);
+        return 0;
+    }
+    w->outstanding++;
+    w->watches++;
+    x->all_next = w->all;
+    w->all = x;
+    return 1;
+}
+
+static void push_stream_done(sl_be_session *s, struct be_wait *x)
+{
+    Sluice__Wire__StreamDone sd = SLUICE__WIRE__STREAM_DONE__INIT;
+    sd.seq = x->seq;
+    Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
+    m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_STREAM_DONE;
+    m.stream_done = &sd;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    sl_error e;
+    x->pushed = 1;
+    if (sl_wire_encode_server(&m, NULL, &buf, &len, &e) == SL_OK)
+        be_outbox_push_reply(s->srv, s->peer, buf, len, NULL, 0);
+    else /* the guest then asks the driver again at its next query: nothing else lost */
+        sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu: StreamDone of seq %llu: %s",
+               (unsigned long long)s->id, (unsigned long long)x->seq, e.msg);
+}
+
+void be_waits_push_watched(struct be_waits *w)
+{
+    if (!w || !w->watches)
+        return;
+    for (struct be_wait *x = w->all; x; x = x->all_next)
+        if (x->kind == WATCH && !x->pushed &&
+            w->s->api->cuEventQuery(x->ev) != CUDA_ERROR_NOT_READY)
+            push_stream_done(w->s, x);
+}
+
 void be_waits_before_release(struct be_waits *w, uint64_t handle)
 {
     if (!w || !handle)
@@ -303,10 +382,19 @@ void be_waits_before_release(struct be_waits *w, uint64_t handle)
         }
 }
 
-/* The reply of a completed wait, as be_run_call and run_job would have sent it. */
+/* The reply of a completed wait, as be_run_call and run_job would have sent it; a watch's
+ * StreamDone unless it went already. */
 static void finish_one(struct be_waits *w, struct be_wait *x)
 {
     sl_be_session *s = w->s;
+    if (x->kind == WATCH) {
+        w->watches--;
+        if (!x->pushed)
+            push_stream_done(s, x);
+        s->api->cuEventDestroy_v2(x->ev);
+        free(x);
+        return;
+    }
     const struct sl_call_info *ci = sl_call_lookup(x->call_id);
     Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
     call.seq = x->seq;
@@ -331,6 +419,7 @@ static void finish_one(struct be_waits *w, struct be_wait *x)
     if (x->rc != CUDA_SUCCESS)
         s->errors++;
     struct sl_be_call c = {.s = s, .api = s->api, .call = &call, .reply = &reply};
+    be_waits_push_watched(w);
     be_session_send_reply(s, &c);
     free(x);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "call/allocs.h"
+#include "call/busy.h"
 #include "call/config.h"
 #include "call/connection.h"
 #include "call/contexts.h"
@@ -350,13 +351,17 @@ static void log_stats(void)
     sl_fe_rpc_stats(&st);
     sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT,
            "session stats: %llu sync calls (%.1f ms waiting for replies), %llu async calls in "
-           "%llu frames (%llu sent by the sender thread), %llu fences, %llu answers from memo, "
+           "%llu frames (%llu sent by the sender thread), %llu fences, %llu answers given here (memo, idle and busy streams), "
            "%llu callbacks, %llu deferred errors",
            (unsigned long long)st.sync_calls, (double)st.wait_ns / 1e6,
            (unsigned long long)st.async_calls, (unsigned long long)st.frames_sent,
            (unsigned long long)st.frames_handed, (unsigned long long)st.fences,
            (unsigned long long)st.memo_hits, (unsigned long long)st.callbacks_run,
            (unsigned long long)st.deferred_errors);
+    if (sl_fe_busy_answers())
+        sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT,
+               "session stats: %llu queries of busy streams answered here (not ready)",
+               (unsigned long long)sl_fe_busy_answers());
     unsigned lanes;
     uint64_t sent, sent_b, got, got_b;
     sl_fe_lanes_stats(&lanes, &sent, &sent_b, &got, &got_b);

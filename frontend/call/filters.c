@@ -1,6 +1,7 @@
 /* The call filters (docs/frontend-internals.md "The call filters"): each in its own file, all
  * of them called from here only, in the one order of the list below, hook by hook:
- * - answer: a synchronous call is answered here (the memo, then the idle streams);
+ * - answer: a synchronous call is answered here (the memo, the idle streams, then the busy
+ *   streams);
  * - before: a call is about to go (the memo forgets what an unmemo/uncapture call changes);
  * - sync_out: calls are about to go (the mapped ranges' changed bytes go first, then managed
  *   memory's dirty pages);
@@ -8,7 +9,8 @@
  * - reply: a reply was read (device printf output, then the mapped ranges' bytes);
  * - failed / answered: a call's answer reached its thread, with an error that may have
  *   changed state (the memo and the idle streams forget) or without (they keep it);
- * - callback: the backend asks for a host function;
+ * - callback: the backend asks for a host function; stream_done: a watched stream's work is
+ *   done (the busy streams);
  * - the live allocations (allocs.c) learn what synchronous allocations answered and forget
  *   what a call releases; the frees of what their cache gave up go last in sync_out;
  * - session: the session is new or gone; reset: the tests start again.
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 
 #include "call/allocs.h"
+#include "call/busy.h"
 #include "call/callbacks.h"
 #include "call/filters.h"
 #include "call/idle.h"
@@ -86,6 +89,37 @@ static void idle_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Re
     (void)r;
     (void)memo;
     sl_fe_idle_answered(call);
+}
+
+/* ------------------------------------------------------------------ busy streams (busy.c) */
+static int busy_answer(Sluice__Wire__Call *call, int memo, uint64_t seq_now,
+                       Sluice__Wire__Reply **reply)
+{
+    (void)memo;
+    (void)seq_now;
+    if (!sl_fe_busy_answer(call))
+        return 0;
+    Sluice__Wire__Reply *r = malloc(sizeof *r);
+    if (!r)
+        return 0;
+    sluice__wire__reply__init(r);
+    r->call_id = call->call_id;
+    r->result = CUDA_ERROR_NOT_READY;
+    *reply = r;
+    return 1;
+}
+
+static void busy_failed(uint32_t call_id, uint64_t seq_now)
+{
+    (void)call_id;
+    (void)seq_now;
+    sl_fe_busy_forget();
+}
+
+static void busy_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Reply *r, int memo)
+{
+    (void)memo;
+    sl_fe_busy_answered(call, r);
 }
 
 /* ------------------------------------------------------------------ printf output (printf.c) */
@@ -182,6 +216,13 @@ static const struct filter g_filters[] = {
      .answered = idle_answered,
      .session = sl_fe_idle_forget,
      .reset = sl_fe_idle_reset},
+    {.name = "busy",
+     .answer = busy_answer,
+     .appended = sl_fe_busy_note,
+     .failed = busy_failed,
+     .answered = busy_answered,
+     .session = sl_fe_busy_forget,
+     .reset = sl_fe_busy_forget},
     {.name = "printf", .reply = printf_reply},
     {.name = "mapped", .sync_out = mapped_sync_out, .reply = mapped_reply},
     {.name = "managed",
@@ -283,6 +324,11 @@ void sl_fe_filters_answered_batch(const Sluice__Wire__Call *call, const Sluice__
         failed(call->call_id, seq_now);
     else
         managed_settle(); /* the batch's answers came after the work sent before it */
+}
+
+void sl_fe_filters_stream_done(uint64_t seq)
+{
+    sl_fe_busy_done(seq);
 }
 
 int sl_fe_filters_callback(uint64_t fn)

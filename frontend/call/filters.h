@@ -40,6 +40,8 @@ void sl_fe_filters_answered_batch(const Sluice__Wire__Call *call, const Sluice__
                                   uint64_t seq_now);
 /* The backend asks for the host function registered under fn, without the lock: 1 if it ran. */
 int sl_fe_filters_callback(uint64_t fn);
+/* The worker's StreamDone{seq}: the work a watched stream query found queued is done. */
+void sl_fe_filters_stream_done(uint64_t seq);
 /* The session is new or gone. */
 void sl_fe_filters_session(void);
 /* Back to the initial state (tests). */

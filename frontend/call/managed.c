@@ -483,3 +483,11 @@ void sl_fe_managed_reset(void)
     memset(&g_stats, 0, sizeof g_stats);
     pthread_mutex_unlock(&g_lock);
 }
+
+int sl_fe_managed_any(void)
+{
+    pthread_mutex_lock(&g_lock);
+    int any = g_allocs != NULL;
+    pthread_mutex_unlock(&g_lock);
+    return any;
+}

@@ -31,6 +31,8 @@ int sl_fe_managed_map(uint64_t addr, size_t len, const char **why);
 /* Forgets the allocation at addr and unmaps the pages no other allocation shares: 1, or 0 when
  * addr starts no managed allocation. */
 int sl_fe_managed_unmap(uint64_t addr);
+/* 1 while the program has managed memory. */
+int sl_fe_managed_any(void);
 /* 1 and the allocation holding p (base, length) when p lies in managed memory. */
 int sl_fe_managed_find(uint64_t p, uint64_t *base, size_t *len);
 /* Makes [p, p + n) present in the guest (fetching what is not): cuMemPrefetchAsync to the CPU,

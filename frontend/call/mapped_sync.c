@@ -171,3 +171,8 @@ void sl_fe_mapped_apply(uint64_t dptr, uint64_t offset, const void *data, size_t
     }
     pthread_mutex_unlock(&g_map_lock);
 }
+
+int sl_fe_mapped_any(void)
+{
+    return atomic_load(&g_nmaps) != 0;
+}

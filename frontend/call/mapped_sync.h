@@ -32,5 +32,7 @@ void sl_fe_mapped_settled(const void *p, size_t n);
 typedef CUresult (*sl_fe_mapped_emit)(uint64_t dptr, uint64_t offset, const void *data, size_t len);
 CUresult sl_fe_mapped_sync_out(sl_fe_mapped_emit emit);
 void sl_fe_mapped_apply(uint64_t dptr, uint64_t offset, const void *data, size_t len);
+/* 1 while the program has mapped host memory (its device writes come with replies). */
+int sl_fe_mapped_any(void);
 
 #endif

@@ -224,6 +224,11 @@ static CUresult read_messages(int timeout_ms)
         case SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES:
             res = take_replies(m->replies, blen);
             break;
+        case SLUICE__WIRE__SERVER_MESSAGE__KIND_STREAM_DONE:
+            sl_fe_filters_stream_done(m->stream_done->seq);
+            if (blen && rs->tr.recv_bulk(rs->tr.t, NULL, (size_t)blen, &e))
+                res = sl_fe_rpc_lost("receive bulk", &e);
+            break;
         case SLUICE__WIRE__SERVER_MESSAGE__KIND_CLOSE: {
             sl_error ce;
             sl_fail(&ce, SL_ERR_CLOSED, "backend closed the session: %s",
@@ -295,6 +300,16 @@ static CUresult reader_turn(struct sl_fe_waiter *w, size_t n)
 }
 
 /* Until the replies to the n waiters (registered, their calls sent) are in (the lock held). */
+void sl_fe_read_pending(void)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    if (g_reading || rs->dead)
+        return; /* the reader hands out what comes */
+    g_reading = 1;
+    read_messages(0); /* a failure marks the session dead: the next call reports it */
+    g_reading = 0;
+}
+
 CUresult sl_fe_wait_replies(struct sl_fe_waiter *w, size_t n, pthread_cond_t *cv)
 {
     struct sl_fe_rpc_state *rs = sl_fe_rpc_state();

@@ -34,6 +34,9 @@ void sl_fe_wake_reader(void);
 void sl_fe_waiters_add(struct sl_fe_waiter *w, size_t n, pthread_cond_t *cv);
 /* Takes back n waiters registered whose replies will not be waited for (their send failed). */
 void sl_fe_waiters_remove(struct sl_fe_waiter *w, size_t n);
+/* With the lock held: what the transport holds now is read and handed out (replies to their
+ * waiters, StreamDone to the busy streams), unless another thread is the reader. */
+void sl_fe_read_pending(void);
 /* The transport failed: every waiter wakes and finds the session dead. */
 void sl_fe_waiters_fail(void);
 /* Until the replies to the n waiters (registered, their calls sent) are in; the lock is

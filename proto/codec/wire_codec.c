@@ -245,6 +245,10 @@ sl_code sl_wire_check_server(const Sluice__Wire__ServerMessage *m, const struct 
                            (unsigned long long)m->callback->id,
                            (unsigned long long)m->callback->fn);
         return SL_OK;
+    case SLUICE__WIRE__SERVER_MESSAGE__KIND_STREAM_DONE:
+        if (!m->stream_done || !m->stream_done->seq)
+            return sl_fail(e, SL_ERR_PROTOCOL, "StreamDone without the seq of its query");
+        return SL_OK;
     case SLUICE__WIRE__SERVER_MESSAGE__KIND_REPLIES:
         if (!m->replies)
             return sl_fail(e, SL_ERR_PROTOCOL, "server message kind set without a body");

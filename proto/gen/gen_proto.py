@@ -76,7 +76,10 @@ message Call {{
   // pieces on the lanes instead of after the message (0: after the message, as before).
   uint32 lane_pieces = 7;
   bool reply_on_lanes = 8;       // the reply's bulk may come back on the lanes
-  reserved 9 to 99;
+  // A stream query (docs/remoting.md, "Busy streams"): if the stream is busy, the worker may
+  // watch it and send StreamDone{{seq}} once the work queued before this call is done.
+  bool watch = 9;
+  reserved 10 to 99;
   oneof args {{
 {args}
   }}
@@ -105,7 +108,10 @@ message Reply {{
                                  // a reply has none left
   uint32 lane_pieces = 11;       // bulk_length bytes come as this many LaneBulk pieces on the
                                  // lanes (only when the call asked reply_on_lanes); 0: after
-  reserved 12 to 99;
+  bool watched = 12;             // a NOT_READY answer to a call that asked watch: StreamDone
+                                 // with this seq follows, before any later reply that could
+                                 // only come after that work
+  reserved 13 to 99;
   oneof out {{
 {outs}
   }}
@@ -199,7 +205,13 @@ message ServerMessage {{
     SessionClose close = 3;
     HostCallback callback = 4;
     LaneBulk lane = 5;
+    StreamDone stream_done = 6;
   }}
+}}
+
+// The work a watched stream query (Call.watch, Reply.watched) found queued is done.
+message StreamDone {{
+  uint64 seq = 1;                // the seq of that query
 }}
 
 // The backend asks the guest to run a host function registered with cuLaunchHostFunc or

@@ -43,7 +43,7 @@ PROGRAMS = ["vector_add", "streams_events", "memcpy_to_symbol", "host_callback",
             "concurrent_threads", "managed_memory", "memcpy_default", "launch_checks",
             "driver_semantics", "device_assert", "mem_free",
             "alloc_cache", "capture_host", "mapped_large", "ipc", "shareable_ipc",
-            "lanes_copy"]
+            "lanes_copy", "busy_query"]
 
 # Output every run must contain, besides "PASS <name>".
 EXPECTED = {
@@ -54,6 +54,7 @@ EXPECTED = {
     "graph_host": ["graph_host: 6 host node calls"],
     "capture_host": ["capture_host: 3 host function calls, 6 launches checked"],
     "managed_memory": ["managed_memory: host and kernels shared 100000 ints, a list of 1000"],
+    "busy_query": ["busy_query: polling loops end with the kernels' results"],
     "lanes_copy": ["lanes_copy: 10 round trips of 1-40 MiB checked, 2 of them concurrent, then"],
     "ipc": ["ipc: the importer read 65536 ints of this process",
             "ipc(importer): forged memory handle -> cudaError"],

@@ -64,6 +64,8 @@ static struct {
     int nowait_frees; /* cuMemFree_v2 sent without waiting */
     uint64_t kernel;  /* what cuLibraryGetKernel answers */
     int give_layout;  /* ...with its parameter layout (a pointer and an int) */
+    int watch_asked;  /* calls that asked Call.watch */
+    uint64_t watched; /* the seq of the last reply that said Reply.watched */
 } F;
 
 static void queue_server(Sluice__Wire__ServerMessage *m)
@@ -101,6 +103,11 @@ static void answer(const Sluice__Wire__Call *c)
     r.call_id = c->call_id;
     r.result = F.next_result;
     r.failed_seq = F.next_failed_seq;
+    F.watch_asked += c->watch;
+    if (c->watch && F.next_result == CUDA_ERROR_NOT_READY) { /* the worker watches the stream */
+        r.watched = 1;
+        F.watched = c->seq;
+    }
     if (F.next_stdout) {
         r.stdout_data.data = (uint8_t *)F.next_stdout;
         r.stdout_data.len = strlen(F.next_stdout);
@@ -236,7 +243,6 @@ static sl_code fake_recv(void *t, const void **msg, size_t *len, uint64_t *bulk_
                          sl_error *e)
 {
     (void)t;
-    (void)timeout_ms;
     free(F.cur);
     F.cur = NULL;
     if (F.qhead == F.qn && F.held && atomic_load(&F.release)) {
@@ -251,6 +257,8 @@ static sl_code fake_recv(void *t, const void **msg, size_t *len, uint64_t *bulk_
         usleep(1000);
         return sl_fail(e, SL_ERR_TIMEOUT, "nothing yet");
     }
+    if (F.qhead == F.qn && timeout_ms == 0) /* only what is there now (busy.c's look) */
+        return sl_fail(e, SL_ERR_TIMEOUT, "nothing yet");
     if (F.qhead == F.qn)
         return sl_fail(e, SL_ERR_PEER_LOST, "fake backend has nothing to say");
     F.cur = F.q[F.qhead];
@@ -603,6 +611,60 @@ static void idle_stream_answered_here(void **state)
     F.next_result = CUDA_SUCCESS;
     assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
     assert_int_equal(F.calls, 7);
+}
+
+/* The worker's StreamDone{seq}, queued after what the fake backend sent so far. */
+static void stream_done(uint64_t seq)
+{
+    Sluice__Wire__StreamDone sd = SLUICE__WIRE__STREAM_DONE__INIT;
+    sd.seq = seq;
+    Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
+    m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_STREAM_DONE;
+    m.stream_done = &sd;
+    queue_server(&m);
+}
+
+/* A stream query the worker answered NOT_READY and watches: the next queries are answered
+ * here, until its StreamDone is read (by the query itself: no thread waits) or the stream gets
+ * work; a StreamDone read before its reply reached the answer keeps nothing busy. */
+static void busy_stream_answered_here(void **state)
+{
+    (void)state;
+    CUstream a = (CUstream)0x77, b = (CUstream)0x88;
+    F.next_result = CUDA_ERROR_NOT_READY;
+    assert_int_equal(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
+    assert_int_equal(F.calls, 1);
+    assert_int_equal(F.watch_asked, 1);
+    uint64_t q = F.watched;
+    assert_true(q != 0);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
+    assert_int_equal(F.calls, 1);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, b), CUDA_SUCCESS); /* another stream's work */
+    assert_int_equal(cuStreamSynchronize(b), CUDA_SUCCESS);
+    assert_int_equal(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
+    assert_int_equal(F.calls, 3);
+    stream_done(q); /* read by the next query, which then asks the worker */
+    assert_int_equal(cuStreamQuery(a), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 4);
+
+    F.next_result = CUDA_ERROR_NOT_READY; /* watched again; then work on the stream itself */
+    assert_int_equal(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
+    assert_int_equal(cuMemsetD8Async(0x1000, 2, 16, a), CUDA_SUCCESS);
+    assert_int_equal(cuStreamQuery(a), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 7);
+
+    stream_done(F.last_seq + 1); /* before the reply it belongs to: nothing stays busy */
+    F.next_result = CUDA_ERROR_NOT_READY;
+    assert_int_equal(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
+    assert_int_equal(F.watched, F.last_seq);
+    assert_int_equal(cuStreamQuery(a), CUDA_SUCCESS);
+    assert_int_equal(F.calls, 9);
+    /* the legacy stream is never watched */
+    F.next_result = CUDA_ERROR_NOT_READY;
+    int asked = F.watch_asked;
+    assert_int_equal(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+    assert_int_equal(F.watch_asked, asked);
 }
 
 /* Work on one stream leaves another known idle (a thread syncing its own idle stream while
@@ -1322,6 +1384,7 @@ int main(void)
         cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
         cmocka_unit_test_setup(idle_stream_answered_here, setup),
         cmocka_unit_test_setup(idle_stream_kept_by_another_streams_work, setup),
+        cmocka_unit_test_setup(busy_stream_answered_here, setup),
         cmocka_unit_test_setup(idle_context_answered_here, setup),
         cmocka_unit_test_setup(mapped_write_keeps_context_idle, setup),
         cmocka_unit_test_setup(small_pinned_memory_is_mapped, setup),

@@ -319,6 +319,23 @@ static void accept_devices_are_checked(void **state)
     assert_int_equal(sl_wire_check_server(&m, NULL, &e), SL_ERR_PROTOCOL);
 }
 
+static void stream_done_is_checked(void **state)
+{
+    (void)state;
+    Sluice__Wire__StreamDone sd = SLUICE__WIRE__STREAM_DONE__INIT;
+    Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
+    sd.seq = 42;
+    m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_STREAM_DONE;
+    m.stream_done = &sd;
+    sl_error e;
+    assert_int_equal(server_round_trip(&m, &e), SL_OK);
+    sd.seq = 0;
+    assert_int_equal(sl_wire_check_server(&m, NULL, &e), SL_ERR_PROTOCOL);
+    assert_non_null(strstr(e.msg, "StreamDone"));
+    m.stream_done = NULL;
+    assert_int_equal(sl_wire_check_server(&m, NULL, &e), SL_ERR_PROTOCOL);
+}
+
 static void host_callbacks_are_checked(void **state)
 {
     (void)state;
@@ -412,6 +429,7 @@ int main(void)
         cmocka_unit_test(reply_stdout_is_bounded),
         cmocka_unit_test(accept_devices_are_checked),
         cmocka_unit_test(host_callbacks_are_checked),
+        cmocka_unit_test(stream_done_is_checked),
         cmocka_unit_test(internal_calls_travel_like_others),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
