@@ -351,7 +351,8 @@ static void log_stats(void)
     sl_fe_rpc_stats(&st);
     sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT,
            "session stats: %llu sync calls (%.1f ms waiting for replies), %llu async calls in "
-           "%llu frames (%llu sent by the sender thread), %llu fences, %llu answers given here (memo, idle and busy streams), "
+           "%llu frames (%llu sent by the sender thread), %llu fences, %llu answers given here "
+           "(memo, idle and busy streams), "
            "%llu callbacks, %llu deferred errors",
            (unsigned long long)st.sync_calls, (double)st.wait_ns / 1e6,
            (unsigned long long)st.async_calls, (unsigned long long)st.frames_sent,
