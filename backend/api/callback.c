@@ -35,11 +35,8 @@ static void CUDA_CB host_fn(void *arg)
         Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
         m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_CALLBACK;
         m.callback = &hc;
-        uint8_t *buf = NULL;
-        size_t len = 0;
         sl_error e;
-        if (sl_wire_encode_server(&m, NULL, &buf, &len, &e) == SL_OK) {
-            be_outbox_push_reply(s->srv, s->peer, buf, len, NULL, 0);
+        if (be_outbox_push_message(s->srv, s->peer, &m, &e) == SL_OK) {
             while (!cb->done && !s->closing)
                 pthread_cond_wait(&s->cv, &s->mu);
         }

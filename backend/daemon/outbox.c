@@ -53,6 +53,17 @@ void be_outbox_push_reply(struct be_server *srv, sl_peer peer, uint8_t *msg, siz
     out_push(srv, o);
 }
 
+sl_code be_outbox_push_message(struct be_server *srv, sl_peer peer,
+                               const Sluice__Wire__ServerMessage *m, sl_error *e)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (sl_wire_encode_server(m, NULL, &buf, &len, e) != SL_OK)
+        return e->code;
+    be_outbox_push_reply(srv, peer, buf, len, NULL, 0);
+    return SL_OK;
+}
+
 /* An in-process session's usage record (thread mode), taken by the channel thread. */
 void be_outbox_usage(void *user, const uint8_t *rec, size_t len)
 {

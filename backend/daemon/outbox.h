@@ -8,11 +8,15 @@
 
 #include "sluice/channel.h"
 #include "sluice/error.h"
+#include "sluice/wire.h"
 
 struct be_server;
 
 void be_outbox_push_reply(struct be_server *srv, sl_peer peer, uint8_t *msg, size_t len,
                           uint8_t *bulk, size_t bulk_len);
+/* m encoded and pushed as a reply without bulk (a host callback's request, a StreamDone). */
+sl_code be_outbox_push_message(struct be_server *srv, sl_peer peer,
+                               const Sluice__Wire__ServerMessage *m, sl_error *e);
 /* Ends a session from the worker side (protocol violation found late). */
 void be_outbox_push_close(struct be_server *srv, sl_peer peer, sl_code code, const char *why);
 /* An in-process session's usage record (thread mode; user: the server), taken by the channel

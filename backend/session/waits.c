@@ -350,13 +350,9 @@ static void push_stream_done(sl_be_session *s, struct be_wait *x)
     Sluice__Wire__ServerMessage m = SLUICE__WIRE__SERVER_MESSAGE__INIT;
     m.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_STREAM_DONE;
     m.stream_done = &sd;
-    uint8_t *buf = NULL;
-    size_t len = 0;
     sl_error e;
     x->pushed = 1;
-    if (sl_wire_encode_server(&m, NULL, &buf, &len, &e) == SL_OK)
-        be_outbox_push_reply(s->srv, s->peer, buf, len, NULL, 0);
-    else /* the guest then asks the driver again at its next query: nothing else lost */
+    if (be_outbox_push_message(s->srv, s->peer, &m, &e) != SL_OK) /* the guest keeps asking */
         sl_log(SL_LOG_ERR, BE_COMPONENT, "session %llu: StreamDone of seq %llu: %s",
                (unsigned long long)s->id, (unsigned long long)x->seq, e.msg);
 }

@@ -58,19 +58,25 @@ static void memo_answered(const Sluice__Wire__Call *call, const Sluice__Wire__Re
         sl_fe_memo_answered(call, r);
 }
 
+/* A reply to call made here, with result (NULL: out of memory, the call then travels). */
+static Sluice__Wire__Reply *local_reply(const Sluice__Wire__Call *call, CUresult result)
+{
+    Sluice__Wire__Reply *r = malloc(sizeof *r);
+    if (!r)
+        return NULL;
+    sluice__wire__reply__init(r);
+    r->call_id = call->call_id;
+    r->result = (int32_t)result;
+    return r;
+}
+
 /* ------------------------------------------------------------------ idle streams (idle.c) */
 static int idle_answer(Sluice__Wire__Call *call, int memo, uint64_t seq_now,
                        Sluice__Wire__Reply **reply)
 {
     (void)memo;
-    if (!sl_fe_idle_can_answer(call))
+    if (!sl_fe_idle_can_answer(call) || !(*reply = local_reply(call, CUDA_SUCCESS)))
         return 0;
-    Sluice__Wire__Reply *r = malloc(sizeof *r);
-    if (!r)
-        return 0;
-    sluice__wire__reply__init(r);
-    r->call_id = call->call_id;
-    *reply = r;
     uint64_t unsent = call->seq;
     call->seq = seq_now; /* as a synchronization that travelled now */
     sl_fe_idle_answered(call);
@@ -97,16 +103,7 @@ static int busy_answer(Sluice__Wire__Call *call, int memo, uint64_t seq_now,
 {
     (void)memo;
     (void)seq_now;
-    if (!sl_fe_busy_answer(call))
-        return 0;
-    Sluice__Wire__Reply *r = malloc(sizeof *r);
-    if (!r)
-        return 0;
-    sluice__wire__reply__init(r);
-    r->call_id = call->call_id;
-    r->result = CUDA_ERROR_NOT_READY;
-    *reply = r;
-    return 1;
+    return sl_fe_busy_answer(call) && (*reply = local_reply(call, CUDA_ERROR_NOT_READY)) != NULL;
 }
 
 static void busy_failed(uint32_t call_id, uint64_t seq_now)
