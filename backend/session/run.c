@@ -78,9 +78,10 @@ CUresult be_run_call(struct sl_be_call *c)
             cur->synced_seq = call->seq;
         if (cur && be_is_sticky(rc) && be_ctx_find(s, call->context) == cur)
             cur->sticky = rc;
-        /* a busy stream the guest would otherwise ask about again and again (waits.c) */
-        if (rc == CUDA_ERROR_NOT_READY && call->watch && ci && ci->idle == SL_IDLE_QUERY_STREAM)
-            reply->watched = be_waits_watch(s->waits, c, cur);
+        /* a busy stream or event the guest would otherwise ask about again and again */
+        if (rc == CUDA_ERROR_NOT_READY && call->watch && ci &&
+            (ci->idle == SL_IDLE_QUERY_STREAM || ci->idle == SL_IDLE_QUERY_EVENT))
+            reply->watched = be_waits_watch(s->waits, c, ci, cur); /* waits.c */
     }
     reply->result = (int32_t)rc;
     s->calls++;

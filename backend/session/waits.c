@@ -309,17 +309,32 @@ int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_cal
     return 1;
 }
 
-int be_waits_watch(struct be_waits *w, const struct sl_be_call *c, struct be_ctx *cur)
+/* What a watch waits on: a private event recorded on the queried stream, or the queried event
+ * itself (a wait on it: its destruction waits for the watch, be_waits_before_release). */
+static int watch_target(struct be_waits *w, const struct sl_be_call *c,
+                        const struct sl_call_info *ci, struct be_wait *x)
 {
     CUstream st;
+    void *ev = NULL;
+    if (ci->idle == SL_IDLE_QUERY_STREAM)
+        return call_stream(w->s, c->call, &st) && stream_event(w->s->api, st, x);
+    if (sl_be_handle_get(w->s, SL_H_EVENT, sl_call_event(c->call), &ev) != CUDA_SUCCESS || !ev)
+        return 0;
+    x->ev = (CUevent)ev;
+    x->event_id = sl_call_event(c->call);
+    return 1;
+}
+
+int be_waits_watch(struct be_waits *w, const struct sl_be_call *c, const struct sl_call_info *ci,
+                   struct be_ctx *cur)
+{
     if (!w || !w->max || w->watches >= BE_MAX_WATCHES || !w->s->api->cuEventQuery ||
-        !w->s->api->cuEventSynchronize || !w->s->api->cuEventDestroy_v2 ||
-        !call_stream(w->s, c->call, &st))
+        !w->s->api->cuEventSynchronize || !w->s->api->cuEventDestroy_v2)
         return 0;
     struct be_wait *x = calloc(1, sizeof *x);
     if (!x)
         return 0;
-    if (!stream_event(w->s->api, st, x)) {
+    if (!watch_target(w, c, ci, x)) {
         free(x);
         return 0;
     }
@@ -332,7 +347,8 @@ int be_waits_watch(struct be_waits *w, const struct sl_be_call *c, struct be_ctx
     int ok = hand_off(w, x);
     pthread_mutex_unlock(&w->mu);
     if (!ok) {
-        w->s->api->cuEventDestroy_v2(x->ev);
+        if (x->own_ev)
+            w->s->api->cuEventDestroy_v2(x->ev);
         free(x);
         return 0;
     }
@@ -387,7 +403,8 @@ static void finish_one(struct be_waits *w, struct be_wait *x)
         w->watches--;
         if (!x->pushed)
             push_stream_done(s, x);
-        s->api->cuEventDestroy_v2(x->ev);
+        if (x->own_ev)
+            s->api->cuEventDestroy_v2(x->ev);
         free(x);
         return;
     }

@@ -28,11 +28,13 @@ void be_waits_free(struct be_waits *w);
  * already, or it could not be handed off: the handler then says what is wrong). */
 int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_call_info *ci,
                    struct be_ctx *cur);
-/* On the session thread, after a stream query that asked to be watched (Call.watch) answered
- * CUDA_ERROR_NOT_READY: a waiter thread waits for what the stream had queued and then the
- * session thread sends StreamDone{the query's seq} (docs/remoting.md "Busy streams"). 1 when
- * watched (the reply then says Reply.watched), 0 when not (BE_MAX_WATCHES reached, no thread). */
-int be_waits_watch(struct be_waits *w, const struct sl_be_call *c, struct be_ctx *cur);
+/* On the session thread, after a stream or event query that asked to be watched (Call.watch)
+ * answered CUDA_ERROR_NOT_READY: a waiter thread waits for what the stream had queued (a
+ * private event recorded now) or for the event, and then the session thread sends
+ * StreamDone{the query's seq} (docs/remoting.md "Busy streams"). 1 when watched (the reply then
+ * says Reply.watched), 0 when not (BE_MAX_WATCHES reached, no thread). */
+int be_waits_watch(struct be_waits *w, const struct sl_be_call *c, const struct sl_call_info *ci,
+                   struct be_ctx *cur);
 /* On the session thread, before any reply: the StreamDone of every watched stream whose work
  * is done goes first, so that no reply the guest reads after (a wait on an event recorded
  * after that work) finds the stream still known busy there. */

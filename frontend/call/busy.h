@@ -1,5 +1,6 @@
-/* Streams known busy (busy.c, docs/remoting.md "Busy streams"): a stream query the worker
- * answered CUDA_ERROR_NOT_READY and watches, answered here again until its StreamDone comes.
+/* Streams and events known busy (busy.c, docs/remoting.md "Busy streams"): a stream or event
+ * query the worker answered CUDA_ERROR_NOT_READY and watches, answered here again until its
+ * StreamDone comes.
  * Everything runs with the call layer's lock held. */
 #ifndef SLUICE_FRONTEND_CALL_BUSY_H
 #define SLUICE_FRONTEND_CALL_BUSY_H
@@ -9,8 +10,8 @@
 #include "sluice/wire.h"
 #include "sluice_session.pb-c.h"
 
-/* 1 if c, a query of a stream known busy, is answered CUDA_ERROR_NOT_READY here; else 0, and
- * a query that may be watched asks for it (Call.watch). */
+/* 1 if c, a query of a stream or event known busy, is answered CUDA_ERROR_NOT_READY here; else 0,
+ * and a query that may be watched asks for it (Call.watch). */
 int sl_fe_busy_answer(Sluice__Wire__Call *c);
 /* c was answered (without an error that changed state): a watched NOT_READY makes its stream
  * known busy. */

@@ -361,7 +361,7 @@ static void log_stats(void)
            (unsigned long long)st.deferred_errors);
     if (sl_fe_busy_answers())
         sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT,
-               "session stats: %llu queries of busy streams answered here (not ready)",
+               "session stats: %llu queries of busy streams and events answered here (not ready)",
                (unsigned long long)sl_fe_busy_answers());
     unsigned lanes;
     uint64_t sent, sent_b, got, got_b;

@@ -254,7 +254,8 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
     int memo = (flags & SL_CALL_MEMO) && !n && !out;
     if (!call->context)
         call->context = sl_fe_current_ctx_id();
-    if (ci && ci->idle == SL_IDLE_QUERY_STREAM && sl_fe_busy_known())
+    if (ci && (ci->idle == SL_IDLE_QUERY_STREAM || ci->idle == SL_IDLE_QUERY_EVENT) &&
+        sl_fe_busy_known())
         sl_fe_read_pending(); /* a StreamDone of a busy stream may be there (busy.c) */
     if (sl_fe_filters_answer(call, memo, rs->seq, reply)) { /* the memo or the idle streams */
         rs->stats.memo_hits++;

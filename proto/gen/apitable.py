@@ -26,7 +26,7 @@ KEYS = {
     "acct": {"launch", "kernel", "copy", "marker"},
     "dir": {"htod", "dtoh"},
     "idle": {"sync-ctx", "sync-stream", "query-stream", "completes-stream", "keep", "record",
-             "wait"},
+             "wait", "query-event"},
     "capture": {"begin"},
     "blocks": {"stream", "event", "ctx"},  # a wait the backend completes off the call path
     "fattr": {"get", "set", "uses"},      # a kernel's or function's attribute: the memo's scope
@@ -399,7 +399,7 @@ def check_facts(c, where, names):
                          f"attrib")
     if c.key("fattr") == "set" and not c.has("unmemo"):
         raise TableError(f"{where}: fattr=set is an unmemo call")
-    if c.key("idle") in ("record", "wait") and not any(
+    if c.key("idle") in ("record", "wait", "query-event") and not any(
             p.kind == "handle" and p.handle == "event" for p in c.params):
         raise TableError(f"{where}: idle={c.key('idle')} needs an event parameter")
 

@@ -13,7 +13,7 @@ ENUMS = {  # key -> (C enum prefix, values in order; index 0 = not given)
     "acct": ("SL_ACCT_", ["none", "launch", "kernel", "copy", "marker"]),
     "dir": ("SL_DIR_", ["none", "htod", "dtoh"]),
     "idle": ("SL_IDLE_", ["work", "sync-ctx", "sync-stream", "query-stream", "completes-stream",
-                          "keep", "record", "wait"]),
+                          "keep", "record", "wait", "query-event"]),
     "blocks": ("SL_BLOCKS_", ["none", "stream", "event", "ctx"]),
     "fattr": ("SL_FATTR_", ["none", "get", "set", "uses"]),
 }

@@ -5,7 +5,8 @@
 // - after another thread's cuEventSynchronize of an event recorded after the kernel returned,
 //   the stream's query answers CUDA_SUCCESS (the worker's StreamDone went before that reply);
 // - new work on a stream known busy is not hidden by the watch of the older work;
-// - a polling loop with no other thread ends (nobody else reads the worker's messages).
+// - a polling loop with no other thread ends (nobody else reads the worker's messages);
+// - an event polled with cuEventQuery likewise; recorded again, it is not done any more.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -117,11 +118,32 @@ int main()
     CHECK(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
     if (h - before < 500000000ull)
         FAIL("the last three kernels ran %llu ns, not 0.7 s", h - before);
+    /* 4: an event polled until done; recorded again, it is not done any more */
+    spin<<<1, 1, 0, busy>>>(cycles, d);
+    CU(cuEventRecord(ev, (CUstream)busy));
+    long epolls = 0;
+    CUresult er;
+    while ((er = cuEventQuery(ev)) == CUDA_ERROR_NOT_READY) {
+        epolls++;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (er != CUDA_SUCCESS || epolls < 2)
+        FAIL("polling an event recorded after a 0.3 s kernel: %ld polls, then %d", epolls,
+             (int)er);
+    spin<<<1, 1, 0, busy>>>(cycles, d);
+    if (cuEventQuery(ev) != CUDA_SUCCESS) /* still the completed record */
+        FAIL("an event's query after work queued behind its record was not CUDA_SUCCESS");
+    CU(cuEventRecord(ev, (CUstream)busy));
+    if (cuEventQuery(ev) != CUDA_ERROR_NOT_READY)
+        FAIL("an event recorded again after a 0.3 s kernel was not NOT_READY");
+    CU(cuEventSynchronize(ev));
+    if (cuEventQuery(ev) != CUDA_SUCCESS)
+        FAIL("an event's query after its cuEventSynchronize was not CUDA_SUCCESS");
     CU(cuEventDestroy(ev));
     CHECK(cudaFree(d));
     CHECK(cudaStreamDestroy(busy));
     std::printf("busy_query: polling loops end with the kernels' results; a query after another "
-                "thread's event synchronize is done\n");
+                "thread's event synchronize is done; an event polled until done\n");
     pass();
     return 0;
 }

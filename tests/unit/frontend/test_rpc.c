@@ -665,6 +665,19 @@ static void busy_stream_answered_here(void **state)
     int asked = F.watch_asked;
     assert_int_equal(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
     assert_int_equal(F.watch_asked, asked);
+
+    /* an event: known busy until its StreamDone, or until it is recorded again */
+    CUevent ev = (CUevent)0x99;
+    int calls = F.calls;
+    F.next_result = CUDA_ERROR_NOT_READY;
+    assert_int_equal(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
+    assert_int_equal(F.watch_asked, asked + 1);
+    assert_int_equal(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
+    assert_int_equal(cuStreamQuery(a), CUDA_SUCCESS); /* a stream is not the event */
+    assert_int_equal(F.calls, calls + 2);
+    assert_int_equal(cuEventRecord(ev, b), CUDA_SUCCESS);
+    assert_int_equal(cuEventQuery(ev), CUDA_SUCCESS); /* the record went first, then this */
+    assert_int_equal(F.calls, calls + 4);
 }
 
 /* Work on one stream leaves another known idle (a thread syncing its own idle stream while
