@@ -158,6 +158,25 @@ static int hand_off(struct be_waits *w, struct be_wait *x)
 }
 
 /* ---------------------------------------------------------------- the session thread */
+/* x to a waiter thread and into the session thread's list; 0 (x freed, its private event
+ * destroyed) when no thread could be had. */
+static int handed(struct be_waits *w, struct be_wait *x)
+{
+    pthread_mutex_lock(&w->mu);
+    int ok = hand_off(w, x);
+    pthread_mutex_unlock(&w->mu);
+    if (!ok) {
+        if (x->own_ev)
+            w->s->api->cuEventDestroy_v2(x->ev);
+        free(x);
+        return 0;
+    }
+    w->outstanding++;
+    x->all_next = w->all;
+    w->all = x;
+    return 1;
+}
+
 struct be_waits *be_waits_new(sl_be_session *s, unsigned max, uint64_t spin_ns)
 {
     struct be_waits *w = calloc(1, sizeof *w);
@@ -294,19 +313,8 @@ int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_cal
     x->call_id = c->call->call_id;
     x->kind = ci->blocks;
     be_acct_call_begin(c->s, c->call); /* the runs before it close as for an inline call */
-    pthread_mutex_lock(&w->mu);
-    int ok = hand_off(w, x);
-    pthread_mutex_unlock(&w->mu);
-    if (!ok) {
-        if (x->own_ev)
-            w->s->api->cuEventDestroy_v2(x->ev);
-        free(x);
-        return 0; /* the handler waits inline; the accounting's begin is harmless twice */
-    }
-    w->outstanding++;
-    x->all_next = w->all;
-    w->all = x;
-    return 1;
+    /* not handed: the handler waits inline; the accounting's begin is harmless twice */
+    return handed(w, x);
 }
 
 /* What a watch waits on: a private event recorded on the queried stream, or the queried event
@@ -343,19 +351,9 @@ int be_waits_watch(struct be_waits *w, const struct sl_be_call *c, const struct 
     x->call_id = c->call->call_id;
     x->kind = WATCH;
     x->ctx = cur ? cur->ctx : NULL;
-    pthread_mutex_lock(&w->mu);
-    int ok = hand_off(w, x);
-    pthread_mutex_unlock(&w->mu);
-    if (!ok) {
-        if (x->own_ev)
-            w->s->api->cuEventDestroy_v2(x->ev);
-        free(x);
+    if (!handed(w, x))
         return 0;
-    }
-    w->outstanding++;
     w->watches++;
-    x->all_next = w->all;
-    w->all = x;
     return 1;
 }
 

@@ -299,7 +299,6 @@ static CUresult reader_turn(struct sl_fe_waiter *w, size_t n)
     }
 }
 
-/* Until the replies to the n waiters (registered, their calls sent) are in (the lock held). */
 void sl_fe_read_pending(void)
 {
     struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
@@ -310,6 +309,7 @@ void sl_fe_read_pending(void)
     g_reading = 0;
 }
 
+/* Until the replies to the n waiters (registered, their calls sent) are in (the lock held). */
 CUresult sl_fe_wait_replies(struct sl_fe_waiter *w, size_t n, pthread_cond_t *cv)
 {
     struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
