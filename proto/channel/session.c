@@ -388,6 +388,34 @@ static sl_code write_message(ch_sess *s, const void *msg, size_t len, uint64_t t
     return SL_OK;
 }
 
+/* A short MESSAGE and its short bulk in one TLS record: the MESSAGE record, then one BULK record
+ * of all the segments (a 64-byte copy, a 4-byte .item() answer). Three TLS records, each
+ * encrypted and decrypted on its own, cost more than the copy into the stage. Returns 0 when
+ * they do not fit: the caller writes them the long way. */
+static int write_joined(ch_sess *s, const void *msg, size_t len, const struct iovec *bulk, size_t n,
+                        uint64_t total, sl_code *rc, sl_error *err)
+{
+    uint8_t stage[REC_HDR_LEN + STAGE_LEN];
+    if (!total || total > s->opts->chunk_size || len + total + REC_HDR_LEN > STAGE_LEN)
+        return 0;
+    rec_hdr mh = {.kind = REC_MESSAGE, .length = (uint32_t)len, .aux = total};
+    rec_hdr bh = {.kind = REC_BULK, .length = (uint32_t)total, .aux = 0};
+    rec_encode(stage, &mh);
+    memcpy(stage + REC_HDR_LEN, msg, len);
+    size_t at = REC_HDR_LEN + len;
+    rec_encode(stage + at, &bh);
+    at += REC_HDR_LEN;
+    for (size_t i = 0; i < n; i++) {
+        if (bulk[i].iov_len)
+            memcpy(stage + at, bulk[i].iov_base, bulk[i].iov_len);
+        at += bulk[i].iov_len;
+    }
+    *rc = reserve(s, at, 1, at, err);
+    if (*rc == SL_OK)
+        *rc = tls_write(s, stage, at, err);
+    return 1;
+}
+
 /* Sealed bulk: per chunk a SEALED record that ends its frame (after what the frame holds
  * already: the MESSAGE), then the chunk sealed as a frame of its own. A segment under
  * CH_SEAL_MIN goes in TLS records as before, in the MESSAGE's frame: a frame of its own would
@@ -476,6 +504,8 @@ sl_code ch_sess_send(ch_sess *s, const void *msg, size_t len, const struct iovec
 {
     uint64_t total = 0, boff = 0;
     sl_code rc = send_check(s, msg, len, bulk, n, &total, err);
+    if (rc == SL_OK && write_joined(s, msg, len, bulk, n, total, &rc, err))
+        return rc == SL_OK ? ch_sess_flush(s, err) : rc;
     if (rc == SL_OK)
         rc = write_message(s, msg, len, total, err);
     for (size_t i = 0; rc == SL_OK && i < n; i++) {
@@ -492,9 +522,16 @@ sl_code ch_sess_send_step(ch_sess *s, ch_unit *u, int *done, sl_error *err)
     if (!u->started) {
         uint64_t total;
         struct iovec iov = {u->bulk, u->bulk_len};
-        if ((rc = send_check(s, u->msg, u->len, &iov, u->bulk_len ? 1 : 0, &total, err)) ||
-            (rc = write_message(s, u->msg, u->len, total, err)))
+        size_t n = u->bulk_len ? 1 : 0;
+        if ((rc = send_check(s, u->msg, u->len, &iov, n, &total, err)))
             return rc;
+        if (write_joined(s, u->msg, u->len, &iov, n, total, &rc, err)) {
+            if (rc != SL_OK)
+                return rc;
+            u->off = u->boff = u->bulk_len;
+        } else if ((rc = write_message(s, u->msg, u->len, total, err))) {
+            return rc;
+        }
         u->started = 1;
     }
     if (u->off < u->bulk_len) {

@@ -121,6 +121,31 @@ static void test_roundtrips(void **state)
     echo_stop(&e);
 }
 
+/* A short MESSAGE with short bulk (a 64-byte copy, a 4-byte answer) leaves as one TLS record in
+ * one frame: its MESSAGE record and one BULK record of all its segments. */
+static void test_short_bulk_one_record(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    sl_tls_config cfg = cfg_client(&T.client, T.ca.pem);
+    sl_channel_opts o = fast_opts();
+    sl_client *c;
+    sl_error err;
+    assert_int_equal(sl_client_connect(sl_server_endpoint(e.srv), &cfg, &o, &c, &err), SL_OK);
+    uint8_t a[1] = {1}, b[7] = {2, 3, 4, 5, 6, 7, 8}, d[64] = {9};
+    struct iovec iov[4] = {{a, sizeof a}, {NULL, 0}, {b, sizeof b}, {d, sizeof d}};
+    sl_channel_stats before, after;
+    sl_client_stats(c, &before);
+    roundtrip(c, 80, iov, 4, 2);
+    sl_client_stats(c, &after);
+    assert_int_equal(after.frames_out - before.frames_out, 1);
+    /* two record headers of 16 bytes, the message, 72 bulk bytes, one TLS record's 22 */
+    assert_int_equal(after.bytes_out - before.bytes_out, 2 * 16 + 80 + 72 + 22);
+    sl_client_close(c);
+    echo_stop(&e);
+}
+
 /* A renewed certificate (the agent's SIGHUP to a backend): a broken one is refused and the old
  * one keeps serving; a good one is used by the handshakes that follow. */
 static void test_reload_tls(void **state)
@@ -570,6 +595,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mutual_identity),
         cmocka_unit_test(test_server_only),
         cmocka_unit_test(test_roundtrips),
+        cmocka_unit_test(test_short_bulk_one_record),
         cmocka_unit_test(test_reload_tls),
         cmocka_unit_test(test_wrong_ca_client),
         cmocka_unit_test(test_wrong_ca_server),
