@@ -279,7 +279,8 @@ static CUresult connect_now(void)
                                    sl_fe_rpc_flush_us_from_env(sender),
                                    sl_fe_rpc_start_us_from_env(sender),
                                    sender,
-                                   (unsigned)opts.spin_us};
+                                   (unsigned)opts.spin_us,
+                                   sl_fe_rpc_hold_us_from_env(sender)};
     sl_fe_rpc_set_limits(&lim);
     sl_fe_allocs_configure(
         (int)sl_fe_env_uint("SLUICE_ALLOC_CACHE", 1, 1),
@@ -351,14 +352,14 @@ static void log_stats(void)
     sl_fe_rpc_stats(&st);
     sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT,
            "session stats: %llu sync calls (%.1f ms waiting for replies), %llu async calls in "
-           "%llu frames (%llu sent by the sender thread), %llu fences, %llu answers given here "
-           "(memo, idle and busy streams), "
+           "%llu frames (%llu sent by the sender thread, %llu taken along by a synchronous "
+           "call), %llu fences, %llu answers given here (memo, idle and busy streams), "
            "%llu callbacks, %llu deferred errors",
            (unsigned long long)st.sync_calls, (double)st.wait_ns / 1e6,
            (unsigned long long)st.async_calls, (unsigned long long)st.frames_sent,
-           (unsigned long long)st.frames_handed, (unsigned long long)st.fences,
-           (unsigned long long)st.memo_hits, (unsigned long long)st.callbacks_run,
-           (unsigned long long)st.deferred_errors);
+           (unsigned long long)st.frames_handed, (unsigned long long)st.frames_joined,
+           (unsigned long long)st.fences, (unsigned long long)st.memo_hits,
+           (unsigned long long)st.callbacks_run, (unsigned long long)st.deferred_errors);
     if (sl_fe_busy_answers())
         sl_log(SL_LOG_NOTICE, SL_FE_COMPONENT,
                "session stats: %llu queries of busy streams and events answered here (not ready)",

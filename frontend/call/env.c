@@ -38,6 +38,12 @@ unsigned sl_fe_rpc_start_us_from_env(int sender)
                           SL_FE_FLUSH_US_MAX);
 }
 
+unsigned sl_fe_rpc_hold_us_from_env(int sender)
+{
+    unsigned us = sl_fe_env_uint("SLUICE_FLUSH_HOLD_US", SL_FE_HOLD_US_DEFAULT, SL_FE_HOLD_US_MAX);
+    return sender ? us : 0;
+}
+
 int sl_fe_rpc_sender_from_env(int dflt)
 {
     return (int)sl_fe_env_uint("SLUICE_SENDER", dflt != 0, 1);

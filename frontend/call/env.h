@@ -11,5 +11,7 @@ int sl_fe_rpc_sender_from_env(int dflt);
  * used); the defaults depend on whether frames go out from the sender thread. */
 unsigned sl_fe_rpc_flush_us_from_env(int sender);
 unsigned sl_fe_rpc_start_us_from_env(int sender);
+/* $SLUICE_FLUSH_HOLD_US checked the same way (0 without the sender thread: no hold). */
+unsigned sl_fe_rpc_hold_us_from_env(int sender);
 
 #endif

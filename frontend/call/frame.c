@@ -63,6 +63,20 @@ int sl_fe_frame_append(struct sl_fe_frame *f, const Sluice__Wire__Call *call)
     return 0;
 }
 
+int sl_fe_frame_join(struct sl_fe_frame *f, struct sl_fe_frame *later)
+{
+    if (reserve(&f->buf, &f->cap, HDR_ROOM + f->len + later->len) ||
+        sl_fe_frame_reserve_bulk(f, later->bulk_len))
+        return -1;
+    if (later->len)
+        memcpy(f->buf + HDR_ROOM + f->len, later->buf + HDR_ROOM, later->len);
+    f->len += later->len;
+    f->calls += later->calls;
+    sl_fe_frame_add_bulk(f, later->bulk, later->bulk_len);
+    sl_fe_frame_clear(later);
+    return 0;
+}
+
 sl_code sl_fe_frame_send(struct sl_fe_frame *f, const struct sl_fe_transport *tr,
                          const struct iovec *extra, size_t n_extra, sl_error *e)
 {

@@ -25,6 +25,8 @@ int sl_fe_frame_reserve_bulk(struct sl_fe_frame *f, size_t more);
 void sl_fe_frame_add_bulk(struct sl_fe_frame *f, const void *data, size_t len);
 /* Appends call, checked before (0, or -1: out of memory). */
 int sl_fe_frame_append(struct sl_fe_frame *f, const Sluice__Wire__Call *call);
+/* Moves later's calls and bulk behind f's (0, or -1: out of memory, nothing moved). */
+int sl_fe_frame_join(struct sl_fe_frame *f, struct sl_fe_frame *later);
 /* Sends the frame, its bulk and then extra (at most 7 segments in all), and empties it. */
 sl_code sl_fe_frame_send(struct sl_fe_frame *f, const struct sl_fe_transport *tr,
                          const struct iovec *extra, size_t n_extra, sl_error *e);

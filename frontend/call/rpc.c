@@ -262,11 +262,12 @@ static CUresult call_locked(Sluice__Wire__Call *call, const struct iovec *in, si
         return CUDA_SUCCESS;
     }
     /* the frame in flight first: waiting for it lets other threads append to the pending frame,
-     * which must not then hold a call whose bulk follows the frame (sl_fe_pending_send) */
+     * which must not then hold a call whose bulk follows the frame (sl_fe_pending_send); one not
+     * taken yet goes with this call */
     struct timespec t_in = {0, 0}; /* for the debug line only */
     if (sl_log_enabled(SL_LOG_DEBUG))
         clock_gettime(CLOCK_MONOTONIC, &t_in);
-    CUresult rc = sl_fe_outbox_drain();
+    CUresult rc = sl_fe_outbox_join();
     if (rc != CUDA_SUCCESS)
         return rc;
     sl_fe_filters_before(call, flags, rs->seq);
@@ -387,7 +388,7 @@ CUresult sl_fe_call_batch(Sluice__Wire__Call *const *calls, size_t n, void *cons
         return rc;
     struct sl_fe_waiter ws[SL_FE_BATCH_MAX];
     size_t k = 0;
-    if ((rc = sl_fe_outbox_drain()) != CUDA_SUCCESS) {
+    if ((rc = sl_fe_outbox_join()) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&rs->io);
         return rc;
     }

@@ -99,6 +99,28 @@ CUresult sl_fe_outbox_drain(void)
     return rs->dead ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
 }
 
+/* Before a synchronous call joins the pending frame: the outbox not taken by the sender thread
+ * yet (a lone async call held for hold_us) goes in front of the pending frame, in the frame of
+ * that call, instead of in a frame of its own before it; else as sl_fe_outbox_drain. The caller
+ * sends the pending frame next. */
+CUresult sl_fe_outbox_join(void)
+{
+    struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
+    sl_fe_outbox_settle();
+    if (rs->ob_state == OB_READY && rs->ob.calls + rs->pf.calls < rs->lim.frame_calls &&
+        rs->ob.bulk_len + rs->pf.bulk_len <= rs->lim.frame_bulk &&
+        sl_fe_frame_join(&rs->ob, &rs->pf) == 0) {
+        struct sl_fe_frame joined = rs->ob;
+        rs->ob = rs->pf; /* the emptied one */
+        rs->pf = joined;
+        rs->ob_state = OB_EMPTY;
+        atomic_store(&rs->ob_ready, 0);
+        rs->stats.frames_joined++;
+        return rs->dead ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
+    }
+    return sl_fe_outbox_drain();
+}
+
 /* Sends the outbox, then the pending frame followed by its copied bulk and the extra
  * segments. */
 CUresult sl_fe_pending_send(const struct iovec *extra, size_t n_extra)
@@ -124,7 +146,9 @@ CUresult sl_fe_pending_send(const struct iovec *extra, size_t n_extra)
  * (sl_fe_outbox_drain): frames leave in seq order, and the transport, whose socket is not
  * thread-safe, is used by one thread at a time, handed over under the lock. After a send the
  * thread polls sender_spin_us for the next frame before it sleeps: a hand-over then costs the
- * program no system call. */
+ * program no system call. A frame of one call that went due by time (a launch after a
+ * synchronization, the link quiet) is held hold_us before the thread takes it: a synchronous
+ * call right behind it then takes it along (sl_fe_outbox_join), one frame instead of two. */
 #define FLUSHER_MIN_US 250u
 
 static void sender_cv_init(void)
@@ -149,8 +173,8 @@ static void sender_forked(void)
     }
 }
 
-/* Moves the pending frame into the empty outbox, for the sender thread. */
-static void outbox_fill(void)
+/* Moves the pending frame into the empty outbox, for the sender thread (from hold_ns on). */
+static void outbox_fill(uint64_t hold_ns)
 {
     struct sl_fe_rpc_state *rs = sl_fe_rpc_state();
     struct sl_fe_frame empty = rs->ob;
@@ -159,6 +183,7 @@ static void outbox_fill(void)
     rs->ob_state = OB_READY;
     rs->pf_due = 0;
     rs->last_send_ns = sl_fe_now_ns();
+    rs->ob_hold_ns = hold_ns ? rs->last_send_ns + hold_ns : 0;
     atomic_store_explicit(&rs->ob_ready, 1, memory_order_release);
     if (rs->sender_idle)
         pthread_cond_signal(&rs->sender_cv);
@@ -208,10 +233,19 @@ static void *sender_main(void *arg)
         uint64_t due = live ? flush_due_ns() : 0;
         if (live && rs->ob_state == OB_EMPTY && rs->pf.calls &&
             (rs->pf_due || (due && sl_fe_now_ns() >= due)))
-            outbox_fill();
-        if (live && rs->ob_state == OB_READY) {
+            outbox_fill(0);
+        if (live && rs->ob_state == OB_READY && sl_fe_now_ns() >= rs->ob_hold_ns) {
             outbox_send();
             last = sl_fe_now_ns();
+            continue;
+        }
+        if (live && rs->ob_state == OB_READY) { /* held: a synchronous call may take it along */
+            uint64_t hold = rs->ob_hold_ns;
+            pthread_mutex_unlock(&rs->io);
+            while (atomic_load_explicit(&rs->ob_ready, memory_order_acquire) &&
+                   sl_fe_now_ns() < hold)
+                sl_cpu_relax();
+            pthread_mutex_lock(&rs->io);
             continue;
         }
         uint64_t spin = live && rs->lim.sender ? (uint64_t)rs->lim.sender_spin_us * 1000u : 0;
@@ -280,7 +314,7 @@ static CUresult frame_due(int full)
     if (!g_sender_ok)
         return sl_fe_pending_send(NULL, 0);
     if (rs->ob_state == OB_EMPTY) {
-        outbox_fill();
+        outbox_fill(!full && rs->pf.calls == 1 ? (uint64_t)rs->lim.hold_us * 1000u : 0);
         return CUDA_SUCCESS;
     }
     if (full)

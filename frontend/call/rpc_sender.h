@@ -15,6 +15,9 @@ void sl_fe_pending_clear(void);
 void sl_fe_outbox_settle(void);
 /* Empties the outbox before a send of this thread, the older frame first. */
 CUresult sl_fe_outbox_drain(void);
+/* The same before a synchronous call whose frame goes next: an outbox the sender thread has
+ * not taken yet joins the pending frame, in front (its calls are older). */
+CUresult sl_fe_outbox_join(void);
 /* Sends the outbox, then the pending frame followed by its copied bulk and the extra
  * segments. */
 CUresult sl_fe_pending_send(const struct iovec *extra, size_t n_extra);

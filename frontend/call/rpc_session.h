@@ -32,6 +32,8 @@ struct sl_fe_rpc_limits {
     int sender;              /* frames of async calls go out from a thread of their own */
     unsigned sender_spin_us; /* that thread polls this long after a send before it sleeps; a
                                 thread waiting for a reply polls as long before it sleeps */
+    unsigned hold_us;        /* with sender: a frame of one async call waits this long for a
+                                synchronous call right behind it to take it along; 0: none */
 };
 #define SL_FE_FLUSH_US_DEFAULT 200u
 #define SL_FE_FLUSH_US_MAX     1000000u
@@ -40,6 +42,11 @@ struct sl_fe_rpc_limits {
  * (measured on an H200, docs/pytorch.md seventh session). */
 #define SL_FE_FLUSH_US_SENDER 50u
 #define SL_FE_START_US_SENDER 0u
+/* With the sender thread, a lone async call (a launch after a synchronization) waits this long in
+ * the outbox: a synchronous call right behind it (launch + cuStreamSynchronize, a kernel and its
+ * result's copy) takes it along in its own frame instead of following it in a second one. */
+#define SL_FE_HOLD_US_DEFAULT 5u
+#define SL_FE_HOLD_US_MAX     1000u
 /* A thread waiting for a reply polls without sleeping this long first ($SLUICE_SPIN_US; the
  * default is 0 on a machine of fewer than 4 CPUs). */
 #define SL_FE_SPIN_US_DEFAULT 300u

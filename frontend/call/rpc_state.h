@@ -32,6 +32,7 @@ struct sl_fe_rpc_state {
     enum sl_fe_outbox_state ob_state;
     atomic_int ob_ready;    /* OB_READY, for the sender thread while it polls without io */
     int pf_due;             /* the pending frame is due: it goes when the outbox's send ends */
+    uint64_t ob_hold_ns;    /* the sender thread sends the outbox from then on (hold_us) */
     pthread_cond_t sent_cv; /* the outbox became empty */
 
     size_t inflight_calls; /* async calls sent or pending since the last reply */

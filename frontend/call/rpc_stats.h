@@ -10,6 +10,7 @@ struct sl_fe_rpc_stats {
     uint64_t frames_sent, calls_sent, fences, callbacks_run, deferred_errors, memo_hits;
     uint64_t sync_calls, async_calls, wait_ns; /* wait_ns: time sync calls waited for replies */
     uint64_t frames_handed;                    /* frames sent by the sender thread */
+    uint64_t frames_joined; /* outbox frames a synchronous call took along in its own */
 };
 void sl_fe_rpc_stats(struct sl_fe_rpc_stats *st);
 /* The max call ids made most often as synchronous calls, with their counts, most first;

@@ -252,7 +252,7 @@ static int setup(void **state)
     sl_fe_rpc_reset();
     struct sl_fe_transport tr = {fake_send, fake_recv, fake_recv_bulk, NULL, NULL, NULL};
     sl_fe_rpc_attach(&tr);
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0, 0, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     sl_fe_allocs_configure(1, 8 * MIB, 4);
     return 0;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -287,7 +288,7 @@ static int setup(void **state)
     sl_fe_rpc_reset();
     struct sl_fe_transport tr = {fake_send, fake_recv, fake_recv_bulk, NULL, NULL, NULL};
     sl_fe_rpc_attach(&tr);
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0, 0, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     return 0;
 }
@@ -339,7 +340,7 @@ static void coalescing(void **state)
 static void frame_limit_flushes(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {4, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0, 0, 0};
+    struct sl_fe_rpc_limits l = {4, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 0, 0, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     for (int i = 0; i < 8; i++)
         assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
@@ -360,7 +361,8 @@ static uint64_t frames_sent(void)
 static void queued_calls_go_out_without_a_sync(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 100000, 0, 0, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 100000, 0, 0, 0,
+                                 0};
     sl_fe_rpc_set_limits(&l);
     assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
     assert_int_equal(frames_sent(), 1);
@@ -394,7 +396,7 @@ static void *queue_small_copy(void *arg)
 static void sender_thread_sends_async_frames(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 1000, 0, 1, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 1000, 0, 1, 0, 0};
     sl_fe_rpc_set_limits(&l);
     assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS); /* quiet link: due */
     for (int i = 0; i < 500 && frames_sent() < 1; i++)
@@ -439,8 +441,14 @@ static void sender_thread_sends_async_frames(void **state)
     int before = F.frames, calls = F.calls;
     assert_int_equal(cuMemsetD8Async(0x1000, 6, 16, NULL), CUDA_SUCCESS); /* quiet: handed over */
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);                   /* after it */
-    assert_int_equal(F.frames, before + 2);
-    assert_int_equal(F.frame_calls[before], 1);
+    sl_fe_rpc_stats(&st);
+    if (st.frames_joined) { /* the thread had not taken it: it went in the sync's frame */
+        assert_int_equal(F.frames, before + 1);
+        assert_int_equal(F.frame_calls[before], 2);
+    } else {
+        assert_int_equal(F.frames, before + 2);
+        assert_int_equal(F.frame_calls[before], 1);
+    }
     assert_int_equal(F.calls, calls + 2);
     assert_false(F.seq_out_of_order);
     assert_false(F.bulk_mismatch);
@@ -449,6 +457,46 @@ static void sender_thread_sends_async_frames(void **state)
     assert_in_range(st.frames_handed, 3, 6);
     F.async_send_us = 0;
     l.flush_us = 0;
+    sl_fe_rpc_set_limits(&l);
+}
+
+/* With hold_us, a lone async call that went due waits in the outbox: a synchronous call made
+ * meanwhile takes it along in one frame, in call order; with none it leaves after the hold,
+ * from the sender thread. */
+static void sender_holds_a_lone_call(void **state)
+{
+    (void)state;
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 1000, 0, 1,
+                                 0,   200000};
+    sl_fe_rpc_set_limits(&l);
+    usleep(2000);
+    int before = F.frames, calls = F.calls;
+    struct sl_fe_rpc_stats st0, st;
+    sl_fe_rpc_stats(&st0);
+    assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS); /* quiet: due, held */
+    usleep(20000);
+    assert_int_equal(F.frames, before);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(F.frames, before + 1);
+    assert_int_equal(F.frame_calls[before], 2);
+    assert_int_equal(F.calls, calls + 2);
+    sl_fe_rpc_stats(&st);
+    assert_int_equal(st.frames_joined, st0.frames_joined + 1);
+
+    usleep(2000);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    assert_int_equal(cuMemsetD8Async(0x1000, 2, 16, NULL), CUDA_SUCCESS); /* held, then sent */
+    for (int i = 0; i < 2000 && F.frames < before + 2; i++)
+        usleep(1000);
+    assert_int_equal(F.frames, before + 2);
+    assert_int_equal(F.frame_calls[before + 1], 1);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    assert_true((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec) >= 150000000LL);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_false(F.seq_out_of_order);
+    l.flush_us = 0;
+    l.hold_us = 0;
     sl_fe_rpc_set_limits(&l);
 }
 
@@ -1032,8 +1080,8 @@ static void per_thread_streams_are_distinct(void **state)
 static void window_opens_after_a_reply(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256,     (size_t)4 << 20, 4096, (uint64_t)256 << 20,
-                                 1000000, 50000,           0,    0};
+    struct sl_fe_rpc_limits l = {
+        256, (size_t)4 << 20, 4096, (uint64_t)256 << 20, 1000000, 50000, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS); /* quiet link */
     assert_int_equal(F.frames, 1);
@@ -1184,7 +1232,7 @@ static void host_callback_before_reply(void **state)
 static void backpressure_fence(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 8, (uint64_t)256 << 20, 0, 0, 0, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 8, (uint64_t)256 << 20, 0, 0, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     for (int i = 0; i < 7; i++)
         assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
@@ -1206,7 +1254,7 @@ static void backpressure_fence(void **state)
 static void fence_reports_deferred_error(void **state)
 {
     (void)state;
-    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 2, (uint64_t)256 << 20, 0, 0, 0, 0};
+    struct sl_fe_rpc_limits l = {256, (size_t)4 << 20, 2, (uint64_t)256 << 20, 0, 0, 0, 0, 0};
     sl_fe_rpc_set_limits(&l);
     assert_int_equal(cuMemsetD8Async(0x1000, 1, 16, NULL), CUDA_SUCCESS);
     F.next_result = CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -1393,6 +1441,7 @@ int main(void)
         cmocka_unit_test_setup(window_opens_after_a_reply, setup),
         cmocka_unit_test_setup(flush_delay_from_env, setup),
         cmocka_unit_test_setup(sender_thread_sends_async_frames, setup),
+        cmocka_unit_test_setup(sender_holds_a_lone_call, setup),
         cmocka_unit_test_setup(sender_from_env, setup),
         cmocka_unit_test_setup(stats_name_the_synchronous_calls, setup),
         cmocka_unit_test_setup(idle_stream_answered_here, setup),
