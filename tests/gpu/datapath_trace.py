@@ -102,6 +102,9 @@ def main():
             med = [statistics.median(x[i] for x in v) for i in range(4)]
             f.write("%-36s %6d %7.1f %7.1f %9.1f %7.1f %8.1f\n" % (name[:36], len(v), *med,
                                                                   sum(med)))
+        for line in guest:  # with SLUICE_STATS=1: frames, frames taken along, answers here
+            if "session stats" in line:
+                f.write(line.strip() + "\n")
     with open(os.path.join(a.out, "calls.txt"), "w") as f:
         f.write("\n".join(rows) + "\n")
     os.system("cp %s/backend.log %s/backend.log" % (work, a.out))
