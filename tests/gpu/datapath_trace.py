@@ -45,7 +45,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--frontend", required=True)
-    ap.add_argument("--out", required=True, help="a folder: summary.txt, calls.txt, backend.log")
+    ap.add_argument("--out", required=True,
+                    help="a folder: summary.txt, calls.txt, backend.log, guest.log")
     ap.add_argument("--parts", default="latency")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
@@ -71,6 +72,8 @@ def main():
         be.terminate()
         be.wait(timeout=10)
     guest = p.stdout.decode(errors="replace").splitlines()
+    with open(os.path.join(a.out, "guest.log"), "w") as f:  # the guest's debug lines, as run
+        f.write("\n".join(guest) + "\n")
     worker = {}
     for line in open(os.path.join(work, "backend.log"), errors="replace"):
         m = WK.search(line)
