@@ -329,6 +329,19 @@ int ch_sess_read_bulk(ch_sess *s, uint8_t *dst, size_t want, size_t *got, sl_err
     return SL_OK;
 }
 
+/* A record's header and, unless p is NULL (it follows), its length bytes of payload at `at`,
+ * for one tls_write of what is staged; returns the bytes put there. */
+static size_t stage_record(uint8_t *at, int kind, size_t length, uint64_t aux, const void *p)
+{
+    rec_hdr rh = {.kind = (uint8_t)kind, .length = (uint32_t)length, .aux = aux};
+    rec_encode(at, &rh);
+    if (!p)
+        return REC_HDR_LEN;
+    if (length)
+        memcpy(at + REC_HDR_LEN, p, length);
+    return REC_HDR_LEN + length;
+}
+
 static sl_code write_hdr(ch_sess *s, int kind, uint32_t length, uint64_t aux, sl_error *err)
 {
     uint8_t h[REC_HDR_LEN];
@@ -367,13 +380,10 @@ static sl_code write_message(ch_sess *s, const void *msg, size_t len, uint64_t t
     sl_code rc;
     if (len <= STAGE_LEN) { /* one record for header + message */
         uint8_t stage[REC_HDR_LEN + STAGE_LEN];
-        rec_hdr rh = {.kind = REC_MESSAGE, .length = (uint32_t)len, .aux = total};
-        rec_encode(stage, &rh);
-        memcpy(stage + REC_HDR_LEN, msg, len);
-        if ((rc = reserve(s, REC_HDR_LEN + len, 1, hint, err)) != SL_OK ||
-            (rc = tls_write(s, stage, REC_HDR_LEN + len, err)) != SL_OK)
-            return rc;
-        return SL_OK;
+        size_t at = stage_record(stage, REC_MESSAGE, len, total, msg);
+        if ((rc = reserve(s, at, 1, hint, err)) == SL_OK)
+            rc = tls_write(s, stage, at, err);
+        return rc;
     }
     if ((rc = reserve(s, REC_HDR_LEN, 1, hint, err)) != SL_OK ||
         (rc = write_hdr(s, REC_MESSAGE, (uint32_t)len, total, err)) != SL_OK)
@@ -398,13 +408,8 @@ static int write_joined(ch_sess *s, const void *msg, size_t len, const struct io
     uint8_t stage[REC_HDR_LEN + STAGE_LEN];
     if (!total || total > s->opts->chunk_size || len + total + REC_HDR_LEN > STAGE_LEN)
         return 0;
-    rec_hdr mh = {.kind = REC_MESSAGE, .length = (uint32_t)len, .aux = total};
-    rec_hdr bh = {.kind = REC_BULK, .length = (uint32_t)total, .aux = 0};
-    rec_encode(stage, &mh);
-    memcpy(stage + REC_HDR_LEN, msg, len);
-    size_t at = REC_HDR_LEN + len;
-    rec_encode(stage + at, &bh);
-    at += REC_HDR_LEN;
+    size_t at = stage_record(stage, REC_MESSAGE, len, total, msg);
+    at += stage_record(stage + at, REC_BULK, total, 0, NULL); /* its segments follow */
     for (size_t i = 0; i < n; i++) {
         if (bulk[i].iov_len)
             memcpy(stage + at, bulk[i].iov_base, bulk[i].iov_len);
@@ -557,13 +562,10 @@ sl_code ch_sess_send_record(ch_sess *s, int kind, uint64_t aux, const void *payl
         return sl_fail(err, SL_ERR_INVALID, "a control record carries at most %d bytes",
                        REC_CLOSE_MAX);
     uint8_t stage[REC_HDR_LEN + REC_CLOSE_MAX];
-    rec_hdr rh = {.kind = (uint8_t)kind, .length = (uint32_t)len, .aux = aux};
-    rec_encode(stage, &rh);
-    if (len)
-        memcpy(stage + REC_HDR_LEN, payload, len);
-    sl_code rc = reserve(s, REC_HDR_LEN + len, 1, REC_HDR_LEN + len, err);
+    size_t at = stage_record(stage, kind, len, aux, payload ? payload : "");
+    sl_code rc = reserve(s, at, 1, at, err);
     if (rc == SL_OK)
-        rc = tls_write(s, stage, REC_HDR_LEN + len, err);
+        rc = tls_write(s, stage, at, err);
     if (rc == SL_OK)
         rc = ch_sess_flush(s, err);
     return rc;
