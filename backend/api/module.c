@@ -165,100 +165,103 @@ static int jit_option_ok(uint32_t o)
     }
 }
 
-CUresult be_h_slLoadImage(struct sl_be_call *c)
+CUresult be_image_jit(Sluice__Wire__Reply *reply, const char *call, size_t n_opts,
+                      const uint32_t *in_opts, size_t n_vals, const uint64_t *in_vals,
+                      CUjit_option opts[BE_IMAGE_JIT_MAX], void *vals[BE_IMAGE_JIT_MAX])
 {
-    sl_be_session *s = c->s;
-    const struct sl_driver_api *api = c->api;
-    const Sluice__Wire__Call *call = c->call;
-    Sluice__Wire__Reply *reply = c->reply;
-    const Sluice__Cuda__SlLoadImageRequest *rq = call->sl_load_image;
-    if (rq->sha256.len != 32 || rq->size == 0 || rq->size > BE_MAX_BULK_PER_CALL ||
-        (rq->target != 1 && rq->target != 2) || rq->format < 1 || rq->format > 4) {
-        sl_be_detail(reply, "slLoadImage: bad sha256/size/target/format");
+    if (n_opts != n_vals || n_opts > BE_IMAGE_JIT_MAX) {
+        sl_be_detail(reply, "%s: jit options and values differ in number or are too many", call);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (rq->n_jit_options != rq->n_jit_values || rq->n_jit_options > 64) {
-        sl_be_detail(reply, "slLoadImage: jit options and values differ in number");
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    CUjit_option opts[64];
-    void *vals[64];
-    for (size_t i = 0; i < rq->n_jit_options; i++) {
-        if (!jit_option_ok(rq->jit_options[i])) {
-            sl_be_detail(reply, "slLoadImage: JIT option %u is not a scalar option",
-                         rq->jit_options[i]);
+    for (size_t i = 0; i < n_opts; i++) {
+        if (!jit_option_ok(in_opts[i])) {
+            sl_be_detail(reply, "%s: JIT option %u is not a scalar option", call, in_opts[i]);
             return CUDA_ERROR_NOT_SUPPORTED;
         }
-        opts[i] = (CUjit_option)rq->jit_options[i];
-        vals[i] = (void *)(uintptr_t)rq->jit_values[i];
+        opts[i] = (CUjit_option)in_opts[i];
+        vals[i] = (void *)(uintptr_t)in_vals[i];
     }
-    uint64_t t0 = be_now_ns(), t_stored; /* the debug line's phases */
+    return CUDA_SUCCESS;
+}
+
+CUresult be_image_take(struct sl_be_call *c, const char *call, const ProtobufCBinaryData *sha,
+                       uint64_t size, uint32_t target, uint32_t format, struct be_image **out)
+{
+    sl_be_session *s = c->s;
+    Sluice__Wire__Reply *reply = c->reply;
+    if (sha->len != 32 || size == 0 || size > BE_MAX_BULK_PER_CALL ||
+        (target != 1 && target != 2) || format < 1 || format > 4) {
+        sl_be_detail(reply, "%s: bad sha256/size/target/format", call);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     struct be_image *img = NULL;
     if (c->in_len) {
-        if (c->in_len != rq->size || !c->in) {
-            sl_be_detail(reply, "slLoadImage: %llu bulk bytes for an image of %llu",
-                         (unsigned long long)c->in_len, (unsigned long long)rq->size);
+        if (c->in_len != size || !c->in) {
+            sl_be_detail(reply, "%s: %llu bulk bytes for an image of %llu", call,
+                         (unsigned long long)c->in_len, (unsigned long long)size);
             return CUDA_ERROR_INVALID_VALUE;
         }
         uint8_t md[32];
         unsigned mdlen = 0;
-        if (!EVP_Digest(c->in, rq->size, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32 ||
-            memcmp(md, rq->sha256.data, 32) != 0) {
-            sl_be_detail(reply, "slLoadImage: the image does not match its sha256");
+        if (!EVP_Digest(c->in, size, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32 ||
+            memcmp(md, sha->data, 32) != 0) {
+            sl_be_detail(reply, "%s: the image does not match its sha256", call);
             return CUDA_ERROR_INVALID_VALUE;
         }
-        CUresult rc = be_image_validate(c->in, rq->size, rq->format);
+        CUresult rc = be_image_validate(c->in, size, format);
         if (rc != CUDA_SUCCESS) {
-            sl_be_detail(reply, "slLoadImage: image of format %u is malformed or truncated",
-                         rq->format);
+            sl_be_detail(reply, "%s: image of format %u is malformed or truncated", call, format);
             return rc;
         }
         s->st.img_sent++;
-        s->st.img_sent_bytes += rq->size;
-        img = be_image_cache_get(md, rq->size);
+        s->st.img_sent_bytes += size;
+        img = be_image_cache_get(md, size);
         if (!img) {
-            be_image_store_put_later(md, c->in, rq->size); /* for the sessions after this one */
-            uint8_t *copy = malloc(rq->size);
+            be_image_store_put_later(md, c->in, size); /* for the sessions after this one */
+            uint8_t *copy = malloc(size);
             if (!copy)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-            memcpy(copy, c->in, rq->size);
-            img = be_image_cache_put(md, copy, rq->size);
+            memcpy(copy, c->in, size);
+            img = be_image_cache_put(md, copy, size);
             if (!img)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
     } else {
-        img = be_image_cache_get(rq->sha256.data, rq->size);
+        img = be_image_cache_get(sha->data, size);
         if (!img) {
-            uint8_t *stored = be_image_store_get(rq->sha256.data, rq->size);
+            uint8_t *stored = be_image_store_get(sha->data, size);
             if (!stored) {
                 s->st.img_asked++;
                 return CUDA_ERROR_FILE_NOT_FOUND; /* send it again with the bytes */
             }
-            img = be_image_cache_put(rq->sha256.data, stored, rq->size);
+            img = be_image_cache_put(sha->data, stored, size);
             if (!img)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        if (be_image_validate(img->bytes, img->size, rq->format) != CUDA_SUCCESS) {
+        if (be_image_validate(img->bytes, img->size, format) != CUDA_SUCCESS) {
             be_image_unref(img);
             return CUDA_ERROR_INVALID_IMAGE;
         }
         s->st.img_kept++;
     }
-    t_stored = be_now_ns();
-    const void *code = rq->format == 1 ? (const void *)&img->wrapper : (const void *)img->bytes;
-    unsigned n = (unsigned)rq->n_jit_options;
-    void *native = NULL;
+    *out = img;
+    return CUDA_SUCCESS;
+}
+
+CUresult be_image_load(sl_be_session *s, const struct be_image *img, uint32_t target,
+                       uint32_t format, unsigned n, CUjit_option *opts, void **vals, void **native)
+{
+    const struct sl_driver_api *api = s->api;
+    const void *code = format == 1 ? (const void *)&img->wrapper : (const void *)img->bytes;
     CUresult rc;
-    enum sl_handle_kind kind;
-    if (rq->target == 1) {
-        kind = SL_H_MODULE;
+    *native = NULL;
+    if (target == 1) {
         CUmodule m = NULL;
         rc = api->cuModuleLoadDataEx
                  ? api->cuModuleLoadDataEx(&m, code, n, n ? opts : NULL, n ? vals : NULL)
                  : CUDA_ERROR_NOT_SUPPORTED;
-        native = m;
+        *native = m;
     } else {
-        kind = SL_H_LIBRARY;
         CUlibrary l = NULL;
         /* cudart loaded it at its start; the frontend ships it at its first use, which may be
          * inside the program's stream capture: the load is not the program's call there */
@@ -267,12 +270,45 @@ CUresult be_h_slLoadImage(struct sl_be_call *c)
                                                              n ? vals : NULL, n, NULL, NULL, 0)
                                     : CUDA_ERROR_NOT_SUPPORTED;
         be_capture_restore(s, mode);
-        native = l;
+        *native = l;
     }
+    return rc;
+}
+
+void be_image_unload(sl_be_session *s, uint32_t target, void *native)
+{
+    const struct sl_driver_api *api = s->api;
+    if (target == 1 && api->cuModuleUnload)
+        api->cuModuleUnload((CUmodule)native);
+    else if (target == 2 && api->cuLibraryUnload)
+        api->cuLibraryUnload((CUlibrary)native);
+}
+
+CUresult be_h_slLoadImage(struct sl_be_call *c)
+{
+    sl_be_session *s = c->s;
+    Sluice__Wire__Reply *reply = c->reply;
+    const Sluice__Cuda__SlLoadImageRequest *rq = c->call->sl_load_image;
+    CUjit_option opts[BE_IMAGE_JIT_MAX];
+    void *vals[BE_IMAGE_JIT_MAX];
+    CUresult rc = be_image_jit(reply, "slLoadImage", rq->n_jit_options, rq->jit_options,
+                               rq->n_jit_values, rq->jit_values, opts, vals);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t t0 = be_now_ns(); /* the debug line's phases */
+    struct be_image *img = NULL;
+    rc = be_image_take(c, "slLoadImage", &rq->sha256, rq->size, rq->target, rq->format, &img);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t t_stored = be_now_ns();
+    void *native = NULL;
+    rc = be_image_load(s, img, rq->target, rq->format, (unsigned)rq->n_jit_options, opts, vals,
+                       &native);
     if (rc != CUDA_SUCCESS) {
         be_image_unref(img);
         return rc;
     }
+    enum sl_handle_kind kind = rq->target == 1 ? SL_H_MODULE : SL_H_LIBRARY;
     uint64_t t_loaded = be_now_ns();
     Sluice__Cuda__SlLoadImageReply *rp =
         BE_REPLY(reply, sl_load_image, SLUICE__WIRE__REPLY__OUT_SL_LOAD_IMAGE,
@@ -280,10 +316,7 @@ CUresult be_h_slLoadImage(struct sl_be_call *c)
     uint64_t id = 0;
     rc = rp ? sl_be_handle_put(s, kind, native, 0, &id) : CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) {
-        if (kind == SL_H_MODULE && api->cuModuleUnload)
-            api->cuModuleUnload((CUmodule)native);
-        else if (kind == SL_H_LIBRARY && api->cuLibraryUnload)
-            api->cuLibraryUnload((CUlibrary)native);
+        be_image_unload(s, rq->target, native);
         be_image_unref(img);
         return rc;
     }

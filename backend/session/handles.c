@@ -8,6 +8,7 @@
 
 #include "bounds.h"
 #include "session/image_cache.h"
+#include "sluice/wire.h"
 
 static atomic_uint_fast64_t next_counter = 16; /* 0..15 never issued (0, 1, 2 are stream ids) */
 
@@ -61,17 +62,16 @@ static int grow(struct be_handles *t)
     return 0;
 }
 
-CUresult be_handles_put(struct be_handles *t, enum sl_handle_kind kind, void *native,
-                        uint64_t owner_ctx, uint64_t parent, uint64_t *id)
+static struct be_handle *lookup(struct be_handles *t, uint64_t id);
+
+/* Puts v (new to the table) with its entry. */
+static CUresult insert(struct be_handles *t, uint64_t v, void *native, uint64_t owner_ctx,
+                       uint64_t parent)
 {
-    if ((unsigned)kind >= SL_H_KIND_COUNT || !id)
-        return CUDA_ERROR_INVALID_VALUE;
     if (t->live >= t->max_live)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if ((t->used + 1) * 4 >= t->cap * 3 && grow(t) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t n = atomic_fetch_add(&next_counter, 1) & BE_ID_COUNTER_MASK;
-    uint64_t v = ((uint64_t)kind << BE_ID_KIND_SHIFT) | n;
     size_t j = hash(v) & (t->cap - 1);
     while (t->slot[j].id > BE_HANDLE_TOMB)
         j = (j + 1) & (t->cap - 1);
@@ -79,8 +79,29 @@ CUresult be_handles_put(struct be_handles *t, enum sl_handle_kind kind, void *na
         t->used++;
     t->slot[j] = (struct be_handle){v, native, owner_ctx, parent, NULL, NULL};
     t->live++;
-    *id = v;
     return CUDA_SUCCESS;
+}
+
+CUresult be_handles_put(struct be_handles *t, enum sl_handle_kind kind, void *native,
+                        uint64_t owner_ctx, uint64_t parent, uint64_t *id)
+{
+    if ((unsigned)kind >= SL_H_KIND_COUNT || !id)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t n = atomic_fetch_add(&next_counter, 1) & BE_ID_COUNTER_MASK;
+    uint64_t v = ((uint64_t)kind << BE_ID_KIND_SHIFT) | n;
+    CUresult rc = insert(t, v, native, owner_ctx, parent);
+    if (rc == CUDA_SUCCESS)
+        *id = v;
+    return rc;
+}
+
+CUresult be_handles_put_guest(struct be_handles *t, enum sl_handle_kind kind, void *native,
+                              uint64_t owner_ctx, uint64_t parent, uint64_t id)
+{
+    if ((unsigned)kind >= SL_H_KIND_COUNT || be_id_kind(id) != kind || !(id & SL_WIRE_GUEST_ID) ||
+        !(id & (SL_WIRE_GUEST_ID - 1)) || lookup(t, id))
+        return CUDA_ERROR_INVALID_VALUE;
+    return insert(t, id, native, owner_ctx, parent);
 }
 
 static struct be_handle *lookup(struct be_handles *t, uint64_t id)

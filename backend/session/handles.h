@@ -1,6 +1,7 @@
 /* A session's handle table (handles.c): ids the guest holds for the driver's objects, kind << 56
- * | a process-wide counter (never reused), in an open addressing hash table. Pure: it needs no
- * session (the hooks that use it are hooks.c). */
+ * | a process-wide counter (never reused), or an id the guest chose (SL_WIRE_GUEST_ID set:
+ * slLoadImageAs), in an open addressing hash table. Pure: it needs no session (the hooks that
+ * use it are hooks.c). */
 #ifndef SLUICE_BE_SESSION_HANDLES_H
 #define SLUICE_BE_SESSION_HANDLES_H
 
@@ -44,6 +45,11 @@ void be_handles_free(struct be_handles *t);
 /* A new id of kind (process-wide counter: ids are never reused, not even across sessions). */
 CUresult be_handles_put(struct be_handles *t, enum sl_handle_kind kind, void *native,
                         uint64_t owner_ctx, uint64_t parent, uint64_t *id);
+/* Puts id, one the guest chose (slLoadImageAs): it must have kind in its top byte,
+ * SL_WIRE_GUEST_ID set (the backend's counter never reaches it) and be new to the table;
+ * CUDA_ERROR_INVALID_VALUE otherwise. */
+CUresult be_handles_put_guest(struct be_handles *t, enum sl_handle_kind kind, void *native,
+                              uint64_t owner_ctx, uint64_t parent, uint64_t id);
 /* The entry of id if it exists and has kind; NULL otherwise. */
 struct be_handle *be_handles_find(struct be_handles *t, enum sl_handle_kind kind, uint64_t id);
 /* Deletes id's entry, its cached layout and its reference to its image. */

@@ -47,6 +47,14 @@ CUresult sl_be_handle_get(sl_be_session *s, enum sl_handle_kind kind, uint64_t i
     return CUDA_SUCCESS;
 }
 
+/* The context an object of kind made now belongs to (libraries and kernels: none). */
+static uint64_t owner_now(const sl_be_session *s, enum sl_handle_kind kind)
+{
+    if (kind == SL_H_LIBRARY || kind == SL_H_KERNEL || s->cur_ctx == UINT64_MAX)
+        return 0;
+    return s->cur_ctx;
+}
+
 CUresult sl_be_handle_put(sl_be_session *s, enum sl_handle_kind kind, void *native, uint64_t parent,
                           uint64_t *id)
 {
@@ -59,10 +67,15 @@ CUresult sl_be_handle_put(sl_be_session *s, enum sl_handle_kind kind, void *nati
             }
         return be_ctx_add(s, (CUcontext)native, -1, 0, id);
     }
-    uint64_t owner = 0;
-    if (kind != SL_H_LIBRARY && kind != SL_H_KERNEL)
-        owner = s->cur_ctx == UINT64_MAX ? 0 : s->cur_ctx;
-    return be_handles_put(&s->h, kind, native, owner, parent, id);
+    return be_handles_put(&s->h, kind, native, owner_now(s, kind), parent, id);
+}
+
+CUresult sl_be_handle_put_guest(sl_be_session *s, enum sl_handle_kind kind, void *native,
+                                uint64_t parent, uint64_t id)
+{
+    if (kind == SL_H_CONTEXT)
+        return CUDA_ERROR_INVALID_VALUE; /* contexts keep the backend's ids */
+    return be_handles_put_guest(&s->h, kind, native, owner_now(s, kind), parent, id);
 }
 
 void sl_be_handle_drop(sl_be_session *s, enum sl_handle_kind kind, uint64_t id)

@@ -1,22 +1,30 @@
-/* Modules and libraries (docs/remoting.md "Modules, libraries and launches"): images are only
- * measured (never parsed further), identified by SHA-256 and loaded with slLoadImage: without
- * bytes when the backend holds the image (its SessionAccept hints, call/image_hints.h), and a
- * backend that turns out to lack it answers CUDA_ERROR_FILE_NOT_FOUND and gets them as bulk;
- * with them at once otherwise. Handles are the backend's ids. */
+/* Modules and libraries (docs/remoting.md "Modules, libraries and launches"): images are
+ * measured, identified by SHA-256 and loaded with slLoadImage: without bytes when the backend
+ * holds the image (its SessionAccept hints, call/image_hints.h), and a backend that turns out to
+ * lack it answers CUDA_ERROR_FILE_NOT_FOUND and gets them as bulk; with them at once otherwise.
+ * Handles are the backend's ids. An image whose cubin for the session's GPUs names its kernels
+ * and their layouts (image_listing.c) loads without a reply instead (slLoadImageAs), under ids
+ * chosen here. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <elf.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/image_kernels.h"
+#include "api/image_listing.h"
 #include "api/module.h"
+#include "call/connection.h"
+#include "call/contexts.h"
+#include "call/env.h"
 #include "call/image_hints.h"
 #include "call/rpc.h"
 #include "component.h"
 #include "sluice/fe_calls.h"
+#include "sluice/handle_kinds.h"
 #include "sluice/log.h"
 #include "sluice/stub_runtime.h"
 #include "sluice/wire.h"
@@ -25,6 +33,9 @@
 #define FATBIN_MAGIC  0xba55ed50u
 #define PTX_MAX       ((size_t)1 << 30)
 #define IMAGE_MAX     ((size_t)1 << 32)
+/* An image the backend holds loads without a reply only when small: slLoadImageAs carries the
+ * bytes again, a few microseconds for 64 KiB against the round trip it saves. */
+#define SL_FE_LOAD_AS_HINTED_MAX ((size_t)64 << 10)
 
 struct fatbin_header {
     uint32_t magic;
@@ -137,6 +148,96 @@ void sl_fe_sha256(const void *data, size_t len, uint8_t out[32])
     EVP_Digest(data, len, out, &n, EVP_sha256(), NULL);
 }
 
+/* The architectures (major * 10 + minor) of the session's GPUs: their number, 0 when unknown. */
+static size_t session_sms(unsigned sms[SL_WIRE_MAX_DEVICES])
+{
+    int n = sl_fe_session_device_count();
+    size_t k = 0;
+    for (int i = 0; i < n && k < SL_WIRE_MAX_DEVICES; i++) {
+        const struct sl_fe_device *d = sl_fe_session_device(i);
+        if (!d || d->nattrs <= CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+            return 0;
+        int major = d->attrs[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR];
+        int minor = d->attrs[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR];
+        if (major <= 0 || minor < 0 || minor > 9)
+            return 0;
+        sms[k++] = (unsigned)(major * 10 + minor);
+    }
+    return k;
+}
+
+/* A new id of kind chosen here (SL_WIRE_GUEST_ID; never reused in this process). */
+static uint64_t guest_id(enum sl_handle_kind kind)
+{
+    static atomic_uint_fast64_t next = 1;
+    uint64_t n = atomic_fetch_add(&next, 1) & (SL_WIRE_GUEST_ID - 1);
+    return (uint64_t)kind << 56 | SL_WIRE_GUEST_ID | n;
+}
+
+static int load_as_enabled(void)
+{
+    static atomic_int on = -1;
+    int v = atomic_load(&on);
+    if (v < 0) {
+        v = (int)sl_fe_env_uint("SLUICE_LOAD_AS", 1, 1);
+        atomic_store(&on, v);
+    }
+    return v;
+}
+
+/* The load without a reply (slLoadImageAs): when a context is current and the image's kernels
+ * can be read here (image_listing.c), the ids are chosen here, the listing becomes the memo's
+ * answers as slLoadImage's would (image_kernels.c) and the call is queued with the bytes; the
+ * first launch goes behind it in the same frame. Anything else: -1 (a CUresult), and the load
+ * goes as slLoadImage. */
+static CUresult load_unanswered(const Sluice__Cuda__SlLoadImageRequest *lr,
+                                enum sl_fe_image_format fmt, const void *bytes, size_t len,
+                                uint64_t *handle)
+{
+    unsigned sms[SL_WIRE_MAX_DEVICES];
+    size_t nsm;
+    struct sl_fe_image_listing l;
+    if (!load_as_enabled() || !sl_fe_current_ctx_id() || !(nsm = session_sms(sms)) ||
+        sl_fe_image_list(bytes, len, fmt, sms, nsm, &l) != 0)
+        return (CUresult)-1;
+    int library = lr->target == 2;
+    uint64_t ids[SL_WIRE_MAX_IMAGE_KERNELS];
+    for (size_t i = 0; i < l.n; i++)
+        ids[i] = guest_id(library ? SL_H_KERNEL : SL_H_FUNCTION);
+    Sluice__Cuda__SlLoadImageAsRequest req = SLUICE__CUDA__SL_LOAD_IMAGE_AS_REQUEST__INIT;
+    req.sha256 = lr->sha256;
+    req.size = lr->size;
+    req.target = lr->target;
+    req.format = lr->format;
+    req.n_jit_options = lr->n_jit_options;
+    req.jit_options = lr->jit_options;
+    req.n_jit_values = lr->n_jit_values;
+    req.jit_values = lr->jit_values;
+    req.handle = guest_id(library ? SL_H_LIBRARY : SL_H_MODULE);
+    req.kernel_names = (ProtobufCBinaryData){l.names_len, l.names};
+    req.n_kernel_handles = l.n;
+    req.kernel_handles = ids;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    SL_FE_SET(slLoadImageAs, &call, &req);
+    struct iovec iov = {(void *)bytes, len};
+    CUresult rc = sl_fe_enqueue_async_bulk(&call, &iov, 1);
+    if (rc == CUDA_SUCCESS) {
+        Sluice__Cuda__SlLoadImageReply as = SLUICE__CUDA__SL_LOAD_IMAGE_REPLY__INIT;
+        as.handle = req.handle;
+        as.kernel_names = req.kernel_names;
+        as.n_kernel_handles = as.n_kernel_param_counts = l.n;
+        as.kernel_handles = ids;
+        as.kernel_param_counts = l.counts;
+        as.n_kernel_param_offsets = as.n_kernel_param_sizes = l.nparams;
+        as.kernel_param_offsets = l.offsets;
+        as.kernel_param_sizes = l.sizes;
+        sl_fe_image_kernels_keep(req.handle, library, &as);
+        *handle = req.handle;
+    }
+    sl_fe_image_listing_free(&l);
+    return rc;
+}
+
 CUresult sl_fe_load_image(const void *image, uint32_t target, const uint32_t *jit_opts,
                           const uint64_t *jit_vals, size_t njit, uint64_t *handle)
 {
@@ -163,6 +264,11 @@ CUresult sl_fe_load_image(const void *image, uint32_t target, const uint32_t *ji
     /* an image the backend has no hint of goes with its bytes at once (it would answer
      * FILE_NOT_FOUND); one it has, without them first */
     int with_bytes = !sl_fe_image_hinted(digest);
+    if ((with_bytes || len <= SL_FE_LOAD_AS_HINTED_MAX) &&
+        load_unanswered(&req, fmt, bytes, len, handle) == CUDA_SUCCESS) {
+        sl_fe_image_hint_add(digest);
+        return CUDA_SUCCESS;
+    }
     for (int attempt = 0; attempt < 2; attempt++) {
         Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
         SL_FE_SET(slLoadImage, &call, &req);

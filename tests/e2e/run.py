@@ -363,11 +363,14 @@ IMAGES_LINE = re.compile(r"session (\d+): module images: (\d+) received \([^)]*\
 
 
 def image_store(args, pki, work, driver, frontend_dir):
-    """One backend with a state folder, the same program twice: the first session sends its
-    module image with its first slLoadImage (the backend's SessionAccept hinted no image, so no
-    round trip asks for it), the second finds it in the tenant's image store and sends no bytes
-    (each session has a worker process of its own, so only the store on disk carries it over).
-    What each session received is read from the backend's own summary line."""
+    """One backend with a state folder, the same program twice with SLUICE_LOAD_AS=0: the first
+    session sends its module image with its first slLoadImage (the backend's SessionAccept
+    hinted no image, so no round trip asks for it), the second finds it in the tenant's image
+    store and sends no bytes (each session has a worker process of its own, so only the store on
+    disk carries it over). A third run as a program runs by default: its small image, hinted,
+    still travels with its bytes, in the load the guest does not wait for (slLoadImageAs,
+    docs/remoting.md). What each session received is read from the backend's own summary
+    line."""
     state = os.path.join(work, "state")
     os.makedirs(state)
     backend = Backend(args, pki, work, driver, extra_args=["--state-dir", state])
@@ -377,9 +380,10 @@ def image_store(args, pki, work, driver, frontend_dir):
         if why:
             return [why]
         env = dict(guest_env(args, backend, frontend_dir), SLUICE_LOG_LEVEL="debug")
-        for run in (1, 2):
+        for run in (1, 2, 3):
+            run_env = dict(env, SLUICE_LOAD_AS="0") if run < 3 else env
             p = subprocess.run([os.path.join(args.programs_dir, "vector_add.static")],
-                               capture_output=True, env=env, timeout=60,
+                               capture_output=True, env=run_env, timeout=60,
                                stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
             out = (p.stdout + p.stderr).decode(errors="replace")
             print(f"run {run}: rc={p.returncode}")
@@ -392,15 +396,19 @@ def image_store(args, pki, work, driver, frontend_dir):
         runs = [seen[k] for k in sorted(seen)]
         print(f"module images (received, taken without bytes, asked for again) per session: "
               f"{runs}")
-        if len(runs) != 2:
-            problems.append(f"expected the images line of 2 sessions, found {len(runs)}")
+        if len(runs) != 3:
+            problems.append(f"expected the images line of 3 sessions, found {len(runs)}")
         else:
             if runs[0][0] < 1:
                 problems.append("the first run sent no image (was the store not empty?)")
             if runs[1][0] != 0 or runs[1][1] < 1:
                 problems.append(f"the second run sent {runs[1][0]} image(s) again and took "
                                 f"{runs[1][1]} from the store")
-            if runs[0][2] or runs[1][2]:
+            if runs[2][0] != 1 or runs[2][1] != 0:
+                problems.append(f"the third run (the load without a reply) sent {runs[2][0]} "
+                                f"image(s) and took {runs[2][1]} from the store: expected its "
+                                "one small image with its bytes")
+            if runs[0][2] or runs[1][2] or runs[2][2]:
                 problems.append("a session was asked for an image again (FILE_NOT_FOUND): the "
                                 "hints did not say what the backend holds")
         images = [f for f in os.listdir(os.path.join(state, "images")) if len(f) == 64]

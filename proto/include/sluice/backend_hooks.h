@@ -25,6 +25,10 @@ CUresult sl_be_handle_get(sl_be_session *s, enum sl_handle_kind kind, uint64_t i
  * module or library id a function, kernel, texture or surface reference came from (0: none). */
 CUresult sl_be_handle_put(sl_be_session *s, enum sl_handle_kind kind, void *native, uint64_t parent,
                           uint64_t *id);
+/* The same with the id the guest chose for it (slLoadImageAs: its kind, SL_WIRE_GUEST_ID set,
+ * new to the session); CUDA_ERROR_INVALID_VALUE for any other. */
+CUresult sl_be_handle_put_guest(sl_be_session *s, enum sl_handle_kind kind, void *native,
+                                uint64_t parent, uint64_t id);
 /* The call that destroyed the object behind id succeeded: forget it. */
 void sl_be_handle_drop(sl_be_session *s, enum sl_handle_kind kind, uint64_t id);
 

@@ -27,6 +27,9 @@
 #define SL_WIRE_MAX_IMAGE_HINTS       4096u             /* SessionAccept.image_hints */
 #define SL_WIRE_MAX_IMAGE_KERNELS     64u               /* SlLoadImageReply.kernel_handles */
 #define SL_WIRE_MAX_DEVICE_ATTRIBUTES 1024u             /* DeviceInfo.attributes */
+/* Set in a handle id the guest chose (slLoadImageAs): the kind in the top byte, this bit, a
+ * counter of the guest's below it. The backend's own ids never have it. */
+#define SL_WIRE_GUEST_ID (UINT64_C(1) << 55)
 
 /* The table's flags (proto/api/cuda_driver.api, docs/api-table.md). */
 enum sl_call_flag {
