@@ -229,6 +229,16 @@ static void remove_fd(sl_server *s, int fd)
             p->probes = PROBES_AFTER_CLOSE;
 }
 
+int ch_conn_holds(const sl_server *s, const peer *p)
+{
+    char addr[64];
+    unsigned port;
+    if (p->fd < 0)
+        return 1;
+    return ours(s, p->fd) && peer_of(p->fd, addr, sizeof addr, &port) == 0 &&
+           port == p->conn_port && strcmp(addr, p->conn_addr) == 0;
+}
+
 void ch_conn_event(sl_server *s, int event, int fd)
 {
     if (fd < 0)
@@ -253,6 +263,7 @@ void ch_conn_bind_peer(sl_server *s, peer *p, int fd)
     p->fd = fd >= 0 && ours(s, fd) ? fd : -1; /* -1: its connection is not known (probed) */
     if (p->fd < 0)
         return;
+    peer_of(fd, p->conn_addr, sizeof p->conn_addr, &p->conn_port);
     ch_conn *c = current(s, fd);
     if (!c) /* its ACCEPTED event is not read yet */
         c = add(s, fd, 0);

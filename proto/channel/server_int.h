@@ -27,8 +27,10 @@ typedef struct peer {
     size_t qbytes;
     sl_error reason;
     sl_peer_identity ident;
-    char address[64]; /* Peer-Address of the session's first frame */
-    int fd;           /* its connection (ZMQ_SRCFD of the first frame), -1 unknown */
+    char address[64];   /* Peer-Address of the session's first frame */
+    int fd;             /* its connection (ZMQ_SRCFD of the first frame), -1 unknown */
+    char conn_addr[64]; /* that connection's remote address and port, when fd is known */
+    unsigned conn_port;
     int64_t created_ms, last_in_ms, closed_ms;
     int gone;   /* a probe found its connection closed: report once its last frames are read */
     int probes; /* liveness probes still to send: its connection was reported closed (the
@@ -122,6 +124,10 @@ void ch_conn_event(sl_server *s, int event, int fd);
  * unauthenticated connections to keep the limits. */
 void ch_conn_bind_peer(sl_server *s, peer *p, int fd);
 void ch_conn_authed(sl_server *s, const peer *p);
+/* 0 when the connection p's first frame came on is no longer there: its descriptor closed, or
+ * its number now another connection (another remote address or port) or another socket; 1
+ * otherwise, and when its connection is not known (p->fd -1: the probes decide). */
+int ch_conn_holds(const sl_server *s, const peer *p);
 /* Shuts the TCP connection of p down (ZeroMQ then closes it); once. */
 void ch_conn_shutdown(sl_server *s, peer *p);
 /* Handshake deadline for connections without a session, eviction, the summary in the log. */

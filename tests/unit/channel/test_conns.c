@@ -250,6 +250,30 @@ static void test_number_taken_by_another_socket(void **state)
     close(sv[1]);
 }
 
+/* Whether a session's connection is still there, asked of its descriptor itself (server.c's
+ * timers end a live session whose connection is not, whatever the monitor said or the probes
+ * found): closed without any event read, its number taken by another connection, or not known
+ * (left to the probes). */
+static void test_connection_gone_without_event(void **state)
+{
+    fixture *f = *state;
+    int fd = connect_one(f, -1);
+    peer *p = new_session(f, 1);
+    ch_conn_bind_peer(f->s, p, fd);
+    assert_int_equal(p->fd, fd);
+    assert_int_equal(ch_conn_holds(f->s, p), 1);
+    close(fd); /* no DISCONNECTED or CLOSED event read */
+    assert_int_equal(ch_conn_holds(f->s, p), 0);
+    int fd2 = connect_one(f, fd); /* the number used again by another connection */
+    assert_int_equal(ch_conn_holds(f->s, p), 0);
+    peer *q = new_session(f, 2);
+    ch_conn_bind_peer(f->s, q, fd2);
+    assert_int_equal(ch_conn_holds(f->s, q), 1);
+    p->fd = -1;
+    assert_int_equal(ch_conn_holds(f->s, p), 1);
+    close(fd2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +282,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_events_a_connection_behind, setup, teardown),
         cmocka_unit_test_setup_teardown(test_silent_connection_still_shut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_number_taken_by_another_socket, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_connection_gone_without_event, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
