@@ -45,10 +45,12 @@ struct be_control {
     unsigned connects; /* ZMQ_EVENT_CONNECTED seen */
     int keyed;         /* --control-key given: only messages with key are the agent's */
     uint8_t key[BE_CONTROL_KEY_LEN];
-    int64_t agent_ms;  /* the last keyed message (or the start) */
-    int64_t orphan_ms; /* BE_ORPHAN_GRACE_MS unless a test set it */
-    int64_t warned_ms; /* the last "message without the key" warning */
-    int orphaned;      /* the shutdown hook ran for want of an agent */
+    int64_t agent_ms;          /* the last keyed message (or the start) */
+    int64_t orphan_ms;         /* BE_ORPHAN_GRACE_MS unless a test set it */
+    int64_t warned_ms;         /* the last "message without the key" warning */
+    int64_t send_warned_ms;    /* the last "send" warning */
+    unsigned long send_failed; /* sends refused since that warning */
+    int orphaned;              /* the shutdown hook ran for want of an agent */
 };
 
 static int64_t mono_ms(void)
@@ -56,6 +58,27 @@ static int64_t mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A refused send (a full queue to a slow agent, or none connected) is logged once per
+ * BE_CONTROL_WARN_MS with the number refused since: under load one line per refused usage
+ * update flooded the journal (14,454 lines in a minute, issue 18). Usage records stay queued
+ * and go again (be_control_usage). */
+static void send_refused(struct be_control *c, int err)
+{
+    int64_t now = mono_ms();
+    c->send_failed++;
+    if (c->send_warned_ms && now - c->send_warned_ms < BE_CONTROL_WARN_MS)
+        return;
+    if (c->send_failed > 1)
+        sl_log(SL_LOG_WARNING, BE_COMPONENT,
+               "control: send: %s (%lu messages refused since the last such line; usage records "
+               "stay queued and are sent again)",
+               zmq_strerror(err), c->send_failed);
+    else
+        sl_log(SL_LOG_WARNING, BE_COMPONENT, "control: send: %s", zmq_strerror(err));
+    c->send_failed = 0;
+    c->send_warned_ms = now;
 }
 
 static int report(struct be_control *c, Sluice__Control__BackendReport *r)
@@ -68,7 +91,7 @@ static int report(struct be_control *c, Sluice__Control__BackendReport *r)
     sluice__control__backend_report__pack(r, buf);
     int rc = zmq_send(c->sock, buf, len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
     if (rc)
-        sl_log(SL_LOG_WARNING, BE_COMPONENT, "control: send: %s", zmq_strerror(errno));
+        send_refused(c, errno);
     free(buf);
     return rc;
 }

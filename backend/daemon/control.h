@@ -21,6 +21,7 @@ struct be_control_hooks {
 };
 #define BE_CONTROL_KEY_LEN 32    /* bytes; the --control-key file holds them as hex */
 #define BE_ORPHAN_GRACE_MS 15000 /* keyed: longest time without a word from the agent */
+#define BE_CONTROL_WARN_MS 10000 /* at most one "control: send" warning this often */
 sl_code be_control_open(const char *endpoint, const char *project, const char *listen,
                         struct be_grants *grants, const struct be_control_hooks *hooks,
                         struct be_control **out, sl_error *e);
