@@ -79,25 +79,15 @@ CUresult be_h_slLoadImageAs(struct sl_be_call *c)
                      rq->n_kernel_handles);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    CUjit_option opts[BE_IMAGE_JIT_MAX];
-    void *vals[BE_IMAGE_JIT_MAX];
-    CUresult rc = be_image_jit(reply, "slLoadImageAs", rq->n_jit_options, rq->jit_options,
-                               rq->n_jit_values, rq->jit_values, opts, vals);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    uint64_t t0 = be_now_ns();
+    struct be_image_request r = {"slLoadImageAs", &rq->sha256,      rq->size,
+                                 rq->target,      rq->format,       rq->n_jit_options,
+                                 rq->jit_options, rq->n_jit_values, rq->jit_values};
+    uint64_t t0 = be_now_ns(), t_stored = 0;
     struct be_image *img = NULL;
-    rc = be_image_take(c, "slLoadImageAs", &rq->sha256, rq->size, rq->target, rq->format, &img);
+    void *native = NULL;
+    CUresult rc = be_image_load_request(c, &r, &img, &native, &t_stored);
     if (rc != CUDA_SUCCESS)
         return rc;
-    uint64_t t_stored = be_now_ns();
-    void *native = NULL;
-    rc = be_image_load(s, img, rq->target, rq->format, (unsigned)rq->n_jit_options, opts, vals,
-                       &native);
-    if (rc != CUDA_SUCCESS) {
-        be_image_unref(img);
-        return rc;
-    }
     enum sl_handle_kind kind = rq->target == 1 ? SL_H_MODULE : SL_H_LIBRARY;
     rc = sl_be_handle_put_guest(s, kind, native, 0, rq->handle);
     if (rc != CUDA_SUCCESS) {
@@ -120,7 +110,7 @@ CUresult be_h_slLoadImageAs(struct sl_be_call *c)
            "kernels named: checked and kept %.1f us, loaded by the driver %.1f us, named %.1f us",
            (unsigned long long)s->id, kind == SL_H_MODULE ? "module" : "library",
            (unsigned long long)rq->size, rq->format, (unsigned long long)rq->handle,
-           rq->n_kernel_handles, (double)(t_stored - t0) / 1e3,
-           (double)(t_loaded - t_stored) / 1e3, (double)(be_now_ns() - t_loaded) / 1e3);
+           rq->n_kernel_handles, (double)(t_stored - t0) / 1e3, (double)(t_loaded - t_stored) / 1e3,
+           (double)(be_now_ns() - t_loaded) / 1e3);
     return CUDA_SUCCESS;
 }

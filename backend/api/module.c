@@ -165,9 +165,11 @@ static int jit_option_ok(uint32_t o)
     }
 }
 
-CUresult be_image_jit(Sluice__Wire__Reply *reply, const char *call, size_t n_opts,
-                      const uint32_t *in_opts, size_t n_vals, const uint64_t *in_vals,
-                      CUjit_option opts[BE_IMAGE_JIT_MAX], void *vals[BE_IMAGE_JIT_MAX])
+/* The scalar JIT options of a load in the driver's form: CUDA_ERROR_INVALID_VALUE for unpaired
+ * or too many, CUDA_ERROR_NOT_SUPPORTED for a buffer option. */
+static CUresult image_jit(Sluice__Wire__Reply *reply, const char *call, size_t n_opts,
+                          const uint32_t *in_opts, size_t n_vals, const uint64_t *in_vals,
+                          CUjit_option opts[BE_IMAGE_JIT_MAX], void *vals[BE_IMAGE_JIT_MAX])
 {
     if (n_opts != n_vals || n_opts > BE_IMAGE_JIT_MAX) {
         sl_be_detail(reply, "%s: jit options and values differ in number or are too many", call);
@@ -184,8 +186,11 @@ CUresult be_image_jit(Sluice__Wire__Reply *reply, const char *call, size_t n_opt
     return CUDA_SUCCESS;
 }
 
-CUresult be_image_take(struct sl_be_call *c, const char *call, const ProtobufCBinaryData *sha,
-                       uint64_t size, uint32_t target, uint32_t format, struct be_image **out)
+/* The image a load names (a reference in *out): the call's bulk, checked against sha and its
+ * format and kept (cache, and the tenant's store later), or without bulk the copy the worker or
+ * the store holds (CUDA_ERROR_FILE_NOT_FOUND when neither does). */
+static CUresult image_take(struct sl_be_call *c, const char *call, const ProtobufCBinaryData *sha,
+                           uint64_t size, uint32_t target, uint32_t format, struct be_image **out)
 {
     sl_be_session *s = c->s;
     Sluice__Wire__Reply *reply = c->reply;
@@ -248,8 +253,10 @@ CUresult be_image_take(struct sl_be_call *c, const char *call, const ProtobufCBi
     return CUDA_SUCCESS;
 }
 
-CUresult be_image_load(sl_be_session *s, const struct be_image *img, uint32_t target,
-                       uint32_t format, unsigned n, CUjit_option *opts, void **vals, void **native)
+/* Loads img as a module (target 1) or library (2) with the driver: *native. */
+static CUresult image_load(sl_be_session *s, const struct be_image *img, uint32_t target,
+                           uint32_t format, unsigned n, CUjit_option *opts, void **vals,
+                           void **native)
 {
     const struct sl_driver_api *api = s->api;
     const void *code = format == 1 ? (const void *)&img->wrapper : (const void *)img->bytes;
@@ -284,30 +291,39 @@ void be_image_unload(sl_be_session *s, uint32_t target, void *native)
         api->cuLibraryUnload((CUlibrary)native);
 }
 
+CUresult be_image_load_request(struct sl_be_call *c, const struct be_image_request *r,
+                               struct be_image **img, void **native, uint64_t *t_stored)
+{
+    CUjit_option opts[BE_IMAGE_JIT_MAX];
+    void *vals[BE_IMAGE_JIT_MAX];
+    CUresult rc = image_jit(c->reply, r->call, r->n_jit, r->jit_options, r->n_jit_values,
+                            r->jit_values, opts, vals);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = image_take(c, r->call, r->sha256, r->size, r->target, r->format, img);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *t_stored = be_now_ns();
+    rc = image_load(c->s, *img, r->target, r->format, (unsigned)r->n_jit, opts, vals, native);
+    if (rc != CUDA_SUCCESS)
+        be_image_unref(*img);
+    return rc;
+}
+
 CUresult be_h_slLoadImage(struct sl_be_call *c)
 {
     sl_be_session *s = c->s;
     Sluice__Wire__Reply *reply = c->reply;
     const Sluice__Cuda__SlLoadImageRequest *rq = c->call->sl_load_image;
-    CUjit_option opts[BE_IMAGE_JIT_MAX];
-    void *vals[BE_IMAGE_JIT_MAX];
-    CUresult rc = be_image_jit(reply, "slLoadImage", rq->n_jit_options, rq->jit_options,
-                               rq->n_jit_values, rq->jit_values, opts, vals);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    uint64_t t0 = be_now_ns(); /* the debug line's phases */
+    struct be_image_request r = {"slLoadImage",   &rq->sha256,      rq->size,
+                                 rq->target,      rq->format,       rq->n_jit_options,
+                                 rq->jit_options, rq->n_jit_values, rq->jit_values};
+    uint64_t t0 = be_now_ns(), t_stored = 0; /* the debug line's phases */
     struct be_image *img = NULL;
-    rc = be_image_take(c, "slLoadImage", &rq->sha256, rq->size, rq->target, rq->format, &img);
+    void *native = NULL;
+    CUresult rc = be_image_load_request(c, &r, &img, &native, &t_stored);
     if (rc != CUDA_SUCCESS)
         return rc;
-    uint64_t t_stored = be_now_ns();
-    void *native = NULL;
-    rc = be_image_load(s, img, rq->target, rq->format, (unsigned)rq->n_jit_options, opts, vals,
-                       &native);
-    if (rc != CUDA_SUCCESS) {
-        be_image_unref(img);
-        return rc;
-    }
     enum sl_handle_kind kind = rq->target == 1 ? SL_H_MODULE : SL_H_LIBRARY;
     uint64_t t_loaded = be_now_ns();
     Sluice__Cuda__SlLoadImageReply *rp =

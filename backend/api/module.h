@@ -20,20 +20,26 @@ CUresult be_image_validate(const uint8_t *p, uint64_t len, uint32_t format);
  * (CUDA_ERROR_NOT_SUPPORTED), an unknown type is CUDA_ERROR_INVALID_VALUE. */
 CUresult be_link_input_validate(const uint8_t *p, uint64_t len, uint32_t type);
 
-/* The scalar JIT options of a load (call names it in the reply's detail), in the driver's form:
- * CUDA_ERROR_INVALID_VALUE for unpaired or too many, CUDA_ERROR_NOT_SUPPORTED for a buffer
- * option. */
-CUresult be_image_jit(Sluice__Wire__Reply *reply, const char *call, size_t n_opts,
-                      const uint32_t *in_opts, size_t n_vals, const uint64_t *in_vals,
-                      CUjit_option opts[BE_IMAGE_JIT_MAX], void *vals[BE_IMAGE_JIT_MAX]);
-/* The image a load names (a reference in *out): the call's bulk, checked against sha and its
- * format and kept (cache, and the tenant's store later), or without bulk the copy the worker
- * or the store holds (CUDA_ERROR_FILE_NOT_FOUND when neither does). */
-CUresult be_image_take(struct sl_be_call *c, const char *call, const ProtobufCBinaryData *sha,
-                       uint64_t size, uint32_t target, uint32_t format, struct be_image **out);
-/* Loads img as a module (target 1) or library (2) with the driver: *native. */
-CUresult be_image_load(sl_be_session *s, const struct be_image *img, uint32_t target,
-                       uint32_t format, unsigned n, CUjit_option *opts, void **vals, void **native);
+/* A load's request as slLoadImage and slLoadImageAs both carry it (call names the call in the
+ * reply's detail). */
+struct be_image_request {
+    const char *call;
+    const ProtobufCBinaryData *sha256;
+    uint64_t size;
+    uint32_t target, format; /* target 1 module, 2 library; format as slLoadImage's */
+    size_t n_jit;
+    const uint32_t *jit_options;
+    size_t n_jit_values;
+    const uint64_t *jit_values;
+};
+/* The part both loads share: the scalar JIT options checked (a buffer option is
+ * CUDA_ERROR_NOT_SUPPORTED), the image taken (the call's bulk checked against its SHA-256 and
+ * format and kept in the cache and, later, the tenant's store; without bulk the copy the
+ * worker or the store holds, else CUDA_ERROR_FILE_NOT_FOUND), then loaded by the driver as a
+ * module or library: *img (a reference the caller owns) and *native; *t_stored when the image
+ * was taken. */
+CUresult be_image_load_request(struct sl_be_call *c, const struct be_image_request *r,
+                               struct be_image **img, void **native, uint64_t *t_stored);
 void be_image_unload(sl_be_session *s, uint32_t target, void *native);
 
 #endif

@@ -265,8 +265,8 @@ static const uint8_t *fatbin_cubin(struct span f, unsigned arch, size_t *len)
     return NULL;
 }
 
-int sl_fe_image_list(const void *image, size_t len, uint32_t fmt,
-                     const unsigned *sms, size_t nsm, struct sl_fe_image_listing *out)
+int sl_fe_image_list(const void *image, size_t len, uint32_t fmt, const unsigned *sms, size_t nsm,
+                     struct sl_fe_image_listing *out)
 {
     memset(out, 0, sizeof *out);
     if (!image || !nsm || (fmt != FORMAT_FATBIN && fmt != FORMAT_WRAPPER && fmt != FORMAT_ELF))

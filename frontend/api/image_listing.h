@@ -8,13 +8,13 @@
 #include <stdint.h>
 
 struct sl_fe_image_listing {
-    size_t n;            /* kernels, at most SL_WIRE_MAX_IMAGE_KERNELS */
-    uint8_t *names;      /* n names, each ended by its NUL */
+    size_t n;       /* kernels, at most SL_WIRE_MAX_IMAGE_KERNELS */
+    uint8_t *names; /* n names, each ended by its NUL */
     size_t names_len;
-    uint32_t *counts;    /* each kernel's parameter count */
-    uint64_t *offsets;   /* the kernels' parameter offsets one after the other */
-    uint64_t *sizes;     /* and sizes */
-    size_t nparams;      /* the sum of counts */
+    uint32_t *counts;  /* each kernel's parameter count */
+    uint64_t *offsets; /* the kernels' parameter offsets one after the other */
+    uint64_t *sizes;   /* and sizes */
+    size_t nparams;    /* the sum of counts */
 };
 
 /* Reads the kernels of image (len bytes of format fmt, slLoadImage's numbering, which is enum
@@ -25,8 +25,8 @@ struct sl_fe_image_listing {
  * lacks such a cubin, holds more kernels than SL_WIRE_MAX_IMAGE_KERNELS or anything this
  * reader does not know (the backend's driver then lists them: slLoadImage). Never reads
  * outside the len bytes. */
-int sl_fe_image_list(const void *image, size_t len, uint32_t fmt,
-                     const unsigned *sms, size_t nsm, struct sl_fe_image_listing *out);
+int sl_fe_image_list(const void *image, size_t len, uint32_t fmt, const unsigned *sms, size_t nsm,
+                     struct sl_fe_image_listing *out);
 void sl_fe_image_listing_free(struct sl_fe_image_listing *l);
 
 #endif

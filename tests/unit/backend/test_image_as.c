@@ -23,8 +23,8 @@
 static struct be_devices no_devs = {13000, 0, NULL};
 static int loaded, unloaded;
 
-static CUresult fake_load(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv,
-                          unsigned n, CUlibraryOption *lo, void **lv, unsigned nl)
+static CUresult fake_load(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv, unsigned n,
+                          CUlibraryOption *lo, void **lv, unsigned nl)
 {
     (void)code, (void)jo, (void)jv, (void)n, (void)lo, (void)lv, (void)nl;
     loaded++;
@@ -122,8 +122,7 @@ static void test_guest_ids(void **state)
                        gid(SL_H_KERNEL, 0)};
     for (int i = 0; i < 4; i++) {
         before = unloaded;
-        assert_int_equal(load_as(s, &api, lib2, "k4", 3, &bad[i], 1, 1),
-                         CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(load_as(s, &api, lib2, "k4", 3, &bad[i], 1, 1), CUDA_ERROR_INVALID_VALUE);
         assert_int_equal(unloaded, before + 1);
         assert_int_equal(sl_be_handle_get(s, SL_H_LIBRARY, lib2, &n), CUDA_ERROR_INVALID_HANDLE);
     }
