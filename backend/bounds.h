@@ -21,7 +21,8 @@
 #define BE_MAX_STDOUT         ((size_t)1 << 20)     /* printf bytes kept for one reply */
 #define BE_IMAGE_CACHE_BYTES  ((size_t)512 << 20)   /* in-process image cache */
 #define BE_IMAGE_CACHE_COUNT  1024u
-#define BE_IMAGE_STORE_BYTES  ((uint64_t)1 << 30)   /* images on disk (--state-dir), per tenant */
+#define BE_IMAGE_STORE_BYTES  ((uint64_t)1 << 30) /* images on disk (--state-dir), per tenant */
+#define BE_IMAGE_TMP_STALE_S  600 /* an image store temporary file older than this is abandoned */
 #define BE_IMAGE_WRITES_BYTES ((uint64_t)256 << 20) /* images waiting for the store's writer */
 #define BE_IMAGE_SETTLE_MS    1000u                 /* a worker's wait for them at its end */
 

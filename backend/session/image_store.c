@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bounds.h"
@@ -129,7 +131,25 @@ static int is_image_name(const char *n)
     return i == 64;
 }
 
-/* Removes the least recently used images until the folder is within its bound. */
+/* Whether name is a temporary file (".tmp-PID-N") that no write will finish: its writer is gone
+ * (a worker killed mid-write) or it was last written more than BE_IMAGE_TMP_STALE_S ago (a
+ * number used again by another process). Such files were never removed, and the bound, which
+ * counts images only, did not see them. */
+static int stale_tmp(const char *name, const struct stat *st)
+{
+    char *end;
+    if (strncmp(name, ".tmp-", 5) != 0)
+        return 0;
+    long pid = strtol(name + 5, &end, 10);
+    if (end == name + 5 || *end != '-' || pid <= 0)
+        return 0;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    return time(NULL) - st->st_mtim.tv_sec > BE_IMAGE_TMP_STALE_S;
+}
+
+/* Removes the temporary files no write will finish, then the least recently used images until
+ * the folder is within its bound. */
 static void evict(void)
 {
     DIR *d = opendir(store_dir);
@@ -140,11 +160,16 @@ static void evict(void)
     uint64_t total = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (!is_image_name(de->d_name))
-            continue;
         struct stat st;
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        int image = is_image_name(de->d_name);
+        if ((!image && strncmp(de->d_name, ".tmp-", 5) != 0) ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
+        if (!image) {
+            if (stale_tmp(de->d_name, &st))
+                unlinkat(dirfd(d), de->d_name, 0);
+            continue;
+        }
         if (n == cap) {
             size_t c = cap ? 2 * cap : 64;
             struct entry *m = realloc(v, c * sizeof *v);

@@ -1,6 +1,6 @@
 /* The tenant's image store on disk (backend/session/image_store.c): an image comes back only as it
- * was stored, a damaged file is removed, the least recently used go beyond the bound, and without
- * a folder nothing is kept. */
+ * was stored, a damaged file is removed, the least recently used go beyond the bound, temporary
+ * files no write will finish go, and without a folder nothing is kept. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,6 +149,40 @@ static void least_recently_used_go_first(void **state)
     assert_null(be_image_store_get(sbig, sizeof big));
 }
 
+/* A temporary file no write will finish goes with the next store's eviction scan: its writer is
+ * gone (a worker killed mid-write), or it was last written long ago; one being written stays. */
+static void abandoned_temporary_files_go(void **state)
+{
+    (void)state;
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    assert_true(child > 0);
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child); /* its pid is now no process's */
+    char gone[128], stale[128], busy[128];
+    snprintf(gone, sizeof gone, "%s/.tmp-%ld-0", dir, (long)child);
+    snprintf(stale, sizeof stale, "%s/.tmp-%ld-1", dir, (long)getpid());
+    snprintf(busy, sizeof busy, "%s/.tmp-%ld-2", dir, (long)getpid());
+    const char *all[] = {gone, stale, busy};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(all[i], "w");
+        assert_non_null(f);
+        fputs("half an image", f);
+        fclose(f);
+    }
+    struct timespec old[2] = {{time(NULL) - BE_IMAGE_TMP_STALE_S - 60, 0},
+                              {time(NULL) - BE_IMAGE_TMP_STALE_S - 60, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, stale, old, 0), 0);
+    uint8_t a[100], sa[32];
+    image(a, sizeof a, 9, sa);
+    be_image_store_put(sa, a, sizeof a); /* a store, then its eviction scan */
+    struct stat st;
+    assert_int_not_equal(stat(gone, &st), 0);
+    assert_int_not_equal(stat(stale, &st), 0);
+    assert_int_equal(stat(busy, &st), 0);
+}
+
 static void without_a_folder_nothing_is_kept(void **state)
 {
     (void)state;
@@ -164,6 +200,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(image_stored_later, setup, teardown),
         cmocka_unit_test_setup_teardown(damaged_file_is_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(least_recently_used_go_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(abandoned_temporary_files_go, setup, teardown),
         cmocka_unit_test_setup_teardown(without_a_folder_nothing_is_kept, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
