@@ -62,8 +62,6 @@ static int grow(struct be_handles *t)
     return 0;
 }
 
-static struct be_handle *lookup(struct be_handles *t, uint64_t id);
-
 /* Puts v (new to the table) with its entry. */
 static CUresult insert(struct be_handles *t, uint64_t v, void *native, uint64_t owner_ctx,
                        uint64_t parent)
@@ -95,15 +93,6 @@ CUresult be_handles_put(struct be_handles *t, enum sl_handle_kind kind, void *na
     return rc;
 }
 
-CUresult be_handles_put_guest(struct be_handles *t, enum sl_handle_kind kind, void *native,
-                              uint64_t owner_ctx, uint64_t parent, uint64_t id)
-{
-    if ((unsigned)kind >= SL_H_KIND_COUNT || be_id_kind(id) != kind || !(id & SL_WIRE_GUEST_ID) ||
-        !(id & (SL_WIRE_GUEST_ID - 1)) || lookup(t, id))
-        return CUDA_ERROR_INVALID_VALUE;
-    return insert(t, id, native, owner_ctx, parent);
-}
-
 static struct be_handle *lookup(struct be_handles *t, uint64_t id)
 {
     if (!t->cap || id <= BE_HANDLE_TOMB)
@@ -113,6 +102,15 @@ static struct be_handle *lookup(struct be_handles *t, uint64_t id)
         if (t->slot[j].id == id)
             return &t->slot[j];
     return NULL;
+}
+
+CUresult be_handles_put_guest(struct be_handles *t, enum sl_handle_kind kind, void *native,
+                              uint64_t owner_ctx, uint64_t parent, uint64_t id)
+{
+    if ((unsigned)kind >= SL_H_KIND_COUNT || be_id_kind(id) != kind || !(id & SL_WIRE_GUEST_ID) ||
+        !(id & (SL_WIRE_GUEST_ID - 1)) || lookup(t, id))
+        return CUDA_ERROR_INVALID_VALUE;
+    return insert(t, id, native, owner_ctx, parent);
 }
 
 struct be_handle *be_handles_find(struct be_handles *t, enum sl_handle_kind kind, uint64_t id)

@@ -15,8 +15,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -131,15 +131,13 @@ static int is_image_name(const char *n)
     return i == 64;
 }
 
-/* Whether name is a temporary file (".tmp-PID-N") that no write will finish: its writer is gone
+/* Whether a temporary file (".tmp-PID-N", name) is one no write will finish: its writer is gone
  * (a worker killed mid-write) or it was last written more than BE_IMAGE_TMP_STALE_S ago (a
  * number used again by another process). Such files were never removed, and the bound, which
  * counts images only, did not see them. */
 static int stale_tmp(const char *name, const struct stat *st)
 {
     char *end;
-    if (strncmp(name, ".tmp-", 5) != 0)
-        return 0;
     long pid = strtol(name + 5, &end, 10);
     if (end == name + 5 || *end != '-' || pid <= 0)
         return 0;
@@ -162,10 +160,11 @@ static void evict(void)
     while ((de = readdir(d)) != NULL) {
         struct stat st;
         int image = is_image_name(de->d_name);
-        if ((!image && strncmp(de->d_name, ".tmp-", 5) != 0) ||
-            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        int tmp = !image && strncmp(de->d_name, ".tmp-", 5) == 0;
+        if (!(image || tmp) || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode))
             continue;
-        if (!image) {
+        if (tmp) {
             if (stale_tmp(de->d_name, &st))
                 unlinkat(dirfd(d), de->d_name, 0);
             continue;
