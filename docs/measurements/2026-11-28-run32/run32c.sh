@@ -2,7 +2,7 @@
 # run 32, call C: the PyTorch suite's compile step (Triton's cubins loaded as modules) and conv,
 # with the backend's account of its loads; then which of PyTorch's own fatbins the guest's
 # reader takes (an uncompressed sm_90 cubin of at most 64 kernels) and which go as before
-# (.gpu/torchscan.py, ad hoc, not kept: the counts are below).
+# (.gpu/torchscan.py: tools/torchscan.py, README.md says how to put it there).
 source .bundle/env.sh; export PYTHONUNBUFFERED=1 SLUICE_STATS=1; B=$PWD/.bundle
 [ -f .bundle/cuda.tar.xz ] && tar xJf .bundle/cuda.tar.xz -C .bundle/build/tests && rm .bundle/cuda.tar.xz
 date; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

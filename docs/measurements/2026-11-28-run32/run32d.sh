@@ -1,5 +1,5 @@
 #!/bin/bash
-# run 32, call D: where a synchronous call's CPU time goes on the GPU machine. Ad hoc, not kept:
+# run 32, call D: where a synchronous call's CPU time goes on the GPU machine. Ad hoc (tools/, README.md):
 # .gpu/lat (nvcc-built: launch + cuStreamSynchronize, kernel + 4 B DtoH + sync, 64 B HtoD in a
 # loop) through Sluice on the real driver with Debian's perf (carried in .gpu/perfb) recording
 # every CPU for 3 s in the middle of each loop; then natively. .gpu/prof.py.
