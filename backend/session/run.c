@@ -56,8 +56,15 @@ CUresult be_run_call(struct sl_be_call *c)
             be_printf_unlock_drain(s);
         }
     }
-    if (rc == CUDA_SUCCESS && ci && be_waits_outstanding(s->waits))
-        be_waits_before_release(s->waits, sl_call_released(call));
+    if (rc == CUDA_SUCCESS && ci && be_waits_outstanding(s->waits) &&
+        be_waits_adopt(s->waits, sl_call_released(call))) {
+        /* another guest thread waits on the event it destroys: the handle goes now, the
+         * driver's event when those waits end (waits.c), and this call does not wait */
+        sl_be_handle_drop(s, SL_H_EVENT, sl_call_released(call));
+        reply->result = CUDA_SUCCESS;
+        s->calls++;
+        return CUDA_SUCCESS;
+    }
     if (rc == CUDA_SUCCESS && ci && ci->blocks && be_waits_defer(s->waits, c, ci, cur)) {
         c->deferred = 1; /* another thread's calls go on while the GPU works (waits.c) */
         return CUDA_SUCCESS;

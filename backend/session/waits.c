@@ -47,6 +47,7 @@ struct be_wait {
     CUevent ev;    /* blocks=stream|event, and a watch's */
     int own_ev;    /* the private event of a stream wait: the waiter destroys it */
     int pushed;    /* a watch: its StreamDone went already (be_waits_push_watched) */
+    int adopted;   /* the guest destroyed the event: the last wait on it destroys it */
     CUresult rc;
 };
 
@@ -318,7 +319,8 @@ int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_cal
 }
 
 /* What a watch waits on: a private event recorded on the queried stream, or the queried event
- * itself (a wait on it: its destruction waits for the watch, be_waits_before_release). */
+ * itself (a wait on it: destroyed by the guest, the event stays until the watch ends,
+ * be_waits_adopt). */
 static int watch_target(struct be_waits *w, const struct sl_be_call *c,
                         const struct sl_call_info *ci, struct be_wait *x)
 {
@@ -381,15 +383,28 @@ void be_waits_push_watched(struct be_waits *w)
             push_stream_done(w->s, x);
 }
 
-void be_waits_before_release(struct be_waits *w, uint64_t handle)
+int be_waits_adopt(struct be_waits *w, uint64_t handle)
 {
     if (!w || !handle)
-        return;
+        return 0;
+    int n = 0;
     for (struct be_wait *x = w->all; x; x = x->all_next)
         if (x->event_id == handle) {
-            be_waits_drain(w); /* the guest destroys an event another of its threads waits on */
-            return;
+            x->adopted = 1;
+            n++;
         }
+    return n > 0;
+}
+
+/* x is off the list: the driver's event of a destroyed guest event goes with its last wait */
+static void release_adopted(struct be_waits *w, const struct be_wait *x)
+{
+    if (!x->adopted)
+        return;
+    for (const struct be_wait *o = w->all; o; o = o->all_next)
+        if (o->adopted && o->ev == x->ev)
+            return;
+    w->s->api->cuEventDestroy_v2(x->ev);
 }
 
 /* The reply of a completed wait, as be_run_call and run_job would have sent it; a watch's
@@ -403,6 +418,7 @@ static void finish_one(struct be_waits *w, struct be_wait *x)
             push_stream_done(s, x);
         if (x->own_ev)
             s->api->cuEventDestroy_v2(x->ev);
+        release_adopted(w, x);
         free(x);
         return;
     }
@@ -432,6 +448,7 @@ static void finish_one(struct be_waits *w, struct be_wait *x)
     struct sl_be_call c = {.s = s, .api = s->api, .call = &call, .reply = &reply};
     be_waits_push_watched(w);
     be_session_send_reply(s, &c);
+    release_adopted(w, x);
     free(x);
 }
 

@@ -39,9 +39,12 @@ int be_waits_watch(struct be_waits *w, const struct sl_be_call *c, const struct 
  * is done goes first, so that no reply the guest reads after (a wait on an event recorded
  * after that work) finds the stream still known busy there. */
 void be_waits_push_watched(struct be_waits *w);
-/* On the session thread, before a call that releases handle: a wait on that event (another
- * guest thread's cuEventSynchronize) completes first. */
-void be_waits_before_release(struct be_waits *w, uint64_t handle);
+/* On the session thread, before a call that releases handle: 1 when waits on that guest event
+ * are outstanding (another guest thread's cuEventSynchronize, a watched query). They keep the
+ * driver's event, which the last of them destroys when it ends (the driver, too, frees an
+ * event destroyed before it completed at its completion); the caller drops the handle without
+ * destroying the event, and no other call waits. 0: nothing waits on it. */
+int be_waits_adopt(struct be_waits *w, uint64_t handle);
 /* Completed waits are waiting for be_waits_finish (any thread; lock-free). */
 int be_waits_ready(const struct be_waits *w);
 /* On the session thread: sends the replies of the completed waits. */

@@ -2,7 +2,8 @@
 // issue 18's head-of-line case): while thread A waits in cuStreamSynchronize on a long kernel,
 // the main thread's query of that stream answers CUDA_ERROR_NOT_READY at once, and a sync of an
 // idle stream, an allocation and a launch + sync on a third stream all return while A still
-// waits. No timing thresholds: "while A still waits" is checked with a flag A sets when its
+// waits, and so does destroying an event recorded behind A's kernel that the main thread polled
+// (the driver frees an event destroyed before completion when it completes). No timing thresholds: "while A still waits" is checked with a flag A sets when its
 // synchronize returns (the kernel runs 1.5 s; on the driver double that is simulated time).
 #include <atomic>
 #include <chrono>
@@ -76,6 +77,12 @@ int main()
     empty_kernel<<<1, 1, 0, other>>>();
     CU(cuStreamSynchronize((CUstream)other));
     int launch_during = state.load() == 1;
+    CUevent ev;
+    CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CU(cuEventRecord(ev, (CUstream)busy));
+    CUresult eq = cuEventQuery(ev); /* busy: Sluice's worker watches it from now on */
+    CU(cuEventDestroy(ev));
+    int destroy_during = state.load() == 1;
     a.join();
     CU(cuMemFree(p));
 
@@ -84,10 +91,14 @@ int main()
         std::printf("FAIL the busy stream's query answered %d, not CUDA_ERROR_NOT_READY\n", (int)q);
         bad = 1;
     }
+    if (eq != CUDA_ERROR_NOT_READY) {
+        std::printf("FAIL the query of an event behind the busy kernel answered %d\n", (int)eq);
+        bad = 1;
+    }
     const char *what[] = {"the query", "the idle stream's sync", "the allocation",
-                          "the launch + sync on another stream"};
-    int during[] = {query_during, idle_during, alloc_during, launch_during};
-    for (int i = 0; i < 4; i++)
+                          "the launch + sync on another stream", "destroying a polled event"};
+    int during[] = {query_during, idle_during, alloc_during, launch_during, destroy_during};
+    for (int i = 0; i < 5; i++)
         if (!during[i]) {
             std::printf("FAIL %s waited for the other thread's synchronize\n", what[i]);
             bad = 1;
