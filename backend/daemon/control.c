@@ -15,7 +15,9 @@
  * Usage records (docs/accounting.md) go out one per BackendReport{usage} and stay in the queue
  * (usage_queue.c) until a UsageAck names them; they are sent again every --usage-resend seconds
  * and, with the hello, whenever the socket connects again (a socket monitor sees it). Session
- * events (opened, closed, refused) go out as BackendReport{session}. */
+ * events (opened, closed, refused, worker killed) go out as BackendReport{session}; one that
+ * ZeroMQ refuses (a slow agent's full queue) is held, with every later one, and sent again in
+ * order on the next chores (BE_CONTROL_HELD_EVENTS at most). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,12 +47,21 @@ struct be_control {
     unsigned connects; /* ZMQ_EVENT_CONNECTED seen */
     int keyed;         /* --control-key given: only messages with key are the agent's */
     uint8_t key[BE_CONTROL_KEY_LEN];
-    int64_t agent_ms;          /* the last keyed message (or the start) */
-    int64_t orphan_ms;         /* BE_ORPHAN_GRACE_MS unless a test set it */
-    int64_t warned_ms;         /* the last "message without the key" warning */
-    int64_t send_warned_ms;    /* the last "send" warning */
-    unsigned long send_failed; /* sends refused since that warning */
-    int orphaned;              /* the shutdown hook ran for want of an agent */
+    int64_t agent_ms;               /* the last keyed message (or the start) */
+    int64_t orphan_ms;              /* BE_ORPHAN_GRACE_MS unless a test set it */
+    int64_t warned_ms;              /* the last "message without the key" warning */
+    int64_t send_warned_ms;         /* the last "send" warning */
+    unsigned long send_failed;      /* sends refused since that warning */
+    int orphaned;                   /* the shutdown hook ran for want of an agent */
+    struct held *held, **held_tail; /* session events refused by the socket, oldest first */
+    size_t n_held;
+    unsigned long held_dropped; /* the oldest dropped for room since the last warning */
+};
+
+struct held { /* one packed BackendReport{session} */
+    struct held *next;
+    size_t len;
+    uint8_t buf[];
 };
 
 static int64_t mono_ms(void)
@@ -96,6 +107,68 @@ static int report(struct be_control *c, Sluice__Control__BackendReport *r)
     return rc;
 }
 
+/* Sends the held session events in order until the socket refuses one (it stays first). */
+static void send_held(struct be_control *c)
+{
+    while (c->held) {
+        struct held *h = c->held;
+        if (zmq_send(c->sock, h->buf, h->len, ZMQ_DONTWAIT) < 0) {
+            send_refused(c, errno);
+            return;
+        }
+        c->held = h->next;
+        if (!c->held)
+            c->held_tail = &c->held;
+        c->n_held--;
+        free(h);
+    }
+    if (c->held_dropped) {
+        sl_log(SL_LOG_WARNING, BE_COMPONENT,
+               "control: %lu session events were dropped while the agent did not read (at most "
+               "%u are held)",
+               c->held_dropped, BE_CONTROL_HELD_EVENTS);
+        c->held_dropped = 0;
+    }
+}
+
+/* A session event: sent now unless older ones wait or the socket refuses it, else held (the
+ * oldest dropped, counted, past BE_CONTROL_HELD_EVENTS). */
+static void report_session(struct be_control *c, Sluice__Control__BackendReport *r)
+{
+    r->seq = ++c->seq;
+    size_t len = sluice__control__backend_report__get_packed_size(r);
+    struct held *h = malloc(sizeof *h + (len ? len : 1));
+    if (!h)
+        return;
+    h->next = NULL;
+    h->len = len;
+    sluice__control__backend_report__pack(r, h->buf);
+    send_held(c);
+    if (!c->held && zmq_send(c->sock, h->buf, len, ZMQ_DONTWAIT) >= 0) {
+        free(h);
+        return;
+    }
+    if (!c->held)
+        send_refused(c, errno);
+    if (c->n_held == BE_CONTROL_HELD_EVENTS) {
+        struct held *old = c->held;
+        c->held = old->next;
+        if (!c->held)
+            c->held_tail = &c->held;
+        c->n_held--;
+        c->held_dropped++;
+        free(old);
+    }
+    *c->held_tail = h;
+    c->held_tail = &h->next;
+    c->n_held++;
+}
+
+size_t be_control_events_held(const struct be_control *c)
+{
+    return c ? c->n_held : 0;
+}
+
 static void ack(struct be_control *c, uint64_t seq, int ok, const char *detail)
 {
     Sluice__Control__Ack a = SLUICE__CONTROL__ACK__INIT;
@@ -138,6 +211,7 @@ sl_code be_control_open(const char *endpoint, const char *project, const char *l
         return sl_fail(e, SL_ERR_NOMEM, "out of memory");
     c->grants = grants;
     c->hooks = *hooks;
+    c->held_tail = &c->held;
     c->ctx = zmq_ctx_new();
     c->sock = c->ctx ? zmq_socket(c->ctx, ZMQ_DEALER) : NULL;
     if (!c->sock) {
@@ -469,7 +543,7 @@ void be_control_session(struct be_control *c, int kind, const char *instance, co
     Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
     r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION;
     r.session = &ev;
-    report(c, &r);
+    report_session(c, &r);
 }
 
 void be_control_refused(struct be_control *c, const char *reason, const char *instance,
@@ -486,7 +560,7 @@ void be_control_refused(struct be_control *c, const char *reason, const char *in
     Sluice__Control__BackendReport r = SLUICE__CONTROL__BACKEND_REPORT__INIT;
     r.kind_case = SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION;
     r.session = &ev;
-    report(c, &r);
+    report_session(c, &r);
 }
 
 void be_control_process(struct be_control *c)
@@ -495,6 +569,7 @@ void be_control_process(struct be_control *c)
         return;
     monitor(c);
     orphan_check(c);
+    send_held(c);
     be_uq_due(c->usage, mono_ms(), c->resend_ms, 0, send_usage, c);
     for (int k = 0; k < 256; k++) {
         zmq_msg_t msg;
@@ -543,6 +618,15 @@ void be_control_close(struct be_control *c)
                "control: %zu usage record%s not acknowledged by the agent are lost",
                be_uq_len(c->usage), be_uq_len(c->usage) == 1 ? "" : "s");
     be_uq_free(c->usage);
+    if (c->n_held)
+        sl_log(SL_LOG_WARNING, BE_COMPONENT,
+               "control: %zu session event%s the agent did not take are lost", c->n_held,
+               c->n_held == 1 ? "" : "s");
+    while (c->held) {
+        struct held *h = c->held;
+        c->held = h->next;
+        free(h);
+    }
     free(c->project);
     free(c->listen);
     if (c->sock && c->mon)

@@ -19,9 +19,10 @@ struct be_control_hooks {
     /* the socket connected to an agent again (after the hello): report the live sessions */
     void (*reconnected)(void *user);
 };
-#define BE_CONTROL_KEY_LEN 32    /* bytes; the --control-key file holds them as hex */
-#define BE_ORPHAN_GRACE_MS 15000 /* keyed: longest time without a word from the agent */
-#define BE_CONTROL_WARN_MS 10000 /* at most one "control: send" warning this often */
+#define BE_CONTROL_KEY_LEN     32    /* bytes; the --control-key file holds them as hex */
+#define BE_ORPHAN_GRACE_MS     15000 /* keyed: longest time without a word from the agent */
+#define BE_CONTROL_WARN_MS     10000 /* at most one "control: send" warning this often */
+#define BE_CONTROL_HELD_EVENTS 4096u /* session events held for a slow agent, at most */
 sl_code be_control_open(const char *endpoint, const char *project, const char *listen,
                         struct be_grants *grants, const struct be_control_hooks *hooks,
                         struct be_control **out, sl_error *e);
@@ -49,5 +50,7 @@ void be_control_session(struct be_control *c, int kind, const char *instance, co
  * (sluice_control.proto); instance "" when the handshake failed before it was known. */
 void be_control_refused(struct be_control *c, const char *reason, const char *instance,
                         const char *project, const char *detail);
+/* Session events the socket refused, held to go again in order (be_control_process). */
+size_t be_control_events_held(const struct be_control *c);
 
 #endif

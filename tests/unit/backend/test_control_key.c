@@ -313,9 +313,44 @@ static void test_refused_sends_warn_once(void **state)
     assert_int_equal(warnings, 1); /* the first refusal's; the next 500 within the interval: none */
 }
 
+/* Session events ZeroMQ refuses (no agent yet past its queue of 1000) are held and reach the
+ * agent later, every one, in order; usage records were always queued, session events were lost. */
+static void test_session_events_held(void **state)
+{
+    (void)state;
+    snprintf(T.ep, sizeof T.ep, "ipc:///tmp/sluice-held-%d", (int)getpid());
+    T.zctx = zmq_ctx_new();
+    struct be_grants *g = be_grants_new();
+    struct be_control_hooks h = {.user = NULL};
+    struct be_control *c = NULL;
+    sl_error e;
+    assert_int_equal(be_control_open(T.ep, PROJ, "tcp://127.0.0.1:47003", g, &h, &c, &e), SL_OK);
+    enum { N = 1500 };
+    for (int i = 0; i < N; i++)
+        be_control_session(c, SLUICE__CONTROL__SESSION_EVENT__KIND__OPENED, A, PROJ,
+                           (uint64_t)i + 1, "");
+    assert_true(be_control_events_held(c) >= N - 1000);
+    router_open();
+    uint64_t next = 1;
+    Sluice__Control__BackendReport *r;
+    while (next <= N && (r = report_of(c, SLUICE__CONTROL__BACKEND_REPORT__KIND_SESSION, 5000))) {
+        assert_int_equal(r->session->session_id, next);
+        next++;
+        sluice__control__backend_report__free_unpacked(r, NULL);
+    }
+    assert_int_equal(next, N + 1);
+    assert_int_equal(be_control_events_held(c), 0);
+    be_control_close(c);
+    be_grants_free(g);
+    zmq_close(T.router);
+    zmq_ctx_term(T.zctx);
+    unlink(T.ep + strlen("ipc://"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_keyed_control),
-                                       cmocka_unit_test(test_refused_sends_warn_once)};
+                                       cmocka_unit_test(test_refused_sends_warn_once),
+                                       cmocka_unit_test(test_session_events_held)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
