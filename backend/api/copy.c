@@ -119,6 +119,23 @@ CUresult be_h_cuMemcpyHtoDAsync_v2(struct sl_be_call *c)
     return rc;
 }
 
+/* The reply's bytes, unless the copy failed or its wait went off the call path (the slot is
+ * the wait's then; a small copy's buffer is not needed). */
+static CUresult dtoh_answer(struct sl_be_call *c, uint8_t *buf, uint64_t n, CUresult rc)
+{
+    if (c->deferred && !be_bulk_is_slot(buf))
+        be_bulk_free(buf);
+    if (c->deferred)
+        return CUDA_SUCCESS;
+    if (rc != CUDA_SUCCESS) {
+        be_bulk_free(buf);
+        return rc;
+    }
+    c->out = buf;
+    c->out_len = n;
+    return CUDA_SUCCESS;
+}
+
 CUresult be_h_cuMemcpyDtoH_v2(struct sl_be_call *c)
 {
     sl_be_session *s = c->s;
@@ -132,18 +149,14 @@ CUresult be_h_cuMemcpyDtoH_v2(struct sl_be_call *c)
         rc = out_bulk(c, rq->byte_count, &buf);
     if (rc != CUDA_SUCCESS)
         return rc;
-    /* up to 64 KiB through the context's page-locked staging buffer (copy_small.c) */
-    if (!be_small_dtoh(c, buf, rq->src_device, rq->byte_count, NULL, &rc)) {
+    /* up to 64 KiB through the context's page-locked staging buffer, larger pieces into their
+     * page-locked slot; either waits off the call path while the stream is busy (copy_small.c) */
+    if (!be_small_dtoh(c, buf, rq->src_device, rq->byte_count, NULL, &rc) &&
+        !be_dtoh_slot(c, buf, rq->src_device, rq->byte_count, NULL, &rc)) {
         CUresult (*fn)(void *, CUdeviceptr, size_t) = PT(api, cuMemcpyDtoH_v2, call);
         rc = fn ? fn(buf, rq->src_device, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (rc != CUDA_SUCCESS) {
-        be_bulk_free(buf);
-        return rc;
-    }
-    c->out = buf;
-    c->out_len = rq->byte_count;
-    return CUDA_SUCCESS;
+    return dtoh_answer(c, buf, rq->byte_count, rc);
 }
 
 /* Completes before the reply (docs/remoting.md): the data travels with the reply. */
@@ -166,20 +179,15 @@ CUresult be_h_cuMemcpyDtoHAsync_v2(struct sl_be_call *c)
         rc = out_bulk(c, rq->byte_count, &buf);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!be_small_dtoh(c, buf, rq->src_device, rq->byte_count, st, &rc)) {
+    if (!be_small_dtoh(c, buf, rq->src_device, rq->byte_count, st, &rc) &&
+        !be_dtoh_slot(c, buf, rq->src_device, rq->byte_count, st, &rc)) {
         CUresult (*fn)(void *, CUdeviceptr, size_t, CUstream) = PZ(api, cuMemcpyDtoHAsync_v2, call);
         CUresult (*sync)(CUstream) = PZ(api, cuStreamSynchronize, call);
         rc = fn ? fn(buf, rq->src_device, rq->byte_count, st) : CUDA_ERROR_NOT_SUPPORTED;
         if (rc == CUDA_SUCCESS)
             rc = sync ? sync(st) : CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (rc != CUDA_SUCCESS) {
-        be_bulk_free(buf);
-        return rc;
-    }
-    c->out = buf;
-    c->out_len = rq->byte_count;
-    return CUDA_SUCCESS;
+    return dtoh_answer(c, buf, rq->byte_count, rc);
 }
 
 static CUresult dtod_check(struct sl_be_call *c, uint64_t dst, uint64_t src, uint64_t n)

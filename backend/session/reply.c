@@ -16,6 +16,11 @@
 #include "sluice/log.h"
 #include "sluice/wire.h"
 
+int be_reply_on_lanes(const sl_be_session *s, const Sluice__Wire__Call *call, uint64_t blen)
+{
+    return call && call->reply_on_lanes && blen >= BE_LANE_MIN_BULK && be_lanes_up(s->lanes);
+}
+
 void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
 {
     Sluice__Wire__Reply *reply = c->reply;
@@ -46,8 +51,7 @@ void be_session_send_reply(sl_be_session *s, struct sl_be_call *c)
     }
     /* a large reply its call asked for on the lanes leaves there, in pieces (daemon/lanes.c) */
     uint8_t *lane_bulk = NULL;
-    if (bulk && c->call && c->call->reply_on_lanes && blen >= BE_LANE_MIN_BULK &&
-        be_lanes_up(s->lanes)) {
+    if (bulk && be_reply_on_lanes(s, c->call, blen)) {
         reply->lane_pieces = sl_lane_pieces_for(blen, be_lanes_count(s->lanes));
         lane_bulk = bulk;
         bulk = NULL;

@@ -40,21 +40,37 @@ void *be_stage_get(sl_be_session *s, struct be_ctx *cx)
     return p;
 }
 
+/* Frees p, a buffer of cx's, with cx current (a sticky error refuses it, or no context: the
+ * context's end frees it with everything else it held). */
+static void free_in(sl_be_session *s, struct be_ctx *cx, void *p)
+{
+    if (!cx || !cx->ctx || !s->api->cuMemFreeHost || !s->api->cuCtxSetCurrent)
+        return;
+    if (s->api->cuCtxSetCurrent(cx->ctx) == CUDA_SUCCESS) {
+        CUstreamCaptureMode mode = be_capture_relax(s);
+        s->api->cuMemFreeHost(p);
+        be_capture_restore(s, mode);
+    }
+    s->cur_ctx = UINT64_MAX;
+}
+
 void be_stage_free(sl_be_session *s, struct be_ctx *cx)
 {
     if (!cx)
         return;
     cx->stage_refused = 0;
-    if (!cx->stage)
-        return;
     void *p = cx->stage;
     cx->stage = NULL;
-    if (!cx->ctx || !s->api->cuMemFreeHost)
-        return; /* the context's end frees it with everything else it held */
-    if (s->api->cuCtxSetCurrent && s->api->cuCtxSetCurrent(cx->ctx) == CUDA_SUCCESS) {
-        CUstreamCaptureMode mode = be_capture_relax(s);
-        s->api->cuMemFreeHost(p); /* a sticky error refuses it: the context's end frees it */
-        be_capture_restore(s, mode);
-    }
-    s->cur_ctx = UINT64_MAX;
+    if (p)
+        free_in(s, cx, p);
+}
+
+void be_stage_give_back(sl_be_session *s, struct be_ctx *cx, void *p, int keep)
+{
+    if (!p)
+        return;
+    if (cx && keep && !cx->stage && !cx->stage_refused)
+        cx->stage = p;
+    else
+        free_in(s, cx, p);
 }

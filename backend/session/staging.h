@@ -19,5 +19,9 @@ void *be_stage_get(sl_be_session *s, struct be_ctx *cx);
 /* Frees cx's staging buffer (cuMemFreeHost with cx current), before cx is destroyed or reset;
  * the next use makes a new one. The context current on the session thread is unknown after. */
 void be_stage_free(sl_be_session *s, struct be_ctx *cx);
+/* A staging buffer lent to a copy's wait (session/waits.c) comes back: it is cx's again when
+ * keep and cx has none now (a copy made another meanwhile), else it is freed (cuMemFreeHost
+ * with cx current). The context current on the session thread is unknown after. */
+void be_stage_give_back(sl_be_session *s, struct be_ctx *cx, void *p, int keep);
 
 #endif

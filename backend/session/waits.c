@@ -31,6 +31,7 @@
 #include "session/reply.h"
 #include "session/streams.h"
 #include "session/spin.h"
+#include "session/staging.h"
 #include "session/state.h"
 #include "sluice/call_facts.h"
 #include "sluice/log.h"
@@ -48,6 +49,11 @@ struct be_wait {
     int own_ev;    /* the private event of a stream wait: the waiter destroys it */
     int pushed;    /* a watch: its StreamDone went already (be_waits_push_watched) */
     int adopted;   /* the guest destroyed the event: the last wait on it destroys it */
+    void *out;     /* a copy's: its page-locked destination, the reply's bytes */
+    uint64_t out_len;
+    int stage;          /* out is the context's staging buffer, lent (session/staging.c) */
+    int copy;           /* a device-to-host copy's wait (be_waits_defer_copy) */
+    int reply_on_lanes; /* the copy's Call.reply_on_lanes */
     CUresult rc;
 };
 
@@ -90,10 +96,17 @@ static void complete(struct be_waits *w, struct be_wait *x)
     const struct sl_driver_api *api = w->s->api;
     if (x->ctx && api->cuCtxSetCurrent)
         api->cuCtxSetCurrent(x->ctx);
-    if (x->kind == SL_BLOCKS_CTX) /* its context (or cuCtxSynchronize_v2's) is current here */
+    if (x->kind == SL_BLOCKS_CTX) { /* its context (or cuCtxSynchronize_v2's) is current here */
         x->rc = api->cuCtxSynchronize();
-    else
+    } else if (x->copy) {
+        /* a copy's wait is the worker's own, as its inline poll: no capture of another stream
+         * in global mode may see it (copy_small.c) */
+        CUstreamCaptureMode mode = be_capture_relax(w->s);
         x->rc = poll_then_block(api, x->ev, w->spin_ns);
+        be_capture_restore(w->s, mode);
+    } else {
+        x->rc = poll_then_block(api, x->ev, w->spin_ns);
+    }
     if (x->own_ev && x->kind != WATCH) /* a watch's the session thread queries too */
         api->cuEventDestroy_v2(x->ev);
 }
@@ -224,6 +237,13 @@ static int done_soon(struct be_waits *w, CUstream st, CUevent ev)
     }
 }
 
+int be_waits_poll_stream(struct be_waits *w, CUstream st)
+{
+    if (!w || !w->s->api->cuStreamQuery)
+        return 1;
+    return done_soon(w, st, NULL);
+}
+
 /* The stream a call names, as the driver knows it; 0 when it names none the session has. */
 static int call_stream(sl_be_session *s, const Sluice__Wire__Call *call, CUstream *st)
 {
@@ -318,6 +338,37 @@ int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_cal
     return handed(w, x);
 }
 
+int be_waits_defer_copy(struct be_waits *w, struct sl_be_call *c, CUstream st, void *buf,
+                        uint64_t n, int stage)
+{
+    const struct sl_driver_api *api = w ? w->s->api : NULL;
+    if (!w || !w->max || !api->cuEventCreate || !api->cuEventRecord || !api->cuEventQuery ||
+        !api->cuEventSynchronize || !api->cuEventDestroy_v2)
+        return 0;
+    struct be_wait *x = calloc(1, sizeof *x);
+    if (!x)
+        return 0;
+    if (!stream_event(api, st, x)) {
+        free(x);
+        return 0;
+    }
+    struct be_ctx *cur = be_ctx_find(w->s, c->call->context);
+    x->ctx = cur ? cur->ctx : NULL;
+    x->seq = c->call->seq;
+    x->ctx_id = c->call->context;
+    x->call_id = c->call->call_id;
+    x->kind = SL_BLOCKS_STREAM;
+    x->copy = 1;
+    x->out = buf;
+    x->out_len = n;
+    x->stage = stage;
+    x->reply_on_lanes = c->call->reply_on_lanes;
+    if (!handed(w, x))
+        return 0;
+    c->deferred = 1;
+    return 1;
+}
+
 /* What a watch waits on: a private event recorded on the queried stream, or the queried event
  * itself (a wait on it: destroyed by the guest, the event stays until the watch ends,
  * be_waits_adopt). */
@@ -407,11 +458,56 @@ static void release_adopted(struct be_waits *w, const struct be_wait *x)
     w->s->api->cuEventDestroy_v2(x->ev);
 }
 
+/* A copy's reply: the accounting and the call count were done when it was queued (the
+ * handler returned then); its bytes are the slot itself, or copied out of the lent staging
+ * buffer, which goes back to its context. */
+static void finish_copy(struct be_waits *w, struct be_wait *x)
+{
+    sl_be_session *s = w->s;
+    const struct sl_call_info *ci = sl_call_lookup(x->call_id);
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.seq = x->seq;
+    call.call_id = x->call_id;
+    call.context = x->ctx_id;
+    call.reply_on_lanes = x->reply_on_lanes;
+    if (be_printf_active() && ci && (ci->flags & SL_CALL_PRINTS)) {
+        be_printf_lock();
+        be_printf_unlock_drain(s);
+    }
+    struct be_ctx *bc = be_ctx_find(s, x->ctx_id);
+    if (bc && be_is_sticky(x->rc))
+        bc->sticky = x->rc;
+    Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
+    reply.seq = x->seq;
+    reply.call_id = x->call_id;
+    struct sl_be_call c = {.s = s, .api = s->api, .call = &call, .reply = &reply};
+    c.out = x->out;
+    c.out_len = x->out_len;
+    if (x->stage) {
+        c.out = x->rc == CUDA_SUCCESS ? malloc(x->out_len ? x->out_len : 1) : NULL;
+        if (c.out)
+            memcpy(c.out, x->out, x->out_len);
+        else if (x->rc == CUDA_SUCCESS)
+            x->rc = CUDA_ERROR_OUT_OF_MEMORY;
+        be_stage_give_back(s, bc, x->out, x->rc == CUDA_SUCCESS);
+    }
+    reply.result = (int32_t)x->rc;
+    if (x->rc != CUDA_SUCCESS)
+        s->errors++;
+    be_waits_push_watched(w);
+    be_session_send_reply(s, &c); /* frees a failed copy's slot */
+    free(x);
+}
+
 /* The reply of a completed wait, as be_run_call and run_job would have sent it; a watch's
  * StreamDone unless it went already. */
 static void finish_one(struct be_waits *w, struct be_wait *x)
 {
     sl_be_session *s = w->s;
+    if (x->copy) {
+        finish_copy(w, x);
+        return;
+    }
     if (x->kind == WATCH) {
         w->watches--;
         if (!x->pushed)

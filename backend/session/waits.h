@@ -5,6 +5,7 @@
 #ifndef SLUICE_BE_SESSION_WAITS_H
 #define SLUICE_BE_SESSION_WAITS_H
 
+#include <cuda.h>
 #include <stdint.h>
 
 #include "sluice/backend_dispatch.h"
@@ -28,6 +29,19 @@ void be_waits_free(struct be_waits *w);
  * already, or it could not be handed off: the handler then says what is wrong). */
 int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_call_info *ci,
                    struct be_ctx *cur);
+/* On the session thread: polls st (as the driver knows it: CU_STREAM_PER_THREAD for the
+ * session thread's per-thread stream) while no other frame waits, up to the spin time: 1 when
+ * its work is done, 0 when it is still busy. */
+int be_waits_poll_stream(struct be_waits *w, CUstream st);
+/* On the session thread, for a synchronous device-to-host copy queued on st into page-locked
+ * buf (n bytes) while st is still busy: a waiter waits for the copy (a private event recorded
+ * on st now) and the reply, buf's bytes as its bulk, follows when it is done (be_waits_finish),
+ * so that the guest's other threads are not held meanwhile. stage: buf is the context's
+ * staging buffer, lent (given back to the context, or freed, then); else buf is the reply's
+ * own (a slot), freed with the reply. 1 when handed off (c->deferred set), 0 when not (the
+ * caller waits inline and keeps buf). */
+int be_waits_defer_copy(struct be_waits *w, struct sl_be_call *c, CUstream st, void *buf,
+                        uint64_t n, int stage);
 /* On the session thread, after a stream or event query that asked to be watched (Call.watch)
  * answered CUDA_ERROR_NOT_READY: a waiter thread waits for what the stream had queued (a
  * private event recorded now) or for the event, and then the session thread sends

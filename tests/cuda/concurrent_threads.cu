@@ -3,7 +3,9 @@
 // the main thread's query of that stream answers CUDA_ERROR_NOT_READY at once, and a sync of an
 // idle stream, an allocation and a launch + sync on a third stream all return while A still
 // waits, and so does destroying an event recorded behind A's kernel that the main thread polled
-// (the driver frees an event destroyed before completion when it completes). No timing thresholds: "while A still waits" is checked with a flag A sets when its
+// (the driver frees an event destroyed before completion when it completes), and so do two other
+// threads' device-to-host copies queued behind that kernel (4 bytes and 4 MiB), which wait for
+// it as natively and bring back what it left. No timing thresholds: "while A still waits" is checked with a flag A sets when its
 // synchronize returns (the kernel runs 1.5 s; on the driver double that is simulated time).
 #include <atomic>
 #include <chrono>
@@ -49,6 +51,10 @@ int main()
     unsigned long long *ns;
     CHECK(cudaMalloc(&ns, sizeof *ns));
     CHECK(cudaMemset(ns, 0, sizeof *ns));
+    const size_t big_bytes = 4u << 20; /* a large copy: the backend's page-locked slot */
+    unsigned char *big, *big_host = new unsigned char[big_bytes];
+    CHECK(cudaMalloc(&big, big_bytes));
+    CHECK(cudaMemset(big, 0x5a, big_bytes));
     empty_kernel<<<1, 1, 0, other>>>(); /* modules loaded before the clock matters */
     CHECK(cudaDeviceSynchronize());
     CUcontext ctx;
@@ -65,7 +71,19 @@ int main()
     });
     while (state.load() == 0)
         std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* A is inside its wait */
+    /* C and D copy from the busy stream to host memory: the copies wait for A's kernel, as
+     * natively (pageable destinations), without holding anyone else's calls */
+    unsigned long long c_val = 0;
+    CUresult c_rc = CUDA_ERROR_UNKNOWN, d_rc = CUDA_ERROR_UNKNOWN;
+    std::thread c([&] {
+        cuCtxSetCurrent(ctx);
+        c_rc = cuMemcpyDtoHAsync(&c_val, (CUdeviceptr)ns, sizeof c_val, (CUstream)busy);
+    });
+    std::thread d([&] {
+        cuCtxSetCurrent(ctx);
+        d_rc = cuMemcpyDtoHAsync(big_host, (CUdeviceptr)big, big_bytes, (CUstream)busy);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* A, C, D inside their waits */
 
     CUresult q = cuStreamQuery((CUstream)busy);
     int query_during = state.load() == 1;
@@ -84,6 +102,8 @@ int main()
     CU(cuEventDestroy(ev));
     int destroy_during = state.load() == 1;
     a.join();
+    c.join();
+    d.join();
     CU(cuMemFree(p));
 
     int bad = 0;
@@ -103,11 +123,28 @@ int main()
             std::printf("FAIL %s waited for the other thread's synchronize\n", what[i]);
             bad = 1;
         }
+    unsigned long long after = 0;
+    CHECK(cudaMemcpy(&after, ns, sizeof after, cudaMemcpyDeviceToHost));
+    if (c_rc != CUDA_SUCCESS || c_val == 0 || c_val != after) {
+        std::printf("FAIL the small copy behind the kernel answered %d with %llu, not %llu\n",
+                    (int)c_rc, c_val, after);
+        bad = 1;
+    }
+    size_t wrong = 0;
+    for (size_t i = 0; i < big_bytes; i++)
+        wrong += big_host[i] != 0x5a;
+    if (d_rc != CUDA_SUCCESS || wrong) {
+        std::printf("FAIL the 4 MiB copy behind the kernel answered %d, %zu bytes wrong\n",
+                    (int)d_rc, wrong);
+        bad = 1;
+    }
     if (a_rc != CUDA_SUCCESS) {
         std::printf("FAIL the waiting thread's synchronize answered %d\n", (int)a_rc);
         bad = 1;
     }
     CHECK(cudaFree(ns));
+    CHECK(cudaFree(big));
+    delete[] big_host;
     CHECK(cudaStreamDestroy(busy));
     CHECK(cudaStreamDestroy(idle));
     CHECK(cudaStreamDestroy(other));
