@@ -3,15 +3,19 @@
 // the main thread's query of that stream answers CUDA_ERROR_NOT_READY at once, and a sync of an
 // idle stream, an allocation and a launch + sync on a third stream all return while A still
 // waits, and so does destroying an event recorded behind A's kernel that the main thread polled
-// (the driver frees an event destroyed before completion when it completes), and so do two other
-// threads' device-to-host copies queued behind that kernel (4 bytes and 4 MiB), which wait for
-// it as natively and bring back what it left. No timing thresholds: "while A still waits" is checked with a flag A sets when its
-// synchronize returns (the kernel runs 1.5 s; on the driver double that is simulated time).
+// (the driver frees an event destroyed before completion when it completes). Then two threads
+// copy from a busy stream into pageable memory (8 bytes and 4 MiB: the worker's staging buffer
+// and its page-locked slot): the main thread's query of that stream and its sync of an idle one
+// return while they wait (natively too; the driver holds other threads' allocations and launches
+// behind such copies, run 33, so those are not asked here), and the copies bring back what the
+// kernel left. No timing thresholds: "while A still waits" is checked with a flag A sets when
+// its synchronize returns (the kernel runs 1.5 s; on the driver double that is simulated time).
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cuda.h>
 #include <thread>
+#include <vector>
 
 #include "common.cuh"
 
@@ -39,6 +43,66 @@ __global__ void empty_kernel() {}
         }                                                                                          \
     } while (0)
 
+/* Threads C and D copy from busy, behind a kernel of the given cycles, into pageable memory;
+ * the main thread's query of busy and sync of idle return while both still wait. 1: failed. */
+static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long long *ns,
+                         long long cycles)
+{
+    const size_t big_bytes = 4u << 20;
+    unsigned char *big;
+    std::vector<unsigned char> big_host(big_bytes);
+    CHECK(cudaMalloc(&big, big_bytes));
+    CHECK(cudaMemset(big, 0x5a, big_bytes));
+    CHECK(cudaDeviceSynchronize());
+    CUcontext ctx;
+    CU(cuCtxGetCurrent(&ctx));
+    spin<<<1, 1, 0, busy>>>(cycles, ns);
+    std::atomic<int> done{0};
+    unsigned long long c_val = 0;
+    CUresult c_rc = CUDA_ERROR_UNKNOWN, d_rc = CUDA_ERROR_UNKNOWN;
+    std::thread c([&] {
+        cuCtxSetCurrent(ctx);
+        c_rc = cuMemcpyDtoHAsync(&c_val, (CUdeviceptr)ns, sizeof c_val, (CUstream)busy);
+        done++;
+    });
+    std::thread d([&] {
+        cuCtxSetCurrent(ctx);
+        d_rc = cuMemcpyDtoHAsync(big_host.data(), (CUdeviceptr)big, big_bytes, (CUstream)busy);
+        done++;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* C and D inside their copies */
+    CUresult q = cuStreamQuery((CUstream)busy);
+    int query_during = done.load() == 0;
+    CU(cuStreamSynchronize((CUstream)idle));
+    int idle_during = done.load() == 0;
+    c.join();
+    d.join();
+    unsigned long long after = 0;
+    CHECK(cudaMemcpy(&after, ns, sizeof after, cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(big));
+    int bad = 0;
+    if (q != CUDA_ERROR_NOT_READY || !query_during || !idle_during) {
+        std::printf("FAIL beside copies behind a busy kernel: the query answered %d%s%s\n", (int)q,
+                    query_during ? "" : ", after the copies",
+                    idle_during ? "" : "; the idle stream's sync waited for the copies");
+        bad = 1;
+    }
+    if (c_rc != CUDA_SUCCESS || c_val == 0 || c_val != after) {
+        std::printf("FAIL the small copy behind the kernel answered %d with %llu, not %llu\n",
+                    (int)c_rc, c_val, after);
+        bad = 1;
+    }
+    size_t wrong = 0;
+    for (unsigned char b : big_host)
+        wrong += b != 0x5a;
+    if (d_rc != CUDA_SUCCESS || wrong) {
+        std::printf("FAIL the 4 MiB copy behind the kernel answered %d, %zu bytes wrong\n",
+                    (int)d_rc, wrong);
+        bad = 1;
+    }
+    return bad;
+}
+
 int main()
 {
     int khz = 0;
@@ -51,10 +115,6 @@ int main()
     unsigned long long *ns;
     CHECK(cudaMalloc(&ns, sizeof *ns));
     CHECK(cudaMemset(ns, 0, sizeof *ns));
-    const size_t big_bytes = 4u << 20; /* a large copy: the backend's page-locked slot */
-    unsigned char *big, *big_host = new unsigned char[big_bytes];
-    CHECK(cudaMalloc(&big, big_bytes));
-    CHECK(cudaMemset(big, 0x5a, big_bytes));
     empty_kernel<<<1, 1, 0, other>>>(); /* modules loaded before the clock matters */
     CHECK(cudaDeviceSynchronize());
     CUcontext ctx;
@@ -71,19 +131,7 @@ int main()
     });
     while (state.load() == 0)
         std::this_thread::yield();
-    /* C and D copy from the busy stream to host memory: the copies wait for A's kernel, as
-     * natively (pageable destinations), without holding anyone else's calls */
-    unsigned long long c_val = 0;
-    CUresult c_rc = CUDA_ERROR_UNKNOWN, d_rc = CUDA_ERROR_UNKNOWN;
-    std::thread c([&] {
-        cuCtxSetCurrent(ctx);
-        c_rc = cuMemcpyDtoHAsync(&c_val, (CUdeviceptr)ns, sizeof c_val, (CUstream)busy);
-    });
-    std::thread d([&] {
-        cuCtxSetCurrent(ctx);
-        d_rc = cuMemcpyDtoHAsync(big_host, (CUdeviceptr)big, big_bytes, (CUstream)busy);
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* A, C, D inside their waits */
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* A is inside its wait */
 
     CUresult q = cuStreamQuery((CUstream)busy);
     int query_during = state.load() == 1;
@@ -102,8 +150,6 @@ int main()
     CU(cuEventDestroy(ev));
     int destroy_during = state.load() == 1;
     a.join();
-    c.join();
-    d.join();
     CU(cuMemFree(p));
 
     int bad = 0;
@@ -123,28 +169,12 @@ int main()
             std::printf("FAIL %s waited for the other thread's synchronize\n", what[i]);
             bad = 1;
         }
-    unsigned long long after = 0;
-    CHECK(cudaMemcpy(&after, ns, sizeof after, cudaMemcpyDeviceToHost));
-    if (c_rc != CUDA_SUCCESS || c_val == 0 || c_val != after) {
-        std::printf("FAIL the small copy behind the kernel answered %d with %llu, not %llu\n",
-                    (int)c_rc, c_val, after);
-        bad = 1;
-    }
-    size_t wrong = 0;
-    for (size_t i = 0; i < big_bytes; i++)
-        wrong += big_host[i] != 0x5a;
-    if (d_rc != CUDA_SUCCESS || wrong) {
-        std::printf("FAIL the 4 MiB copy behind the kernel answered %d, %zu bytes wrong\n",
-                    (int)d_rc, wrong);
-        bad = 1;
-    }
     if (a_rc != CUDA_SUCCESS) {
         std::printf("FAIL the waiting thread's synchronize answered %d\n", (int)a_rc);
         bad = 1;
     }
+    bad |= copies_behind(busy, idle, ns, cycles / 3);
     CHECK(cudaFree(ns));
-    CHECK(cudaFree(big));
-    delete[] big_host;
     CHECK(cudaStreamDestroy(busy));
     CHECK(cudaStreamDestroy(idle));
     CHECK(cudaStreamDestroy(other));
