@@ -214,6 +214,9 @@ static void run_job(sl_be_session *s, struct be_job *job)
         if (debug) /* after the reply left: the line's own time is not the guest's */
             log_call(s, call, ci, &reply, rc, c.deferred, &d0, &d1);
         sl_be_reply_clear(&reply);
+        /* a wait done meanwhile answers now, not after the frame: the pieces of a large copy
+         * behind busy work go out as each is copied (waits.c) */
+        be_waits_finish(s->waits);
         if (ct)
             ct->n++;
         if (timed) {
