@@ -71,6 +71,7 @@ struct be_waits {
     atomic_uint n_done;
     unsigned outstanding; /* session thread: handed off and not finished */
     unsigned watches;     /* session thread: the watches among them */
+    unsigned stages;      /* session thread: the copies among them with a lent staging buffer */
     struct be_wait *all;  /* session thread: those waits */
     unsigned n_threads, idle;
     pthread_t *threads;
@@ -343,7 +344,8 @@ int be_waits_defer_copy(struct be_waits *w, struct sl_be_call *c, CUstream st, v
 {
     const struct sl_driver_api *api = w ? w->s->api : NULL;
     if (!w || !w->max || !api->cuEventCreate || !api->cuEventRecord || !api->cuEventQuery ||
-        !api->cuEventSynchronize || !api->cuEventDestroy_v2)
+        !api->cuEventSynchronize || !api->cuEventDestroy_v2 ||
+        (stage && w->stages >= BE_MAX_LENT_STAGES))
         return 0;
     struct be_wait *x = calloc(1, sizeof *x);
     if (!x)
@@ -365,6 +367,7 @@ int be_waits_defer_copy(struct be_waits *w, struct sl_be_call *c, CUstream st, v
     x->reply_on_lanes = c->call->reply_on_lanes;
     if (!handed(w, x))
         return 0;
+    w->stages += stage != 0;
     c->deferred = 1;
     return 1;
 }
@@ -490,6 +493,7 @@ static void finish_copy(struct be_waits *w, struct be_wait *x)
         else if (x->rc == CUDA_SUCCESS)
             x->rc = CUDA_ERROR_OUT_OF_MEMORY;
         be_stage_give_back(s, bc, x->out, x->rc == CUDA_SUCCESS);
+        w->stages--;
     }
     reply.result = (int32_t)x->rc;
     if (x->rc != CUDA_SUCCESS)

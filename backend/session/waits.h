@@ -14,8 +14,9 @@
 struct be_ctx;
 struct be_waits;
 
-#define BE_MAX_WAITERS 16u /* waiter threads per session */
-#define BE_MAX_WATCHES 4u  /* busy streams watched at once (each holds a waiter thread) */
+#define BE_MAX_WAITERS     16u /* waiter threads per session */
+#define BE_MAX_WATCHES     4u  /* busy streams watched at once (each holds a waiter thread) */
+#define BE_MAX_LENT_STAGES 16u /* small copies waiting with a staging buffer each, at once */
 
 /* The waits of one session (no thread yet: waiter threads start on demand, at most max);
  * spin_ns: how long a thread polls before it blocks or sleeps. NULL when out of memory. */
@@ -39,7 +40,9 @@ int be_waits_poll_stream(struct be_waits *w, CUstream st);
  * so that the guest's other threads are not held meanwhile. stage: buf is the context's
  * staging buffer, lent (given back to the context, or freed, then); else buf is the reply's
  * own (a slot), freed with the reply. 1 when handed off (c->deferred set), 0 when not (the
- * caller waits inline and keeps buf). */
+ * caller waits inline and keeps buf): no thread, or BE_MAX_LENT_STAGES staging buffers out
+ * already (each lent one makes the context allocate another: a guest that pipelines copies
+ * must not pin host memory without bound). */
 int be_waits_defer_copy(struct be_waits *w, struct sl_be_call *c, CUstream st, void *buf,
                         uint64_t n, int stage);
 /* On the session thread, after a stream or event query that asked to be watched (Call.watch)

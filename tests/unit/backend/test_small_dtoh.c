@@ -20,12 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/outbox.h"
+#include "session/bulk_pool.h"
 #include "session/contexts.h"
 #include "session/devices.h"
 #include "session/run.h"
 #include "session/session.h"
 #include "session/staging.h"
 #include "session/state.h"
+#include "session/waits.h"
 #include "sluice/backend_dispatch.h"
 
 static struct sl_driver_api real; /* the double's functions */
@@ -469,12 +472,82 @@ static void test_fallbacks(void **state)
     assert_int_equal(n.free_host, 0);
 }
 
+static int sunk, sunk_right; /* replies the outbox took; those with the copied bytes */
+static void sink(int close_it, sl_code code, const char *why, uint8_t *msg, size_t len,
+                 uint8_t *bulk, size_t blen)
+{
+    (void)close_it, (void)code, (void)why, (void)len;
+    sunk++;
+    sunk_right += bulk && blen == 8 && memcmp(bulk, pattern + 16, 8) == 0;
+    free(msg);
+    be_bulk_free(bulk);
+}
+
+/* A copy behind work still running (the legacy stream kept busy, no polling) leaves the call
+ * path: the call answers at once with its reply deferred, the staging buffer lent to the wait
+ * (the context's next copy makes another), and the reply with the bytes comes from the waits;
+ * past BE_MAX_LENT_STAGES buffers out the copies wait inline, so that a guest pipelining copies
+ * cannot pin host memory without bound. The first buffer back after the last lent one made
+ * way is freed, as the context has one again. */
+static void test_busy_copy_off_path(void **state)
+{
+    (void)state;
+    sl_be_session *s = session();
+    s->spin_ns = 0;
+    s->waits = be_waits_new(s, BE_MAX_WAITERS, 0);
+    assert_non_null(s->waits);
+    be_outbox_set_sink(sink);
+    sunk = sunk_right = 0;
+    uint64_t ctx = s->primary_ids[0];
+    CUdeviceptr d = alloc(s, ctx, 4096);
+    fill();
+    htod(s, ctx, d, pattern, 4096);
+    CUdeviceptr big = alloc(s, ctx, (size_t)16 << 20);
+    for (int i = 0; i < 40; i++) /* about 34 ms on the legacy stream's clock */
+        assert_int_equal(real.cuMemsetD8_v2(big, 0, (size_t)16 << 20), CUDA_SUCCESS);
+    n.host_alloc = n.sync = 0;
+    const int copies = (int)BE_MAX_LENT_STAGES + 4;
+    for (int i = 0; i < copies; i++) {
+        Sluice__Cuda__CuMemcpyDtoHV2Request rq = SLUICE__CUDA__CU_MEMCPY_DTO_HV2_REQUEST__INIT;
+        rq.dst_host = 8;
+        rq.src_device = d + 16;
+        rq.byte_count = 8;
+        Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+        call.call_id = SL_CALL_cuMemcpyDtoH_v2;
+        call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY_DTO_H_V2;
+        call.cu_memcpy_dto_h_v2 = &rq;
+        call.context = ctx;
+        Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
+        call.seq = 1000 + (uint64_t)i;
+        struct sl_be_call c = {.s = s, .api = s->api, .call = &call, .reply = &reply};
+        assert_int_equal(be_run_call(&c), CUDA_SUCCESS);
+        assert_int_equal(c.deferred, i < (int)BE_MAX_LENT_STAGES);
+        if (!c.deferred) { /* waited inline: the bytes are in the call's reply */
+            assert_int_equal(c.out_len, 8);
+            assert_memory_equal(c.out, pattern + 16, 8);
+        }
+        free(c.out);
+        sl_be_reply_clear(&reply);
+    }
+    assert_int_equal(n.host_alloc, (int)BE_MAX_LENT_STAGES + 1);
+    assert_int_equal(n.sync, 4);
+    assert_int_equal(be_waits_outstanding(s->waits), BE_MAX_LENT_STAGES);
+    be_waits_drain(s->waits);
+    assert_int_equal(sunk, (int)BE_MAX_LENT_STAGES);
+    assert_int_equal(sunk_right, (int)BE_MAX_LENT_STAGES);
+    assert_int_equal(n.free_host, (int)BE_MAX_LENT_STAGES);
+    be_session_free(s);
+    be_outbox_set_sink(NULL);
+    assert_int_equal(n.free_host, (int)BE_MAX_LENT_STAGES + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cut_over),     cmocka_unit_test(test_async_call),
-        cmocka_unit_test(test_staging_life), cmocka_unit_test(test_error_of_earlier_work),
-        cmocka_unit_test(test_wait_polls),   cmocka_unit_test(test_fallbacks),
+        cmocka_unit_test(test_cut_over),           cmocka_unit_test(test_async_call),
+        cmocka_unit_test(test_staging_life),       cmocka_unit_test(test_error_of_earlier_work),
+        cmocka_unit_test(test_wait_polls),         cmocka_unit_test(test_fallbacks),
+        cmocka_unit_test(test_busy_copy_off_path),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
