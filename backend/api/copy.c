@@ -1,7 +1,8 @@
 /* Copies and memsets. Host -> device: the call's bulk (taken by the channel thread into a job
  * buffer, at most 64 MiB per call) must be exactly ByteCount bytes. Device -> host: the worker
  * copies into a buffer that becomes the reply's bulk (up to 64 KiB by way of the context's
- * page-locked staging buffer: copy_small.c). Every device range (both sides of a
+ * page-locked staging buffer: copy_small.c); a synchronous copy behind busy work waits off
+ * the call path (copy_wait.c). Every device range (both sides of a
  * device-to-device copy, the whole extent of a memset) is checked against the session's
  * allocation table first.
  *
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "api/copy_small.h"
+#include "api/copy_wait.h"
 #include "bounds.h"
 #include "session/bulk_pool.h"
 #include "session/state.h"
@@ -86,6 +88,9 @@ CUresult be_h_cuMemcpyHtoD_v2(struct sl_be_call *c)
         rc = range(s, reply, rq->dst_device, rq->byte_count, "destination");
     if (rc != CUDA_SUCCESS)
         return rc;
+    /* queued, then waited for off the call path while the stream is busy (copy_wait.c) */
+    if (be_htod_queued(c, rq->dst_device, rq->byte_count, &rc))
+        return rc;
     CUresult (*fn)(CUdeviceptr, const void *, size_t) = PT(api, cuMemcpyHtoD_v2, call);
     return fn ? fn(rq->dst_device, c->in, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
 }
@@ -150,7 +155,7 @@ CUresult be_h_cuMemcpyDtoH_v2(struct sl_be_call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     /* up to 64 KiB through the context's page-locked staging buffer, larger pieces into their
-     * page-locked slot; either waits off the call path while the stream is busy (copy_small.c) */
+     * page-locked slot; either waits off the call path while the stream is busy (copy_wait.c) */
     if (!be_small_dtoh(c, buf, rq->src_device, rq->byte_count, NULL, &rc) &&
         !be_dtoh_slot(c, buf, rq->src_device, rq->byte_count, NULL, &rc)) {
         CUresult (*fn)(void *, CUdeviceptr, size_t) = PT(api, cuMemcpyDtoH_v2, call);

@@ -21,20 +21,17 @@
  * capture mode: otherwise they invalidate that capture where the driver's own copy does not
  * (sluice-driver-facts, run 22). */
 #include "api/copy_small.h"
+#include "api/copy_wait.h"
 
 #include <string.h>
 
-#include "session/bulk_pool.h"
 #include "session/contexts.h"
-#include "session/reply.h"
 #include "session/spin.h"
 #include "session/staging.h"
 #include "session/streams.h"
 #include "session/state.h"
-#include "session/waits.h"
 #include "sluice/driver_api.h"
 #include "sluice/relax.h"
-#include "sluice/wire.h"
 
 /* The driver's function for the call's stream semantics: the _ptsz one with per_thread_stream
  * (NULL then when the driver has none: the copy goes the old way). */
@@ -78,7 +75,7 @@ int be_small_dtoh(struct sl_be_call *c, void *dst, CUdeviceptr src, size_t n, CU
     if (*rc != CUDA_SUCCESS)
         return 1; /* refused at the call: nothing was queued */
     CUstreamCaptureMode mode = be_capture_relax(s);
-    int off = be_dtoh_off_path(c, st, stage, n, 1);
+    int off = be_copy_off_path(c, st, stage, n, 1);
     if (off > 0) {
         cx->stage = NULL; /* lent to the wait; the context's next small copy makes another */
         be_capture_restore(s, mode);
@@ -91,45 +88,5 @@ int be_small_dtoh(struct sl_be_call *c, void *dst, CUdeviceptr src, size_t n, CU
         memcpy(dst, stage, n);
     else
         be_stage_free(s, cx); /* no later copy shares a buffer this one may still write */
-    return 1;
-}
-
-int be_dtoh_off_path(struct sl_be_call *c, CUstream st, void *buf, size_t n, int stage)
-{
-    sl_be_session *s = c->s;
-    /* a copy no reply is awaited for finishes here; so does one whose reply leaves on the
-     * lanes, where the guest takes the pieces of replies in the order of their calls */
-    if (!s->waits || sl_call_is_async(sl_call_lookup(c->call->call_id), c->call) ||
-        be_reply_on_lanes(s, c->call, n))
-        return -1;
-    /* the session thread's per-thread stream, where the _ptsz copy went */
-    CUstream at = c->call->per_thread_stream && st == NULL ? CU_STREAM_PER_THREAD : st;
-    if (be_waits_poll_stream(s->waits, at))
-        return 0; /* done within the poll (a short kernel before it): answered inline */
-    return be_waits_defer_copy(s->waits, c, at, buf, n, stage) ? 1 : -1;
-}
-
-int be_dtoh_slot(struct sl_be_call *c, void *slot, CUdeviceptr src, size_t n, CUstream st,
-                 CUresult *rc)
-{
-    sl_be_session *s = c->s;
-    const struct sl_driver_api *api = c->api;
-    int pt = c->call->per_thread_stream;
-    CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) = PICK(api, cuMemcpyDtoHAsync_v2, pt);
-    CUresult (*capturing)(CUstream, CUstreamCaptureStatus *) = PICK(api, cuStreamIsCapturing, pt);
-    if (!s->waits || !copy || !capturing || !be_bulk_is_slot(slot) || !be_pool_pin(s->pool, slot))
-        return 0; /* pageable: an async copy into it would wait inside the call all the same */
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (capturing(st, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
-        return 0;
-    *rc = copy(slot, src, n, st);
-    if (*rc != CUDA_SUCCESS)
-        return 1;
-    CUstreamCaptureMode mode = be_capture_relax(s);
-    if (be_dtoh_off_path(c, st, slot, n, 0) <= 0) {
-        CUresult (*sync)(CUstream) = PICK(api, cuStreamSynchronize, pt);
-        *rc = sync ? sync(st) : CUDA_ERROR_NOT_SUPPORTED;
-    }
-    be_capture_restore(s, mode);
     return 1;
 }

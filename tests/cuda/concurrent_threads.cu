@@ -5,7 +5,8 @@
 // waits, and so does destroying an event recorded behind A's kernel that the main thread polled
 // (the driver frees an event destroyed before completion when it completes). Then two threads
 // copy from a busy stream into pageable memory (8 bytes and 4 MiB: the worker's staging buffer
-// and its page-locked slot): the main thread's query of that stream and its sync of an idle one
+// and its page-locked slot) and a third makes a synchronous host-to-device copy behind a kernel
+// on the legacy stream: the main thread's query of the busy stream and its sync of an idle one
 // return while they wait (natively too; the driver holds other threads' allocations and launches
 // behind such copies, run 33, so those are not asked here), and the copies bring back what the
 // kernel left. No timing thresholds: "while A still waits" is checked with a flag A sets when
@@ -43,8 +44,9 @@ __global__ void empty_kernel() {}
         }                                                                                          \
     } while (0)
 
-/* Threads C and D copy from busy, behind a kernel of the given cycles, into pageable memory;
- * the main thread's query of busy and sync of idle return while both still wait. 1: failed. */
+/* Threads C and D copy from busy, behind a kernel of the given cycles, into pageable memory,
+ * thread E to the device behind such a kernel on the legacy stream; the main thread's query of
+ * busy and sync of idle return while all three still wait. 1: failed. */
 static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long long *ns,
                          long long cycles)
 {
@@ -56,7 +58,15 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
     CHECK(cudaDeviceSynchronize());
     CUcontext ctx;
     CU(cuCtxGetCurrent(&ctx));
+    unsigned long long *ns2; /* the legacy stream's kernel's own counter */
+    unsigned char *e_dev;
+    std::vector<unsigned char> e_host(4096, 0xa7);
+    CHECK(cudaMalloc(&ns2, sizeof *ns2));
+    CHECK(cudaMalloc(&e_dev, e_host.size()));
+    CHECK(cudaMemset(e_dev, 0, e_host.size()));
+    CHECK(cudaDeviceSynchronize());
     spin<<<1, 1, 0, busy>>>(cycles, ns);
+    spin<<<1, 1>>>(cycles, ns2); /* the legacy stream, behind which a synchronous copy waits */
     std::atomic<int> done{0};
     unsigned long long c_val = 0;
     CUresult c_rc = CUDA_ERROR_UNKNOWN, d_rc = CUDA_ERROR_UNKNOWN;
@@ -70,13 +80,24 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
         d_rc = cuMemcpyDtoHAsync(big_host.data(), (CUdeviceptr)big, big_bytes, (CUstream)busy);
         done++;
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* C and D inside their copies */
+    CUresult e_rc = CUDA_ERROR_UNKNOWN;
+    std::thread e([&] {
+        cuCtxSetCurrent(ctx);
+        e_rc = cuMemcpyHtoD((CUdeviceptr)e_dev, e_host.data(), e_host.size());
+        done++;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* C, D, E inside their copies */
     CUresult q = cuStreamQuery((CUstream)busy);
     int query_during = done.load() == 0;
     CU(cuStreamSynchronize((CUstream)idle));
     int idle_during = done.load() == 0;
     c.join();
     d.join();
+    e.join();
+    std::vector<unsigned char> e_back(e_host.size());
+    CHECK(cudaMemcpy(e_back.data(), e_dev, e_back.size(), cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(e_dev));
+    CHECK(cudaFree(ns2));
     unsigned long long after = 0;
     CHECK(cudaMemcpy(&after, ns, sizeof after, cudaMemcpyDeviceToHost));
     CHECK(cudaFree(big));
@@ -90,6 +111,11 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
     if (c_rc != CUDA_SUCCESS || c_val == 0 || c_val != after) {
         std::printf("FAIL the small copy behind the kernel answered %d with %llu, not %llu\n",
                     (int)c_rc, c_val, after);
+        bad = 1;
+    }
+    if (e_rc != CUDA_SUCCESS || e_back != e_host) {
+        std::printf("FAIL the host-to-device copy behind the legacy stream's kernel answered %d%s\n",
+                    (int)e_rc, e_back != e_host ? ", wrong bytes on the device" : "");
         bad = 1;
     }
     size_t wrong = 0;

@@ -494,14 +494,14 @@ static void test_busy_copy_off_path(void **state)
     (void)state;
     sl_be_session *s = session();
     s->spin_ns = 0;
-    s->waits = be_waits_new(s, BE_MAX_WAITERS, 0);
-    assert_non_null(s->waits);
-    be_outbox_set_sink(sink);
-    sunk = sunk_right = 0;
     uint64_t ctx = s->primary_ids[0];
     CUdeviceptr d = alloc(s, ctx, 4096);
     fill();
     htod(s, ctx, d, pattern, 4096);
+    s->waits = be_waits_new(s, BE_MAX_WAITERS, 0); /* from here on, as in a worker */
+    assert_non_null(s->waits);
+    be_outbox_set_sink(sink);
+    sunk = sunk_right = 0;
     CUdeviceptr big = alloc(s, ctx, (size_t)16 << 20);
     for (int i = 0; i < 40; i++) /* about 34 ms on the legacy stream's clock */
         assert_int_equal(real.cuMemsetD8_v2(big, 0, (size_t)16 << 20), CUDA_SUCCESS);

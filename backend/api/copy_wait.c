@@ -1,0 +1,92 @@
+/* Synchronous copies behind busy work wait off the call path (docs/backend.md, "Waits off the
+ * call path"): the copy is queued as an asynchronous one (into or from page-locked memory, or
+ * from pageable memory the driver stages at the call), its stream polled the way launch +
+ * cuStreamSynchronize is, and when the stream is still busy the wait goes to a waiter thread
+ * (session/waits.c) and the reply follows, so that the guest's other threads go on meanwhile.
+ * Until the twenty-second session a copy behind a 300 ms kernel held every other thread's
+ * calls for 300 ms. */
+#include "api/copy_wait.h"
+
+#include "session/bulk_pool.h"
+#include "session/reply.h"
+#include "session/state.h"
+#include "session/streams.h"
+#include "session/waits.h"
+#include "sluice/driver_api.h"
+#include "sluice/wire.h"
+
+/* The driver's function for the call's stream semantics: the _ptsz one with per_thread_stream
+ * (NULL then when the driver has none: the copy goes the old way). */
+#define PICK(api, name, pt) ((pt) ? (api)->name##_ptsz : (api)->name)
+
+/* 1 when st (as the call names it) is capturing or cannot say: the driver's own call answers. */
+static int capturing(struct sl_be_call *c, CUstream st)
+{
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *) =
+        PICK(c->api, cuStreamIsCapturing, c->call->per_thread_stream);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    return !is || is(st, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* The copy just queued on st: polled, then handed off or synchronized (*rc). */
+static void wait_or_hand_off(struct sl_be_call *c, CUstream st, void *buf, size_t n, CUresult *rc)
+{
+    sl_be_session *s = c->s;
+    CUstreamCaptureMode mode = be_capture_relax(s);
+    if (be_copy_off_path(c, st, buf, n, 0) <= 0) {
+        CUresult (*sync)(CUstream) = PICK(c->api, cuStreamSynchronize, c->call->per_thread_stream);
+        *rc = sync ? sync(st) : CUDA_ERROR_NOT_SUPPORTED;
+    }
+    be_capture_restore(s, mode);
+}
+
+int be_copy_off_path(struct sl_be_call *c, CUstream st, void *buf, size_t n, int stage)
+{
+    sl_be_session *s = c->s;
+    /* a copy no reply is awaited for finishes here; so does one whose reply leaves on the
+     * lanes, where the guest takes the pieces of replies in the order of their calls */
+    if (!s->waits || sl_call_is_async(sl_call_lookup(c->call->call_id), c->call) ||
+        be_reply_on_lanes(s, c->call, n))
+        return -1;
+    /* the session thread's per-thread stream, where the _ptsz copy went */
+    CUstream at = c->call->per_thread_stream && st == NULL ? CU_STREAM_PER_THREAD : st;
+    if (be_waits_poll_stream(s->waits, at))
+        return 0; /* done within the poll (a short kernel before it): answered inline */
+    return be_waits_defer_copy(s->waits, c, at, buf, n, stage) ? 1 : -1;
+}
+
+int be_dtoh_slot(struct sl_be_call *c, void *slot, CUdeviceptr src, size_t n, CUstream st,
+                 CUresult *rc)
+{
+    sl_be_session *s = c->s;
+    CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) =
+        PICK(c->api, cuMemcpyDtoHAsync_v2, c->call->per_thread_stream);
+    if (!s->waits || !copy || !be_bulk_is_slot(slot) || !be_pool_pin(s->pool, slot) ||
+        capturing(c, st))
+        return 0; /* pageable: an async copy into it would wait inside the call all the same */
+    *rc = copy(slot, src, n, st);
+    if (*rc == CUDA_SUCCESS)
+        wait_or_hand_off(c, st, slot, n, rc);
+    return 1;
+}
+
+int be_htod_queued(struct sl_be_call *c, CUdeviceptr dst, size_t n, CUresult *rc)
+{
+    sl_be_session *s = c->s;
+    int pt = c->call->per_thread_stream;
+    CUresult (*copy)(CUdeviceptr, const void *, size_t, CUstream) =
+        PICK(c->api, cuMemcpyHtoDAsync_v2, pt);
+    if (!s->waits || !copy || !n || capturing(c, NULL))
+        return 0;
+    *rc = copy(dst, c->in, n, NULL);
+    if (*rc != CUDA_SUCCESS)
+        return 1;
+    /* a page-locked slot stays out until the copy read it; pageable bytes the driver staged */
+    if (be_pool_hold(s->pool, c->in, pt ? CU_STREAM_PER_THREAD : NULL) != 0) {
+        CUresult (*sync)(CUstream) = PICK(c->api, cuStreamSynchronize, pt);
+        *rc = sync ? sync(NULL) : CUDA_ERROR_NOT_SUPPORTED;
+        return 1;
+    }
+    wait_or_hand_off(c, NULL, NULL, 0, rc);
+    return 1;
+}
