@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "accounting/timing.h"
+#include "api/mapped.h"
 #include "api/reply.h"
 #include "session/contexts.h"
 #include "session/devices.h"
@@ -15,7 +16,8 @@
 static CUresult ctx_destroy(sl_be_session *s, struct be_ctx *c)
 {
     CUresult rc = CUDA_SUCCESS;
-    be_waits_drain(s->waits); /* waits.c: no waiter thread uses a context that goes */
+    be_waits_drain(s->waits);       /* waits.c: no waiter thread uses a context that goes */
+    be_mapped_settle_pending(s, 1); /* mapped.c: nor a pending settle's event */
     if (c->ctx) {
         be_acct_ctx_gone(s, c->ctx); /* accounting/timing.c: its timed work is measured first */
         if (s->api->cuCtxSynchronize_v2)

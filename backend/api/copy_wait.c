@@ -50,7 +50,7 @@ int be_copy_off_path(struct sl_be_call *c, CUstream st, void *buf, size_t n, int
         return -1;
     /* the session thread's per-thread stream, where the _ptsz copy went */
     CUstream at = c->call->per_thread_stream && st == NULL ? CU_STREAM_PER_THREAD : st;
-    if (be_waits_poll_stream(s->waits, at))
+    if (be_poll_done(s, at, NULL))
         return 0; /* done within the poll (a short kernel before it): answered inline */
     return be_waits_defer_copy(s->waits, c, at, buf, n, stage) ? 1 : -1;
 }

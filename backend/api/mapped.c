@@ -190,6 +190,77 @@ CUresult be_h_slMappedWrite(struct sl_be_call *c)
     return CUDA_SUCCESS;
 }
 
+/* A settle whose stream was still busy: its range becomes settled once ev is done. */
+struct be_settle {
+    struct be_settle *next;
+    uint64_t dptr, len; /* the twin's range */
+    CUevent ev;         /* recorded on the settle's stream */
+};
+
+#define BE_MAX_SETTLES 64u /* pending at once per session; past that a settle waits inline */
+
+/* The twin's bytes of [dptr, dptr + len) are what the guest has (its shadow). */
+static void settle_range(sl_be_session *s, uint64_t dptr, uint64_t len)
+{
+    for (struct be_map *m = s->mapped; m; m = m->next)
+        if (dptr >= m->dptr && dptr - m->dptr < m->len && len <= m->len - (dptr - m->dptr)) {
+            size_t off = (size_t)(dptr - m->dptr);
+            memcpy(m->shadow + off, m->host + off, (size_t)len);
+            return;
+        }
+}
+
+void be_mapped_settle_pending(sl_be_session *s, int wait)
+{
+    for (struct be_settle **pp = &s->settles; *pp;) {
+        struct be_settle *x = *pp;
+        CUresult rc = wait ? s->api->cuEventSynchronize(x->ev) : s->api->cuEventQuery(x->ev);
+        if (rc == CUDA_ERROR_NOT_READY) {
+            pp = &x->next;
+            continue;
+        }
+        if (rc == CUDA_SUCCESS)
+            settle_range(s, x->dptr, x->len);
+        s->api->cuEventDestroy_v2(x->ev);
+        *pp = x->next;
+        s->n_settles--;
+        free(x);
+    }
+}
+
+/* The settle's stream st still busy past the poll: its range settles when the stream's work
+ * queued so far is done (be_mapped_settle_pending, before each reply's changes are
+ * collected), so that the session thread does not wait for a kernel another guest thread's
+ * calls would wait behind. 0: settle inline. */
+static int settle_later(sl_be_session *s, CUstream st, uint64_t dptr, uint64_t len)
+{
+    const struct sl_driver_api *api = s->api;
+    if (!s->waits || s->n_settles >= BE_MAX_SETTLES || !api->cuEventCreate || !api->cuEventRecord ||
+        !api->cuEventQuery || !api->cuEventSynchronize || !api->cuEventDestroy_v2)
+        return 0;
+    CUstreamCaptureMode mode = be_capture_relax(s);
+    struct be_settle *x = NULL;
+    if (!be_poll_done(s, st, NULL) && (x = calloc(1, sizeof *x)) != NULL) {
+        if (api->cuEventCreate(&x->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+            free(x);
+            x = NULL;
+        } else if (api->cuEventRecord(x->ev, st) != CUDA_SUCCESS) {
+            api->cuEventDestroy_v2(x->ev);
+            free(x);
+            x = NULL;
+        }
+    }
+    be_capture_restore(s, mode);
+    if (!x)
+        return 0;
+    x->dptr = dptr;
+    x->len = len;
+    x->next = s->settles;
+    s->settles = x;
+    s->n_settles++;
+    return 1;
+}
+
 /* frontend/api/copy.c: the device copied into the twin (queued before this on the stream) what
  * the guest's range gets by the ordinary copy that follows: once the stream is done, the twin's
  * bytes are what the guest has, so no reply sends them again. */
@@ -210,6 +281,9 @@ CUresult be_h_slMappedSettle(struct sl_be_call *c)
     CUresult rc = be_stream(s, rq->h_stream, &st);
     if (rc != CUDA_SUCCESS)
         return rc;
+    if (settle_later(s, c->call->per_thread_stream && !st ? CU_STREAM_PER_THREAD : st, rq->dptr,
+                     rq->length))
+        return CUDA_SUCCESS;
     CUresult (*sync)(CUstream) = c->call->per_thread_stream && s->api->cuStreamSynchronize_ptsz
                                      ? s->api->cuStreamSynchronize_ptsz
                                      : s->api->cuStreamSynchronize;
@@ -283,6 +357,8 @@ static int collect_range(Sluice__Wire__Reply *reply, size_t *cap, size_t *room, 
 void be_mapped_collect(sl_be_session *s, Sluice__Wire__Reply *reply)
 {
     size_t room = BE_MAPPED_REPLY_MAX, cap = 0;
+    if (s->settles) /* what settled since: not sent again */
+        be_mapped_settle_pending(s, 0);
     for (struct be_map *m = s->mapped; m; m = m->next) {
         /* from where the last full reply stopped, then the rest: a large change crosses in
          * several replies without each comparing the part already sent */
@@ -307,6 +383,7 @@ void be_mapped_collect_done(Sluice__Wire__Reply *reply)
 
 void be_mapped_release_all(sl_be_session *s)
 {
+    be_mapped_settle_pending(s, 1);
     while (s->mapped) {
         struct be_map *m = s->mapped;
         s->mapped = m->next;

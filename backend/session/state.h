@@ -32,6 +32,7 @@ struct be_gstate;    /* api/graph.h */
 struct be_job;       /* session/session.h */
 struct be_lanes;     /* daemon/lanes.h */
 struct be_map;       /* api/mapped.c */
+struct be_settle;    /* api/mapped.c */
 struct be_pool;      /* session/bulk_pool.c */
 struct be_server;    /* the channel thread's server; NULL in a session worker process */
 struct be_vmm;       /* api/vmm.c */
@@ -66,6 +67,8 @@ struct sl_be_session {
     struct be_acct *acct;  /* GPU-time measurement, quota, share (accounting/); may be NULL */
     struct be_map *mapped; /* mapped host memory (api/mapped.c) */
     uint64_t mapped_bytes;
+    struct be_settle *settles; /* settles waiting for their stream (api/mapped.c) */
+    unsigned n_settles;
     struct be_gstate *graph;  /* graphs on guest memory, graph allocations (api/graph*.c) */
     struct be_vmm *vmm;       /* address reservations and mappings (api/vmm.c) */
     struct be_waits *waits;   /* blocking waits off the call path (waits.c); NULL: inline */

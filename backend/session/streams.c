@@ -1,11 +1,15 @@
-/* Stream ids for hand handlers: id -> native stream (0, legacy and per-thread pass through), and
+/* Stream ids for hand handlers: id -> native stream (0, legacy and per-thread pass through),
  * whether a stream is capturing into a graph (work on the session's transient buffers is
- * refused there). */
+ * refused there), and the short poll before a wait leaves the call path. */
 #include "session/streams.h"
 
+#include <stdatomic.h>
+
+#include "session/spin.h"
 #include "session/state.h"
 #include "sluice/backend_dispatch.h"
 #include "sluice/backend_hooks.h"
+#include "sluice/relax.h"
 
 CUresult be_stream(sl_be_session *s, uint64_t id, CUstream *out)
 {
@@ -47,4 +51,19 @@ CUresult be_refuse_if_capturing(sl_be_session *s, Sluice__Wire__Reply *reply, CU
         return CUDA_SUCCESS;
     sl_be_detail(reply, "%s cannot be captured into a graph through Sluice yet", what);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+int be_poll_done(sl_be_session *s, CUstream st, CUevent ev)
+{
+    const struct sl_driver_api *api = s->api;
+    if (ev ? !api->cuEventQuery : !api->cuStreamQuery)
+        return 1;
+    uint64_t end = be_now_ns() + s->spin_ns;
+    for (;;) {
+        if ((ev ? api->cuEventQuery(ev) : api->cuStreamQuery(st)) != CUDA_ERROR_NOT_READY)
+            return 1;
+        if (atomic_load_explicit(&s->q_jobs, memory_order_acquire) || be_now_ns() >= end)
+            return 0;
+        sl_cpu_relax();
+    }
 }

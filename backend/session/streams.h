@@ -23,6 +23,10 @@ CUresult be_refuse_if_capturing(sl_be_session *s, Sluice__Wire__Reply *reply, CU
  * driver would refuse them and invalidate the guest's capture. They are made in relaxed mode,
  * then the guest's mode is given back (be_capture_restore with what be_capture_relax gave). */
 CUstreamCaptureMode be_capture_relax(sl_be_session *s);
+/* On the session thread: polls stream st (as the driver knows it: CU_STREAM_PER_THREAD for the
+ * session thread's per-thread stream), or event ev when not NULL, while no other frame waits,
+ * up to the session's spin time: 1 when its work is done, 0 when it is still busy. */
+int be_poll_done(sl_be_session *s, CUstream st, CUevent ev);
 void be_capture_restore(sl_be_session *s, CUstreamCaptureMode m);
 
 #endif

@@ -223,28 +223,6 @@ unsigned be_waits_outstanding(const struct be_waits *w)
     return w ? w->outstanding : 0;
 }
 
-/* Polls the stream or event while no other frame waits for the session thread, up to
- * spin_ns: 1 when its work is done (the call then runs inline). */
-static int done_soon(struct be_waits *w, CUstream st, CUevent ev)
-{
-    const struct sl_driver_api *api = w->s->api;
-    uint64_t end = be_now_ns() + w->spin_ns;
-    for (;;) {
-        if ((ev ? api->cuEventQuery(ev) : api->cuStreamQuery(st)) != CUDA_ERROR_NOT_READY)
-            return 1;
-        if (atomic_load_explicit(&w->s->q_jobs, memory_order_acquire) || be_now_ns() >= end)
-            return 0;
-        sl_cpu_relax();
-    }
-}
-
-int be_waits_poll_stream(struct be_waits *w, CUstream st)
-{
-    if (!w || !w->s->api->cuStreamQuery)
-        return 1;
-    return done_soon(w, st, NULL);
-}
-
 /* The stream a call names, as the driver knows it; 0 when it names none the session has. */
 static int call_stream(sl_be_session *s, const Sluice__Wire__Call *call, CUstream *st)
 {
@@ -285,7 +263,7 @@ static int target(struct be_waits *w, const struct sl_be_call *c, const struct s
     switch (ci->blocks) {
     case SL_BLOCKS_STREAM: {
         CUstream st;
-        if (!api->cuStreamQuery || !call_stream(s, call, &st) || done_soon(w, st, NULL))
+        if (!api->cuStreamQuery || !call_stream(s, call, &st) || be_poll_done(w->s, st, NULL))
             return 0;
         return stream_event(api, st, x);
     }
@@ -294,7 +272,7 @@ static int target(struct be_waits *w, const struct sl_be_call *c, const struct s
         if (!api->cuEventQuery ||
             sl_be_handle_get(s, SL_H_EVENT, sl_call_event(call), &ev) != CUDA_SUCCESS || !ev)
             return 0;
-        if (done_soon(w, NULL, (CUevent)ev))
+        if (be_poll_done(w->s, NULL, (CUevent)ev))
             return 0;
         x->ev = (CUevent)ev;
         x->event_id = sl_call_event(call);

@@ -30,10 +30,6 @@ void be_waits_free(struct be_waits *w);
  * already, or it could not be handed off: the handler then says what is wrong). */
 int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_call_info *ci,
                    struct be_ctx *cur);
-/* On the session thread: polls st (as the driver knows it: CU_STREAM_PER_THREAD for the
- * session thread's per-thread stream) while no other frame waits, up to the spin time: 1 when
- * its work is done, 0 when it is still busy. */
-int be_waits_poll_stream(struct be_waits *w, CUstream st);
 /* On the session thread, for a synchronous device-to-host copy queued on st into page-locked
  * buf (n bytes) while st is still busy: a waiter waits for the copy (a private event recorded
  * on st now) and the reply, buf's bytes as its bulk, follows when it is done (be_waits_finish),

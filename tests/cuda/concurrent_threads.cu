@@ -5,8 +5,9 @@
 // waits, and so does destroying an event recorded behind A's kernel that the main thread polled
 // (the driver frees an event destroyed before completion when it completes). Then two threads
 // copy from a busy stream into pageable memory (8 bytes and 4 MiB: the worker's staging buffer
-// and its page-locked slot) and a third makes a synchronous host-to-device copy behind a kernel
-// on the legacy stream: the main thread's query of the busy stream and its sync of an idle one
+// and its page-locked slot), a third makes a synchronous host-to-device copy behind a kernel on
+// the legacy stream and a fourth copies from the busy stream into page-locked memory, then
+// synchronizes it: the main thread's query of the busy stream and its sync of an idle one
 // return while they wait (natively too; the driver holds other threads' allocations and launches
 // behind such copies, run 33, so those are not asked here), and the copies bring back what the
 // kernel left. No timing thresholds: "while A still waits" is checked with a flag A sets when
@@ -45,8 +46,9 @@ __global__ void empty_kernel() {}
     } while (0)
 
 /* Threads C and D copy from busy, behind a kernel of the given cycles, into pageable memory,
- * thread E to the device behind such a kernel on the legacy stream; the main thread's query of
- * busy and sync of idle return while all three still wait. 1: failed. */
+ * thread E to the device behind such a kernel on the legacy stream, thread F from busy into
+ * page-locked memory and synchronizes busy; the main thread's query of busy and sync of idle
+ * return while all four still wait. 1: failed. */
 static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long long *ns,
                          long long cycles)
 {
@@ -80,6 +82,17 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
         d_rc = cuMemcpyDtoHAsync(big_host.data(), (CUdeviceptr)big, big_bytes, (CUstream)busy);
         done++;
     });
+    unsigned long long *f_val; /* page-locked: Sluice's mapped memory, settled after the copy */
+    CHECK(cudaMallocHost(&f_val, sizeof *f_val));
+    *f_val = 0;
+    CUresult f_rc = CUDA_ERROR_UNKNOWN;
+    std::thread f([&] {
+        cuCtxSetCurrent(ctx);
+        f_rc = cuMemcpyDtoHAsync(f_val, (CUdeviceptr)ns, sizeof *f_val, (CUstream)busy);
+        if (f_rc == CUDA_SUCCESS)
+            f_rc = cuStreamSynchronize((CUstream)busy);
+        done++;
+    });
     CUresult e_rc = CUDA_ERROR_UNKNOWN;
     std::thread e([&] {
         cuCtxSetCurrent(ctx);
@@ -94,6 +107,9 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
     c.join();
     d.join();
     e.join();
+    f.join();
+    unsigned long long f_got = *f_val;
+    CHECK(cudaFreeHost(f_val));
     std::vector<unsigned char> e_back(e_host.size());
     CHECK(cudaMemcpy(e_back.data(), e_dev, e_back.size(), cudaMemcpyDeviceToHost));
     CHECK(cudaFree(e_dev));
@@ -116,6 +132,12 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
     if (e_rc != CUDA_SUCCESS || e_back != e_host) {
         std::printf("FAIL the host-to-device copy behind the legacy stream's kernel answered %d%s\n",
                     (int)e_rc, e_back != e_host ? ", wrong bytes on the device" : "");
+        bad = 1;
+    }
+    if (f_rc != CUDA_SUCCESS || f_got != after) {
+        std::printf("FAIL the copy into page-locked memory behind the kernel answered %d with "
+                    "%llu, not %llu\n",
+                    (int)f_rc, f_got, after);
         bad = 1;
     }
     size_t wrong = 0;
