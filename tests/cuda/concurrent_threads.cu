@@ -66,6 +66,11 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
     CHECK(cudaMalloc(&ns2, sizeof *ns2));
     CHECK(cudaMalloc(&e_dev, e_host.size()));
     CHECK(cudaMemset(e_dev, 0, e_host.size()));
+    /* page-locked: Sluice's mapped memory, settled after the copy; allocated before the kernels
+     * (natively a page-locked allocation may wait for the device) */
+    unsigned long long *f_val;
+    CHECK(cudaMallocHost(&f_val, sizeof *f_val));
+    *f_val = 0;
     CHECK(cudaDeviceSynchronize());
     spin<<<1, 1, 0, busy>>>(cycles, ns);
     spin<<<1, 1>>>(cycles, ns2); /* the legacy stream, behind which a synchronous copy waits */
@@ -82,9 +87,6 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
         d_rc = cuMemcpyDtoHAsync(big_host.data(), (CUdeviceptr)big, big_bytes, (CUstream)busy);
         done++;
     });
-    unsigned long long *f_val; /* page-locked: Sluice's mapped memory, settled after the copy */
-    CHECK(cudaMallocHost(&f_val, sizeof *f_val));
-    *f_val = 0;
     CUresult f_rc = CUDA_ERROR_UNKNOWN;
     std::thread f([&] {
         cuCtxSetCurrent(ctx);
