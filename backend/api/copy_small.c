@@ -59,14 +59,10 @@ int be_small_dtoh(struct sl_be_call *c, void *dst, CUdeviceptr src, size_t n, CU
     CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) = PICK(api, cuMemcpyDtoHAsync_v2, pt);
     CUresult (*query)(CUstream) = PICK(api, cuStreamQuery, pt);
     CUresult (*sync)(CUstream) = PICK(api, cuStreamSynchronize, pt);
-    CUresult (*capturing)(CUstream, CUstreamCaptureStatus *) = PICK(api, cuStreamIsCapturing, pt);
-    if (!copy || !query || !sync || !capturing)
+    if (!copy || !query || !sync)
         return 0;
     struct be_ctx *cx = be_ctx_find(s, c->call->context);
-    if (!cx || s->cur_ctx != cx->id)
-        return 0;
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (capturing(st, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
+    if (!cx || s->cur_ctx != cx->id || be_copy_capturing(c, st))
         return 0;
     void *stage = be_stage_get(s, cx);
     if (!stage)

@@ -19,8 +19,7 @@
  * (NULL then when the driver has none: the copy goes the old way). */
 #define PICK(api, name, pt) ((pt) ? (api)->name##_ptsz : (api)->name)
 
-/* 1 when st (as the call names it) is capturing or cannot say: the driver's own call answers. */
-static int capturing(struct sl_be_call *c, CUstream st)
+int be_copy_capturing(const struct sl_be_call *c, CUstream st)
 {
     CUresult (*is)(CUstream, CUstreamCaptureStatus *) =
         PICK(c->api, cuStreamIsCapturing, c->call->per_thread_stream);
@@ -62,7 +61,7 @@ int be_dtoh_slot(struct sl_be_call *c, void *slot, CUdeviceptr src, size_t n, CU
     CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) =
         PICK(c->api, cuMemcpyDtoHAsync_v2, c->call->per_thread_stream);
     if (!s->waits || !copy || !be_bulk_is_slot(slot) || !be_pool_pin(s->pool, slot) ||
-        capturing(c, st))
+        be_copy_capturing(c, st))
         return 0; /* pageable: an async copy into it would wait inside the call all the same */
     *rc = copy(slot, src, n, st);
     if (*rc == CUDA_SUCCESS)
@@ -76,7 +75,7 @@ int be_htod_queued(struct sl_be_call *c, CUdeviceptr dst, size_t n, CUresult *rc
     int pt = c->call->per_thread_stream;
     CUresult (*copy)(CUdeviceptr, const void *, size_t, CUstream) =
         PICK(c->api, cuMemcpyHtoDAsync_v2, pt);
-    if (!s->waits || !copy || !n || capturing(c, NULL))
+    if (!s->waits || !copy || !n || be_copy_capturing(c, NULL))
         return 0;
     *rc = copy(dst, c->in, n, NULL);
     if (*rc != CUDA_SUCCESS)

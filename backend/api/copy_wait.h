@@ -15,6 +15,10 @@
  * before (no waiter could take it, no reply is awaited, or the reply leaves on the lanes,
  * where the guest takes the pieces of replies in the order of their calls). */
 int be_copy_off_path(struct sl_be_call *c, CUstream st, void *buf, size_t n, int stage);
+/* 1 when st (as the call names it: the _ptsz query with per_thread_stream) is capturing, or the
+ * driver cannot say (the legacy stream beside a capture: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT):
+ * the copy is then left to the driver's own call, which answers what it answers there. */
+int be_copy_capturing(const struct sl_be_call *c, CUstream st);
 /* For the handlers of cuMemcpyDtoH_v2 and cuMemcpyDtoHAsync_v2 with a copy of 1 MiB or more
  * whose reply buffer is slot (session/bulk_pool.c): when slot is page-locked, queues the copy
  * into it (cuMemcpyDtoHAsync) and waits for it (*rc: a synchronization's answer), or hands

@@ -238,21 +238,16 @@ static int settle_later(sl_be_session *s, CUstream st, uint64_t dptr, uint64_t l
     if (!s->waits || s->n_settles >= BE_MAX_SETTLES || !api->cuEventCreate || !api->cuEventRecord ||
         !api->cuEventQuery || !api->cuEventSynchronize || !api->cuEventDestroy_v2)
         return 0;
-    CUstreamCaptureMode mode = be_capture_relax(s);
-    struct be_settle *x = NULL;
-    if (!be_poll_done(s, st, NULL) && (x = calloc(1, sizeof *x)) != NULL) {
-        if (api->cuEventCreate(&x->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-            free(x);
-            x = NULL;
-        } else if (api->cuEventRecord(x->ev, st) != CUDA_SUCCESS) {
-            api->cuEventDestroy_v2(x->ev);
-            free(x);
-            x = NULL;
-        }
-    }
-    be_capture_restore(s, mode);
+    struct be_settle *x = calloc(1, sizeof *x);
     if (!x)
         return 0;
+    CUstreamCaptureMode mode = be_capture_relax(s);
+    int later = !be_poll_done(s, st, NULL) && be_event_on(s, st, CU_EVENT_DISABLE_TIMING, &x->ev);
+    be_capture_restore(s, mode);
+    if (!later) {
+        free(x);
+        return 0;
+    }
     x->dptr = dptr;
     x->len = len;
     x->next = s->settles;

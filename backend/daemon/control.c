@@ -107,20 +107,26 @@ static int report(struct be_control *c, Sluice__Control__BackendReport *r)
     return rc;
 }
 
+/* The oldest held session event goes (sent, or dropped for room). */
+static void drop_first(struct be_control *c)
+{
+    struct held *h = c->held;
+    c->held = h->next;
+    if (!c->held)
+        c->held_tail = &c->held;
+    c->n_held--;
+    free(h);
+}
+
 /* Sends the held session events in order until the socket refuses one (it stays first). */
 static void send_held(struct be_control *c)
 {
     while (c->held) {
-        struct held *h = c->held;
-        if (zmq_send(c->sock, h->buf, h->len, ZMQ_DONTWAIT) < 0) {
+        if (zmq_send(c->sock, c->held->buf, c->held->len, ZMQ_DONTWAIT) < 0) {
             send_refused(c, errno);
             return;
         }
-        c->held = h->next;
-        if (!c->held)
-            c->held_tail = &c->held;
-        c->n_held--;
-        free(h);
+        drop_first(c);
     }
     if (c->held_dropped) {
         sl_log(SL_LOG_WARNING, BE_COMPONENT,
@@ -151,13 +157,8 @@ static void report_session(struct be_control *c, Sluice__Control__BackendReport 
     if (!c->held)
         send_refused(c, errno);
     if (c->n_held == BE_CONTROL_HELD_EVENTS) {
-        struct held *old = c->held;
-        c->held = old->next;
-        if (!c->held)
-            c->held_tail = &c->held;
-        c->n_held--;
+        drop_first(c);
         c->held_dropped++;
-        free(old);
     }
     *c->held_tail = h;
     c->held_tail = &h->next;
@@ -622,11 +623,8 @@ void be_control_close(struct be_control *c)
         sl_log(SL_LOG_WARNING, BE_COMPONENT,
                "control: %zu session event%s the agent did not take are lost", c->n_held,
                c->n_held == 1 ? "" : "s");
-    while (c->held) {
-        struct held *h = c->held;
-        c->held = h->next;
-        free(h);
-    }
+    while (c->held)
+        drop_first(c);
     free(c->project);
     free(c->listen);
     if (c->sock && c->mon)

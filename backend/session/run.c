@@ -56,11 +56,12 @@ CUresult be_run_call(struct sl_be_call *c)
             be_printf_unlock_drain(s);
         }
     }
-    if (rc == CUDA_SUCCESS && ci && be_waits_outstanding(s->waits) &&
-        be_waits_adopt(s->waits, sl_call_released(call))) {
+    uint64_t gone =
+        rc == CUDA_SUCCESS && ci && be_waits_outstanding(s->waits) ? sl_call_released(call) : 0;
+    if (gone && be_waits_adopt(s->waits, gone)) {
         /* another guest thread waits on the event it destroys: the handle goes now, the
          * driver's event when those waits end (waits.c), and this call does not wait */
-        sl_be_handle_drop(s, SL_H_EVENT, sl_call_released(call));
+        sl_be_handle_drop(s, SL_H_EVENT, gone);
         reply->result = CUDA_SUCCESS;
         s->calls++;
         return CUDA_SUCCESS;

@@ -67,3 +67,17 @@ int be_poll_done(sl_be_session *s, CUstream st, CUevent ev)
         sl_cpu_relax();
     }
 }
+
+int be_event_on(sl_be_session *s, CUstream st, unsigned flags, CUevent *ev)
+{
+    const struct sl_driver_api *api = s->api;
+    *ev = NULL;
+    if (!api->cuEventCreate || !api->cuEventRecord || !api->cuEventDestroy_v2 ||
+        api->cuEventCreate(ev, flags) != CUDA_SUCCESS)
+        return 0;
+    if (api->cuEventRecord(*ev, st) == CUDA_SUCCESS)
+        return 1;
+    api->cuEventDestroy_v2(*ev);
+    *ev = NULL;
+    return 0;
+}

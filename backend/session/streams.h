@@ -27,6 +27,9 @@ CUstreamCaptureMode be_capture_relax(sl_be_session *s);
  * session thread's per-thread stream), or event ev when not NULL, while no other frame waits,
  * up to the session's spin time: 1 when its work is done, 0 when it is still busy. */
 int be_poll_done(sl_be_session *s, CUstream st, CUevent ev);
+/* A private event (flags: cuEventCreate's) recorded on st now: what is queued there so far.
+ * 1 with *ev, 0 when none could be made or recorded. */
+int be_event_on(sl_be_session *s, CUstream st, unsigned flags, CUevent *ev);
 void be_capture_restore(sl_be_session *s, CUstreamCaptureMode m);
 
 #endif

@@ -99,14 +99,13 @@ static void complete(struct be_waits *w, struct be_wait *x)
         api->cuCtxSetCurrent(x->ctx);
     if (x->kind == SL_BLOCKS_CTX) { /* its context (or cuCtxSynchronize_v2's) is current here */
         x->rc = api->cuCtxSynchronize();
-    } else if (x->copy) {
-        /* a copy's wait is the worker's own, as its inline poll: no capture of another stream
-         * in global mode may see it (copy_small.c) */
-        CUstreamCaptureMode mode = be_capture_relax(w->s);
-        x->rc = poll_then_block(api, x->ev, w->spin_ns);
-        be_capture_restore(w->s, mode);
     } else {
+        /* a copy's wait is the worker's own, as its inline poll: no capture of another stream
+         * in global mode may see it (api/copy_wait.c) */
+        CUstreamCaptureMode mode = x->copy ? be_capture_relax(w->s) : CU_STREAM_CAPTURE_MODE_GLOBAL;
         x->rc = poll_then_block(api, x->ev, w->spin_ns);
+        if (x->copy)
+            be_capture_restore(w->s, mode);
     }
     if (x->own_ev && x->kind != WATCH) /* a watch's the session thread queries too */
         api->cuEventDestroy_v2(x->ev);
@@ -236,18 +235,13 @@ static int call_stream(sl_be_session *s, const Sluice__Wire__Call *call, CUstrea
 }
 
 /* A private event recorded on st (what is queued there now), in x; 0 when none could be. */
-static int stream_event(const struct sl_driver_api *api, CUstream st, struct be_wait *x)
+static int stream_event(sl_be_session *s, CUstream st, struct be_wait *x)
 {
     /* blocking sync: past the poll the waiter sleeps in the driver instead of spinning there,
      * which slowed every other driver call of the worker (the head-of-line rows, run 22) and
      * cost a core per waiting guest thread */
-    if (api->cuEventCreate(&x->ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) !=
-        CUDA_SUCCESS)
+    if (!be_event_on(s, st, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC, &x->ev))
         return 0;
-    if (api->cuEventRecord(x->ev, st) != CUDA_SUCCESS) {
-        api->cuEventDestroy_v2(x->ev);
-        return 0;
-    }
     x->own_ev = 1;
     return 1;
 }
@@ -265,7 +259,7 @@ static int target(struct be_waits *w, const struct sl_be_call *c, const struct s
         CUstream st;
         if (!api->cuStreamQuery || !call_stream(s, call, &st) || be_poll_done(w->s, st, NULL))
             return 0;
-        return stream_event(api, st, x);
+        return stream_event(s, st, x);
     }
     case SL_BLOCKS_EVENT: {
         void *ev = NULL;
@@ -328,7 +322,7 @@ int be_waits_defer_copy(struct be_waits *w, struct sl_be_call *c, CUstream st, v
     struct be_wait *x = calloc(1, sizeof *x);
     if (!x)
         return 0;
-    if (!stream_event(api, st, x)) {
+    if (!stream_event(w->s, st, x)) {
         free(x);
         return 0;
     }
@@ -359,7 +353,7 @@ static int watch_target(struct be_waits *w, const struct sl_be_call *c,
     CUstream st;
     void *ev = NULL;
     if (ci->idle == SL_IDLE_QUERY_STREAM)
-        return call_stream(w->s, c->call, &st) && stream_event(w->s->api, st, x);
+        return call_stream(w->s, c->call, &st) && stream_event(w->s, st, x);
     if (sl_be_handle_get(w->s, SL_H_EVENT, sl_call_event(c->call), &ev) != CUDA_SUCCESS || !ev)
         return 0;
     x->ev = (CUevent)ev;
@@ -439,46 +433,21 @@ static void release_adopted(struct be_waits *w, const struct be_wait *x)
     w->s->api->cuEventDestroy_v2(x->ev);
 }
 
-/* A copy's reply: the accounting and the call count were done when it was queued (the
- * handler returned then); its bytes are the slot itself, or copied out of the lent staging
- * buffer, which goes back to its context. */
-static void finish_copy(struct be_waits *w, struct be_wait *x)
+/* A copy's bytes for its reply: the slot itself, or copied out of the lent staging buffer,
+ * which goes back to its context (bc). */
+static void copy_out(struct be_waits *w, struct be_wait *x, struct be_ctx *bc, struct sl_be_call *c)
 {
-    sl_be_session *s = w->s;
-    const struct sl_call_info *ci = sl_call_lookup(x->call_id);
-    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
-    call.seq = x->seq;
-    call.call_id = x->call_id;
-    call.context = x->ctx_id;
-    call.reply_on_lanes = x->reply_on_lanes;
-    if (be_printf_active() && ci && (ci->flags & SL_CALL_PRINTS)) {
-        be_printf_lock();
-        be_printf_unlock_drain(s);
-    }
-    struct be_ctx *bc = be_ctx_find(s, x->ctx_id);
-    if (bc && be_is_sticky(x->rc))
-        bc->sticky = x->rc;
-    Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
-    reply.seq = x->seq;
-    reply.call_id = x->call_id;
-    struct sl_be_call c = {.s = s, .api = s->api, .call = &call, .reply = &reply};
-    c.out = x->out;
-    c.out_len = x->out_len;
-    if (x->stage) {
-        c.out = x->rc == CUDA_SUCCESS ? malloc(x->out_len ? x->out_len : 1) : NULL;
-        if (c.out)
-            memcpy(c.out, x->out, x->out_len);
-        else if (x->rc == CUDA_SUCCESS)
-            x->rc = CUDA_ERROR_OUT_OF_MEMORY;
-        be_stage_give_back(s, bc, x->out, x->rc == CUDA_SUCCESS);
-        w->stages--;
-    }
-    reply.result = (int32_t)x->rc;
-    if (x->rc != CUDA_SUCCESS)
-        s->errors++;
-    be_waits_push_watched(w);
-    be_session_send_reply(s, &c); /* frees a failed copy's slot */
-    free(x);
+    c->out = x->out;
+    c->out_len = x->out_len;
+    if (!x->stage)
+        return; /* a failed copy's slot is freed with the reply */
+    c->out = x->rc == CUDA_SUCCESS ? malloc(x->out_len ? x->out_len : 1) : NULL;
+    if (c->out)
+        memcpy(c->out, x->out, x->out_len);
+    else if (x->rc == CUDA_SUCCESS)
+        x->rc = CUDA_ERROR_OUT_OF_MEMORY;
+    be_stage_give_back(w->s, bc, x->out, x->rc == CUDA_SUCCESS);
+    w->stages--;
 }
 
 /* The reply of a completed wait, as be_run_call and run_job would have sent it; a watch's
@@ -486,10 +455,6 @@ static void finish_copy(struct be_waits *w, struct be_wait *x)
 static void finish_one(struct be_waits *w, struct be_wait *x)
 {
     sl_be_session *s = w->s;
-    if (x->copy) {
-        finish_copy(w, x);
-        return;
-    }
     if (x->kind == WATCH) {
         w->watches--;
         if (!x->pushed)
@@ -505,11 +470,13 @@ static void finish_one(struct be_waits *w, struct be_wait *x)
     call.seq = x->seq;
     call.call_id = x->call_id;
     call.context = x->ctx_id;
+    call.reply_on_lanes = x->reply_on_lanes;
     if (be_printf_active() && ci && (ci->flags & SL_CALL_PRINTS)) {
         be_printf_lock(); /* the driver flushed device printf during the wait: take it */
         be_printf_unlock_drain(s);
     }
-    be_acct_call_end(s, &call, x->rc);
+    if (!x->copy) /* a copy's handler returned when it was queued: counted then */
+        be_acct_call_end(s, &call, x->rc);
     struct be_ctx *bc = be_ctx_find(s, x->ctx_id);
     if (bc && be_is_sticky(x->rc))
         bc->sticky = x->rc;
@@ -519,11 +486,13 @@ static void finish_one(struct be_waits *w, struct be_wait *x)
     Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
     reply.seq = x->seq;
     reply.call_id = x->call_id;
+    struct sl_be_call c = {.s = s, .api = s->api, .call = &call, .reply = &reply};
+    if (x->copy)
+        copy_out(w, x, bc, &c);
     reply.result = (int32_t)x->rc;
-    s->calls++;
+    s->calls += !x->copy;
     if (x->rc != CUDA_SUCCESS)
         s->errors++;
-    struct sl_be_call c = {.s = s, .api = s->api, .call = &call, .reply = &reply};
     be_waits_push_watched(w);
     be_session_send_reply(s, &c);
     release_adopted(w, x);
