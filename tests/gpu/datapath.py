@@ -9,7 +9,7 @@ trip between two processes; the goals use the median of the rounds). Prints the 
 met; writes every figure as JSON lines to --out.
 
 usage: datapath.py --bundle DIR --frontend DIR --out FILE [--rounds N] [--variant-bundle DIR]
-                   [--bench-args "--only latency,matmul"]
+                   [--variant-backend-args ARGS] [--bench-args "--only latency,matmul"]
 """
 import argparse
 import json
@@ -90,6 +90,9 @@ def main():
     ap.add_argument("--driver", default="/usr/local/nvidia/lib64/libcuda.so.1")
     ap.add_argument("--variant-bundle", help="a second build (its backend and libcuda.so.1)")
     ap.add_argument("--backend-args", default="")
+    ap.add_argument("--variant-backend-args", default=None,
+                    help="the variant's backend arguments (default: --backend-args); with "
+                         "--variant-bundle the same bundle, an A/B of a backend option")
     ap.add_argument("--bench-args", default="",
                     help="arguments of sluice-bench-datapath (e.g. --only latency,matmul)")
     ap.add_argument("--lanes", type=int, default=0,
@@ -108,7 +111,8 @@ def main():
     vbe = None
     if a.variant_bundle:
         vb = os.path.abspath(a.variant_bundle)
-        vbe, vcfg = start_backend(vb, os.path.join(work, "v"), a.driver, a.backend_args.split())
+        vargs = a.backend_args if a.variant_backend_args is None else a.variant_backend_args
+        vbe, vcfg = start_backend(vb, os.path.join(work, "v"), a.driver, vargs.split())
         modes.append(("variant", vcfg, os.path.join(vb, "build", "frontend")))
     results = {m: {} for m, _, _ in modes}
     floors = []
@@ -145,6 +149,8 @@ def main():
                 b.terminate()
                 b.wait(timeout=10)
         os.system("cp %s/s/backend.log %s.backend.log 2>/dev/null" % (work, a.out))
+        if vbe:
+            os.system("cp %s/v/backend.log %s.variant.backend.log 2>/dev/null" % (work, a.out))
     print("\nchannel floor (TLS in ZeroMQ, 64 B, two processes) p50: %.1f us (median of the "
           "rounds: %s)" % (floor, ", ".join("%.1f" % f for f in floors)))
     hdr = "%-50s %10s %10s" % ("figure (medians of %d rounds)" % a.rounds, "native", "sluice")
