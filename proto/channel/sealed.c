@@ -38,6 +38,13 @@ struct ch_seal {
     zmq_msg_t frame;
     uint32_t len, off; /* plaintext bytes in the frame; opened so far */
     uint8_t aad[REC_HDR_LEN];
+    /* where the frame's bytes were opened to so far (runs of contiguous bytes): unauthenticated
+     * until its tag holds, wiped when it does not */
+    struct opened {
+        uint8_t *p;
+        size_t n;
+    } * opened;
+    size_t nopened, capopened;
 };
 
 /* The key and salt of the direction's current epoch, into its context. */
@@ -96,6 +103,7 @@ void ch_seal_free(ch_seal *k)
     EVP_CIPHER_CTX_free(k->in.ctx);
     if (k->loaded)
         zmq_msg_close(&k->frame);
+    free(k->opened);
     free(k);
 }
 
@@ -181,6 +189,37 @@ static sl_code open_start(ch_seal *k, sl_error *err)
     return SL_OK;
 }
 
+/* Notes that n bytes at p are about to be opened (joined to the last run when they follow it);
+ * 0 when there is no memory to note them (nothing is opened then). */
+static int note_opened(ch_seal *k, uint8_t *p, size_t n)
+{
+    struct opened *last = k->nopened ? &k->opened[k->nopened - 1] : NULL;
+    if (last && last->p + last->n == p) {
+        last->n += n;
+        return 1;
+    }
+    if (k->nopened == k->capopened) {
+        size_t cap = k->capopened ? 2 * k->capopened : 4;
+        struct opened *o = realloc(k->opened, cap * sizeof *o);
+        if (!o)
+            return 0;
+        k->opened = o;
+        k->capopened = cap;
+    }
+    k->opened[k->nopened++] = (struct opened){p, n};
+    return 1;
+}
+
+/* The frame cannot be authenticated: what was opened of it is wiped, so that no byte the peer
+ * did not send stays in a destination (a failed copy leaves zeros, never forged data). */
+static sl_code wipe_opened(ch_seal *k, sl_code code, const char *what, sl_error *err)
+{
+    for (size_t i = 0; i < k->nopened; i++)
+        memset(k->opened[i].p, 0, k->opened[i].n);
+    k->nopened = 0;
+    return sl_fail(err, code, "%s", what);
+}
+
 int ch_seal_read(ch_seal *k, uint8_t *to, size_t n, size_t *got, sl_error *err)
 {
     *got = 0;
@@ -192,19 +231,23 @@ int ch_seal_read(ch_seal *k, uint8_t *to, size_t n, size_t *got, sl_error *err)
     size_t left = k->len - k->off;
     if (n > left)
         n = left;
+    if (n && !note_opened(k, to, n))
+        return sl_fail(err, SL_ERR_NOMEM, "no memory to open a sealed bulk frame");
     int l = 0;
     const uint8_t *src = (const uint8_t *)zmq_msg_data(&k->frame) + k->off;
     if (n && EVP_DecryptUpdate(k->in.ctx, to, &l, src, (int)n) != 1)
-        return sl_fail(err, SL_ERR_TLS, "opening a sealed bulk frame failed");
+        return wipe_opened(k, SL_ERR_TLS, "opening a sealed bulk frame failed", err);
     k->off += (uint32_t)n;
     if (k->off == k->len) {
         /* the tag: what was written into the destination is the peer's only if it holds */
         if (EVP_DecryptFinal_ex(k->in.ctx, to + n, &l) != 1)
-            return sl_fail(err, SL_ERR_TAMPERED,
-                           "a sealed bulk frame failed authentication: frames were lost, "
-                           "reordered, duplicated or modified");
+            return wipe_opened(k, SL_ERR_TAMPERED,
+                               "a sealed bulk frame failed authentication: frames were lost, "
+                               "reordered, duplicated or modified",
+                               err);
         zmq_msg_close(&k->frame);
         k->loaded = k->pending = 0;
+        k->nopened = 0;
         k->in.n++;
     }
     *got = n;

@@ -345,6 +345,16 @@ void assert_good_client(echo_srv *e)
     sl_client_close(c);
 }
 
+/* Whether frame m of the direction the relay tampers with is the one: how often it goes on. */
+static int relay_times(relay *r, zmq_msg_t *m, int *seen)
+{
+    if (!r->armed || zmq_msg_size(m) == 0 || (*seen)++ != r->skip)
+        return 1;
+    if (r->mode == RELAY_FLIP)
+        ((uint8_t *)zmq_msg_data(m))[zmq_msg_size(m) - 20] ^= 0x40;
+    return r->mode == RELAY_DUP ? 2 : r->mode == RELAY_DROP ? 0 : 1;
+}
+
 static void *relay_main(void *arg)
 {
     relay *r = arg;
@@ -361,16 +371,8 @@ static void *relay_main(void *arg)
             zmq_msg_t m;
             zmq_msg_init(&m);
             zmq_msg_recv(&m, r->front, 0);
-            int send = 1, times = 1;
-            if (r->armed && zmq_msg_size(&m) > 0 && seen++ == r->skip) {
-                if (r->mode == RELAY_FLIP)
-                    ((uint8_t *)zmq_msg_data(&m))[zmq_msg_size(&m) - 20] ^= 0x40;
-                else if (r->mode == RELAY_DUP)
-                    times = 2;
-                else if (r->mode == RELAY_DROP)
-                    send = 0;
-            }
-            for (int i = 0; send && i < times; i++) {
+            int times = r->replies ? 1 : relay_times(r, &m, &seen);
+            for (int i = 0; i < times; i++) {
                 zmq_msg_t c;
                 zmq_msg_init(&c);
                 zmq_msg_copy(&c, &m);
@@ -382,8 +384,15 @@ static void *relay_main(void *arg)
             zmq_msg_t m;
             zmq_msg_init(&m);
             zmq_msg_recv(&m, r->back, 0);
-            zmq_send(r->front, rid, rid_len, ZMQ_SNDMORE);
-            zmq_msg_send(&m, r->front, 0);
+            int times = r->replies ? relay_times(r, &m, &seen) : 1;
+            for (int i = 0; i < times; i++) {
+                zmq_msg_t c;
+                zmq_msg_init(&c);
+                zmq_msg_copy(&c, &m);
+                zmq_send(r->front, rid, rid_len, ZMQ_SNDMORE);
+                zmq_msg_send(&c, r->front, 0);
+            }
+            zmq_msg_close(&m);
         }
     }
     return NULL;

@@ -60,7 +60,8 @@ typedef struct relay {
     void *zctx, *front, *back;
     pthread_t th;
     volatile int stop, armed;
-    int skip; /* frames passed untouched once armed, before the one tampered with */
+    int skip;    /* frames passed untouched once armed, before the one tampered with */
+    int replies; /* tamper with the server's frames (to the client) instead of the client's */
     enum relay_mode mode;
     char endpoint[128];
 } relay;

@@ -1,7 +1,7 @@
 /* Sealed bulk (proto/channel/sealed.c, docs/channel.md "Sealed bulk"): bulk both ways after
  * both ends agreed, through each of the server's ways of taking and sending bulk; a sealed
- * frame flipped, duplicated or dropped on the way; a SEALED record the receiver never agreed
- * to. */
+ * frame flipped, duplicated or dropped on the way (to the server; to the client: what it opened
+ * is wiped); a SEALED record the receiver never agreed to. */
 #include "harness.h"
 
 #include <setjmp.h>
@@ -153,6 +153,52 @@ static void test_sealed_drop(void **state)
     tamper(RELAY_DROP, "a sealed bulk frame of 81 bytes where 100016 were announced");
 }
 
+/* A sealed frame of a reply tampered with on its way to the client: its bulk read fails as
+ * tampered, and of what that frame's opening wrote into the destination nothing stays: every
+ * byte there is the one the server sent (an earlier, authentic frame), zero (wiped) or untouched,
+ * never one the relay forged. */
+static void test_sealed_reply_wiped(void **state)
+{
+    (void)state;
+    echo_srv e;
+    echo_start(&e, SL_TLS_MUTUAL, NULL);
+    relay r;
+    relay_start(&r, sl_server_endpoint(e.srv), RELAY_FLIP);
+    sl_client *c = connect_to(r.endpoint);
+    agree(c);
+    r.replies = 1;
+    r.skip = 3; /* [MESSAGE, SEALED], chunk 1, [SEALED], chunk 2: the second chunk */
+    r.armed = 1;
+    sl_error err;
+    assert_int_equal(sl_client_send(c, "lend", 4, NULL, 0, &err), SL_OK);
+    const void *m;
+    size_t l;
+    uint64_t bl;
+    assert_int_equal(sl_client_recv(c, &m, &l, &bl, 5000, &err), SL_OK);
+    assert_int_equal(bl, ECHO_LENT_BYTES);
+    uint8_t *got = malloc(ECHO_LENT_BYTES);
+    assert_non_null(got);
+    memset(got, 0xaa, ECHO_LENT_BYTES);
+    sl_code rc = sl_client_recv_bulk(c, got, 1000, &err); /* the first chunk, in two reads */
+    if (rc == SL_OK)
+        rc = sl_client_recv_bulk(c, got + 1000, ECHO_LENT_BYTES - 1000, &err);
+    assert_int_equal(rc, SL_ERR_TAMPERED);
+    const uint8_t *want = echo_lent_bytes();
+    size_t authentic = 0, wiped = 0;
+    for (size_t i = 0; i < ECHO_LENT_BYTES; i++) {
+        if (got[i] != 0xaa && got[i] != 0 && got[i] != want[i])
+            fail_msg("byte %zu of the destination is 0x%02x: neither sent nor wiped", i, got[i]);
+        authentic += got[i] == want[i] && want[i] != 0;
+        wiped += got[i] == 0 && want[i] != 0;
+    }
+    assert_true(authentic > 0); /* the first chunk held */
+    assert_true(wiped > 0);     /* the second was opened, then wiped */
+    free(got);
+    sl_client_close(c);
+    relay_stop(&r);
+    echo_stop(&e);
+}
+
 /* A client that seals without the server's agreement: its first sealed bulk is a protocol
  * violation there; nothing of it is taken for bulk. */
 static void test_sealed_unagreed(void **state)
@@ -179,6 +225,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sealed_round_trips), cmocka_unit_test(test_sealed_lent),
         cmocka_unit_test(test_sealed_flip),        cmocka_unit_test(test_sealed_dup),
         cmocka_unit_test(test_sealed_drop),        cmocka_unit_test(test_sealed_unagreed),
+        cmocka_unit_test(test_sealed_reply_wiped),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
