@@ -40,6 +40,7 @@ void ag_config_defaults(ag_config *c)
     c->backend_stop_grace_s = 5;
     c->backend_spin_us = -1;
     c->backend_staging_slots = -1;
+    c->backend_staging_budget = -1;
 }
 
 typedef sl_conf_where where;
@@ -208,6 +209,8 @@ static sl_code set_key(const where *w, const char *k, const char *v, ag_config *
         return num(w, v, 0, 100000, &c->backend_spin_us, e);
     if (!strcmp(k, "backend_staging_slots"))
         return num(w, v, 0, 8, &c->backend_staging_slots, e);
+    if (!strcmp(k, "backend_staging_budget"))
+        return num(w, v, 16, 1048576, &c->backend_staging_budget, e);
     if (!strcmp(k, "usage_db"))
         return path(w, v, c->usage_db, e);
     if (!strcmp(k, "usage_retention_days"))

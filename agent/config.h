@@ -41,6 +41,7 @@ typedef struct ag_config {
     int backend_stop_grace_s;      /* 1..60 */
     int backend_spin_us;           /* backends' --spin-us, 0..100000; -1 = the backend's default */
     int backend_staging_slots;     /* backends' --staging-slots, 0..8; -1 = the backend's default */
+    int backend_staging_budget;    /* backends' --staging-budget MiB; -1 = the backend's default */
     /* usage accounting (docs/usage.md) */
     char usage_db[AG_PATH_MAX + 16]; /* "" in the file: STATE_DIR/usage.db (set by the parser) */
     int usage_retention_days;        /* 0: keep usage records and lifetimes forever */

@@ -309,9 +309,10 @@ void sv_spawn(ag_supervisor *s, backend *b, int64_t now)
         return;
     }
     char listen[128], control[700], cert[800], key[800], ca[800], ckey[800], state[700], spin[16];
-    char direct[32], slots[16];
+    char direct[32], slots[16], budget[16];
     snprintf(spin, sizeof spin, "%d", s->cfg->backend_spin_us);
     snprintf(slots, sizeof slots, "%d", s->cfg->backend_staging_slots);
+    snprintf(budget, sizeof budget, "%d", s->cfg->backend_staging_budget);
     snprintf(direct, sizeof direct, "%d-%d", s->cfg->direct_port_min, s->cfg->direct_port_max);
     const char *fmt = strchr(s->cfg->backend_bind, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d";
     snprintf(listen, sizeof listen, fmt, s->cfg->backend_bind, b->port);
@@ -346,6 +347,8 @@ void sv_spawn(ag_supervisor *s, backend *b, int64_t now)
                     NULL,
                     NULL,
                     NULL,
+                    NULL,
+                    NULL,
                     NULL};
     size_t k = 21;
     if (s->cfg->backend_spin_us >= 0) {
@@ -355,6 +358,10 @@ void sv_spawn(ag_supervisor *s, backend *b, int64_t now)
     if (s->cfg->backend_staging_slots >= 0) {
         argv[k++] = "--staging-slots";
         argv[k++] = slots;
+    }
+    if (s->cfg->backend_staging_budget >= 0) {
+        argv[k++] = "--staging-budget";
+        argv[k++] = budget;
     }
     /* No PR_SET_PDEATHSIG: a backend outlives an agent that crashed, and the next agent adopts
      * it; without an agent it ends itself (its --control-key, backend/control.c). */

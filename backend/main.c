@@ -47,7 +47,7 @@ static void usage(FILE *f)
         "                      [--max-sessions N]\n"
         "                      [--usage-interval S] [--usage-resend S] [--measure events|none]\n"
         "                      [--spin-us N] [--direct on|off] [--direct-ports MIN-MAX]\n"
-        "                      [--staging-slots N]\n"
+        "                      [--staging-slots N] [--staging-budget MIB]\n"
         "                      [--version] [--help]\n"
         "\n"
         "Serves one tenant's remote CUDA sessions on the real driver (docs/backend.md).\n"
@@ -81,6 +81,8 @@ static void usage(FILE *f)
         "  --staging-slots N page-locked host memory for large copies' bytes, in 16 MiB slots\n"
         "                    per session, made as its copies need them; default 8, 0..8 (0:\n"
         "                    pageable memory, the driver stages each copy itself)\n"
+        "  --staging-budget MIB  page-locked host memory all sessions' slots may hold together;\n"
+        "                    default 4096, 16..1048576 (beyond it slots stay pageable)\n"
         "Environment: SLUICE_LOG_LEVEL=err|warning|notice|info|debug\n");
 }
 
@@ -242,6 +244,7 @@ int main(int argc, char **argv)
                                          {"direct", required_argument, 0, 'D'},
                                          {"direct-ports", required_argument, 0, 'P'},
                                          {"staging-slots", required_argument, 0, 'T'},
+                                         {"staging-budget", required_argument, 0, 'B'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
@@ -331,6 +334,17 @@ int main(int argc, char **argv)
                 return 2;
             }
             cfg.staging_slots = (unsigned)v;
+            break;
+        }
+        case 'B': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (!*optarg || *optarg == '-' || *end || v < 16 || v > BE_STAGING_BUDGET_MAX) {
+                fprintf(stderr, "sluice-backend: --staging-budget must be 16..%u MiB\n",
+                        BE_STAGING_BUDGET_MAX);
+                return 2;
+            }
+            cfg.staging_budget = (unsigned)v;
             break;
         }
         case 'S': {

@@ -30,7 +30,7 @@
 #include "sluice/log.h"
 
 #define ACCT_MAGIC   0x534c4143u /* "SLAC" */
-#define ACCT_VERSION 1u
+#define ACCT_VERSION 2u
 
 /* ---------------------------------------------------------------- arithmetic */
 
@@ -187,10 +187,33 @@ void be_acct_slot_release(struct be_acct_shm *m, int slot)
     if (slot < 0 || slot >= BE_ACCT_MAX_SLOTS)
         return;
     be_acct_lock(m);
+    m->pinned -= m->slot[slot].pinned; /* a worker that died gave nothing back itself */
+    m->slot[slot].pinned = 0;
     atomic_store(&m->slot[slot].bytes, 0);
     m->slot[slot].pid = 0;
     m->slot[slot].inst = 0;
     be_acct_unlock(m);
+}
+
+int be_acct_pin(struct be_acct_shm *m, int slot, int64_t delta)
+{
+    if (!m || slot < 0 || slot >= BE_ACCT_MAX_SLOTS)
+        return 0;
+    be_acct_lock(m);
+    struct be_acct_slot *sl = &m->slot[slot];
+    int ok = 1;
+    if (delta > 0 && (m->pinned > m->pin_budget || m->pin_budget - m->pinned < (uint64_t)delta)) {
+        ok = 0;
+    } else if (delta > 0) {
+        sl->pinned += (uint64_t)delta;
+        m->pinned += (uint64_t)delta;
+    } else {
+        uint64_t back = (uint64_t)-delta < sl->pinned ? (uint64_t)-delta : sl->pinned;
+        sl->pinned -= back;
+        m->pinned -= back;
+    }
+    be_acct_unlock(m);
+    return ok;
 }
 
 uint64_t be_acct_inst_bytes(struct be_acct_shm *m, int inst)

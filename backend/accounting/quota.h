@@ -27,6 +27,7 @@ struct be_acct_slot {
     uint32_t inst; /* instance entry + 1; 0 = free slot */
     int32_t pid;
     _Atomic uint64_t bytes; /* device memory the worker holds (and reserves) */
+    uint64_t pinned;        /* page-locked staging the worker registered (under mu) */
 };
 
 /* One memfd per backend (tenant), made by the server before it starts workers and inherited by
@@ -37,6 +38,9 @@ struct be_acct_slot {
 struct be_acct_shm {
     uint32_t magic, version;
     pthread_mutex_t mu;
+    /* the backend's --staging-budget, and what its workers' staging slots hold of it (under
+     * mu: the sum of the slots' pinned) */
+    uint64_t pin_budget, pinned;
     struct be_acct_inst inst[BE_ACCT_MAX_INST];
     struct be_acct_slot slot[BE_ACCT_MAX_SLOTS];
 };
@@ -55,6 +59,10 @@ void be_acct_slot_set_pid(struct be_acct_shm *m, int slot, int pid);
 void be_acct_slot_release(struct be_acct_shm *m, int slot);
 /* Device memory held by every worker of instance entry inst (under mu). */
 uint64_t be_acct_inst_bytes(struct be_acct_shm *m, int inst);
+/* Worker: delta > 0 asks for that many bytes of page-locked staging within the backend's budget
+ * (1: granted, counted to slot; 0: the budget is spent); delta < 0 gives bytes back. A worker
+ * that ends gives its slot's back with be_acct_slot_release. */
+int be_acct_pin(struct be_acct_shm *m, int slot, int64_t delta);
 
 /* Quota arithmetic: 1 if want more bytes fit (quota 0 = none). */
 int be_quota_fits(uint64_t quota, uint64_t used, uint64_t want);

@@ -19,10 +19,13 @@ struct be_config {
     int no_direct;             /* --direct off: guests' calls stay on the backend's channel */
     const char *direct_ports;  /* --direct-ports MIN-MAX: the workers' ports; NULL: any free */
     unsigned staging_slots;    /* --staging-slots: page-locked 16 MiB slots per session */
+    unsigned staging_budget;   /* --staging-budget MiB across the sessions; 0 = the default */
 };
 #define BE_DEFAULT_MAX_SESSIONS 64u
-#define BE_WORKER_GRACE_MS      5000 /* after the socket is closed, then SIGKILL */
-#define BE_ABANDON_WAIT_MS      500  /* a worker's wait for its session's final usage record */
-#define BE_TRIM_AFTER_MS        500  /* after the last session ended, its memory is given back */
+#define BE_STAGING_BUDGET_MIB   4096u    /* --staging-budget's default: 32 sessions' slots */
+#define BE_STAGING_BUDGET_MAX   1048576u /* MiB: 1 TiB */
+#define BE_WORKER_GRACE_MS      5000     /* after the socket is closed, then SIGKILL */
+#define BE_ABANDON_WAIT_MS      500      /* a worker's wait for its session's final usage record */
+#define BE_TRIM_AFTER_MS        500 /* after the last session ended, its memory is given back */
 
 #endif

@@ -361,6 +361,13 @@ int be_server_run(const struct be_config *cfg, const struct sl_driver_api *api,
         sl_log(SL_LOG_ERR, BE_COMPONENT, "accounting page: %s", e.msg);
         goto out;
     }
+    /* the workers' staging slots take their page-locked bytes from it (bulk_pool.c) */
+    unsigned budget = cfg->staging_budget ? cfg->staging_budget : BE_STAGING_BUDGET_MIB;
+    srv->acct->pin_budget = (uint64_t)budget << 20;
+    sl_log(SL_LOG_INFO, BE_COMPONENT,
+           "large copies: up to %u page-locked slots of 16 MiB per session (--staging-slots), "
+           "%u MiB across the sessions (--staging-budget)",
+           cfg->staging_slots, budget);
     if (cfg->no_gpu_timing)
         sl_log(SL_LOG_WARNING, BE_COMPONENT,
                "accounting: --measure none: GPU time is NOT measured (records say \"none\") and "

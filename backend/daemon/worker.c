@@ -56,6 +56,8 @@ static struct be_direct *w_direct;      /* the direct endpoint (direct.c), NULL:
 static struct be_direct *w_direct_left; /* one left open for the process's exit (w_run_direct) */
 static be_broker *w_broker;             /* the IPC token broker's worker side (broker.c) */
 static struct be_lanes *w_lanes;        /* the bulk lanes (lanes.c), NULL: none */
+static struct be_acct_shm *w_shm;       /* the tenant's accounting page, NULL: none */
+static int w_acct_slot;                 /* this worker's slot in it */
 
 static int w_token_send(const void *msg, size_t len, int fd)
 {
@@ -83,6 +85,13 @@ static void w_sink(int close_it, sl_code code, const char *why, uint8_t *msg, si
     pthread_mutex_unlock(&w_mu);
     free(msg);
     be_bulk_free(bulk);
+}
+
+/* The staging slots' page-locked bytes come from the backend's budget (bulk_pool.c). */
+static int w_pin(void *u, int64_t bytes)
+{
+    (void)u;
+    return be_acct_pin(w_shm, w_acct_slot, bytes);
 }
 
 static void w_close(sl_code code, const char *why)
@@ -420,6 +429,9 @@ int be_worker_main(int fd, const char *driver, uint64_t sid, const char *instanc
             w_close(SL_ERR_CONFIG, e.msg);
             goto out;
         }
+        w_shm = shm;
+        w_acct_slot = o->acct_slot;
+        be_pool_budget(s->pool, w_pin, NULL);
     }
     struct be_acct_cfg ac = {
         .interval_ns = (int64_t)(o->usage_interval_s ? o->usage_interval_s : BE_USAGE_INTERVAL_S) *

@@ -38,6 +38,9 @@ struct be_pool {
     pthread_mutex_t mu;
     unsigned max, n, live; /* live: slots still mapped */
     int refused;           /* the driver refused to register a slot: the rest stay pageable */
+    int (*budget)(void *u, int64_t bytes); /* be_pool_budget */
+    void *budget_u;
+    unsigned long long over; /* uses of an unregistered slot the budget refused to register */
     unsigned long long taken, missed; /* takes served; takes in range that found no slot */
     int closed;                       /* be_pool_free ran: slots coming back are unmapped */
     struct slot slot[BE_POOL_SLOTS];
@@ -62,6 +65,16 @@ be_pool *be_pool_new(const struct sl_driver_api *api, unsigned max_slots)
     g_pools = p;
     pthread_mutex_unlock(&g_lock);
     return p;
+}
+
+void be_pool_budget(be_pool *p, int (*budget)(void *u, int64_t bytes), void *u)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->budget = budget;
+    p->budget_u = u;
+    pthread_mutex_unlock(&p->mu);
 }
 
 void *be_pool_take(be_pool *p, size_t len)
@@ -180,13 +193,27 @@ int be_pool_pin(be_pool *p, void *buf)
     pthread_mutex_lock(&p->mu);
     struct slot *s = slot_of(p, buf, 0);
     int pinned = s ? s->pinned : 0, refused = p->refused;
+    int (*budget)(void *, int64_t) = p->budget;
+    void *u = p->budget_u;
     pthread_mutex_unlock(&p->mu);
     if (!s || pinned || refused)
         return pinned;
     /* s stays mapped meanwhile: only the session thread pins, closes or reaps */
+    if (budget && !budget(u, (int64_t)BE_POOL_SLOT)) {
+        pthread_mutex_lock(&p->mu);
+        if (p->over++ == 0)
+            sl_log(SL_LOG_NOTICE, BE_COMPONENT,
+                   "the backend's page-locked staging (--staging-budget) is all held by its "
+                   "sessions: this one's large copies go through pageable memory until some is "
+                   "given back");
+        pthread_mutex_unlock(&p->mu);
+        return 0;
+    }
     CUresult rc = p->api->cuMemHostRegister_v2
                       ? p->api->cuMemHostRegister_v2(buf, BE_POOL_SLOT, CU_MEMHOSTREGISTER_PORTABLE)
                       : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS && budget)
+        budget(u, -(int64_t)BE_POOL_SLOT);
     pthread_mutex_lock(&p->mu);
     if (rc == CUDA_SUCCESS)
         s->pinned = 1;
@@ -250,13 +277,14 @@ void be_pool_log(be_pool *p, unsigned long long sid)
     unsigned n = p->n, pinned = 0;
     for (unsigned i = 0; i < n; i++)
         pinned += p->slot[i].pinned;
-    unsigned long long taken = p->taken, missed = p->missed;
+    unsigned long long taken = p->taken, missed = p->missed, over = p->over;
     pthread_mutex_unlock(&p->mu);
     if (taken || missed)
         sl_log(SL_LOG_INFO, BE_COMPONENT,
                "session %llu: large copies: %llu pieces through %u staging slots of %zu MiB (%u "
-               "page-locked), %llu through malloc'd memory (no slot free)",
-               sid, taken, n, BE_POOL_SLOT >> 20, pinned, missed);
+               "page-locked; %llu uses left pageable by the backend's budget), %llu through "
+               "malloc'd memory (no slot free)",
+               sid, taken, n, BE_POOL_SLOT >> 20, pinned, over, missed);
 }
 
 void be_pool_free(be_pool *p)
@@ -271,6 +299,8 @@ void be_pool_free(be_pool *p)
         struct slot *s = &p->slot[i];
         while (s->nev)
             p->api->cuEventDestroy_v2(s->ev[--s->nev]);
+        if (s->pinned && p->budget) /* one still out is unregistered by the process's end */
+            p->budget(p->budget_u, -(int64_t)BE_POOL_SLOT);
         if (!s->base || s->out)
             continue; /* unmapped when it comes back (a reply not yet sent) */
         if (s->pinned && p->api->cuMemHostUnregister)

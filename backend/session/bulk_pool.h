@@ -4,6 +4,7 @@
 #define SLUICE_BE_SESSION_BULK_POOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sluice/driver_api.h"
 
@@ -18,6 +19,12 @@ be_pool *be_pool_new(const struct sl_driver_api *api, unsigned max_slots);
 /* Session thread, once no device work reads or writes a slot (the session's end): unregisters
  * and unmaps every slot. Slots still out (a reply not yet sent) are freed when they come back. */
 void be_pool_free(be_pool *p);
+
+/* The budget the pool's page-locked slots are taken from (the backend's, across its sessions:
+ * --staging-budget): budget(u, bytes) before a slot is registered (1: granted; 0: the slot stays
+ * pageable this time, asked again at its next use), budget(u, -bytes) for every registered slot
+ * when the pool closes. Without one the pool registers every slot it makes. */
+void be_pool_budget(be_pool *p, int (*budget)(void *u, int64_t bytes), void *u);
 
 /* Any thread: a free slot for len bytes (BE_POOL_MIN <= len <= BE_POOL_SLOT), made when fewer
  * than the pool's maximum exist; NULL when there is none (the caller mallocs). */

@@ -286,6 +286,11 @@ static void test_config_errors(void **st)
     expect_conf_error("backend_staging_slots = 9\n", "backend_staging_slots: 9 outside 0..8");
     assert_int_equal(conf("backend_staging_slots = 0\n", &c, &e), SL_OK);
     assert_int_equal(c.backend_staging_slots, 0);
+    assert_int_equal(c.backend_staging_budget, -1);
+    expect_conf_error("backend_staging_budget = 8\n",
+                      "backend_staging_budget: 8 outside 16..1048576");
+    assert_int_equal(conf("backend_staging_budget = 2048\n", &c, &e), SL_OK);
+    assert_int_equal(c.backend_staging_budget, 2048);
     assert_int_equal(c.direct_port_min, 48000);
     assert_int_equal(c.direct_port_max, 49999);
     expect_conf_error("direct_port_min = 47500\n", "overlaps backend_port_min..backend_port_max");

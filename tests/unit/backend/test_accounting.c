@@ -329,6 +329,38 @@ static void test_page_slots_and_instances(void **state)
     close(fd);
 }
 
+/* The backend's budget of page-locked staging (--staging-budget): what workers hold of it is
+ * counted per slot, refused beyond it, given back by the worker or with its slot. */
+static void test_pin_budget(void **state)
+{
+    (void)state;
+    struct be_acct_shm *m = NULL;
+    int fd = -1;
+    sl_error e;
+    assert_int_equal(be_acct_shm_create(&m, &fd, &e), SL_OK);
+    struct be_sla sla = {.share = 1};
+    int a = be_acct_inst_set(m, "inst-a", &sla);
+    int s1 = be_acct_slot_take(m, a), s2 = be_acct_slot_take(m, a);
+    assert_int_equal(be_acct_pin(m, s1, 16), 0); /* no budget set: nothing pinned */
+    m->pin_budget = 48;
+    assert_int_equal(be_acct_pin(m, s1, 16), 1);
+    assert_int_equal(be_acct_pin(m, s1, 16), 1);
+    assert_int_equal(be_acct_pin(m, s2, 32), 0); /* 32 + 32 > 48 */
+    assert_int_equal(be_acct_pin(m, s2, 16), 1);
+    assert_int_equal(be_acct_pin(m, s2, 1), 0);
+    assert_int_equal(m->pinned, 48);
+    assert_int_equal(be_acct_pin(m, s2, -100), 1); /* gives back at most what it holds */
+    assert_int_equal(m->pinned, 32);
+    assert_int_equal(m->slot[s2].pinned, 0);
+    be_acct_slot_release(m, s1); /* a worker that died: its slot's part goes back */
+    assert_int_equal(m->pinned, 0);
+    assert_int_equal(be_acct_pin(m, s2, 48), 1);
+    assert_int_equal(be_acct_pin(m, -1, 1), 0);
+    assert_int_equal(be_acct_pin(m, BE_ACCT_MAX_SLOTS, 1), 0);
+    be_acct_shm_unmap(m);
+    close(fd);
+}
+
 static struct sl_driver_api no_api;
 static struct be_devices no_devs;
 
@@ -616,6 +648,7 @@ int main(void)
         cmocka_unit_test(test_bucket),
         cmocka_unit_test(test_quota_arithmetic),
         cmocka_unit_test(test_page_slots_and_instances),
+        cmocka_unit_test(test_pin_budget),
         cmocka_unit_test(test_session_quota),
         cmocka_unit_test(test_record_building),
         cmocka_unit_test(test_queue_resend_ack_bound),

@@ -1,6 +1,7 @@
 /* The page-locked slots of large copies (backend/session/bulk_pool.c) with a fake driver table:
  * slots made up to the maximum and reused, the size range, every bulk freed by be_bulk_free
- * (slot or malloc'd), registration once per slot and a refusal keeping slots pageable, a slot
+ * (slot or malloc'd), registration once per slot and a refusal keeping slots pageable, the
+ * backend's budget of page-locked bytes (a slot over it stays pageable until there is room), a slot
  * read by an async copy held until its event is done, and a pool closed while a slot is still
  * out (a reply not yet sent). No driver, no GPU. */
 #include <setjmp.h>
@@ -117,6 +118,60 @@ static void a_slot_is_registered_once(void **state)
     assert_int_equal(n.unregistered, 1);
 }
 
+/* A budget of one slot (a fake of the backend's, quota.c): the second slot stays pageable while
+ * the first holds the budget, is asked again at its next use, and gets it once given back; the
+ * pool gives back what it holds when it closes, and what the driver refused. */
+static struct {
+    int64_t held, cap;
+    int asked;
+} bud;
+static int f_budget(void *u, int64_t bytes)
+{
+    assert_ptr_equal(u, &bud);
+    bud.asked++;
+    if (bytes > 0 && bud.held + bytes > bud.cap)
+        return 0;
+    bud.held += bytes;
+    assert_true(bud.held >= 0);
+    return 1;
+}
+
+static void slots_are_pinned_within_the_budget(void **state)
+{
+    (void)state;
+    bud.held = 0;
+    bud.cap = (int64_t)BE_POOL_SLOT;
+    bud.asked = 0;
+    be_pool *p = be_pool_new(&g_api, 4);
+    be_pool_budget(p, f_budget, &bud);
+    void *a = be_pool_take(p, BE_POOL_SLOT);
+    void *b = be_pool_take(p, BE_POOL_SLOT);
+    assert_int_equal(be_pool_pin(p, a), 1);
+    assert_int_equal(be_pool_pin(p, b), 0); /* over the budget: pageable */
+    assert_int_equal(be_pool_pin(p, b), 0); /* asked again */
+    assert_int_equal(bud.asked, 3);
+    assert_int_equal(n.registered, 1);
+    assert_int_equal(bud.held, (int64_t)BE_POOL_SLOT);
+    bud.cap = 2 * (int64_t)BE_POOL_SLOT; /* another session gave some back */
+    assert_int_equal(be_pool_pin(p, b), 1);
+    assert_int_equal(be_pool_pin(p, b), 1); /* pinned: not asked again */
+    assert_int_equal(bud.asked, 4);
+    be_bulk_free(a);
+    be_bulk_free(b);
+    be_pool_free(p);
+    assert_int_equal(bud.held, 0);
+    /* the driver refuses: what was asked for goes back at once */
+    n.refuse = 1;
+    p = be_pool_new(&g_api, 4);
+    be_pool_budget(p, f_budget, &bud);
+    a = be_pool_take(p, BE_POOL_SLOT);
+    assert_int_equal(be_pool_pin(p, a), 0);
+    assert_int_equal(bud.held, 0);
+    be_bulk_free(a);
+    be_pool_free(p);
+    assert_int_equal(bud.held, 0);
+}
+
 static void a_refusal_leaves_slots_pageable(void **state)
 {
     (void)state;
@@ -183,6 +238,7 @@ int main(void)
         cmocka_unit_test_setup(slots_are_made_up_to_the_maximum_and_reused, setup),
         cmocka_unit_test_setup(a_slot_is_registered_once, setup),
         cmocka_unit_test_setup(a_refusal_leaves_slots_pageable, setup),
+        cmocka_unit_test_setup(slots_are_pinned_within_the_budget, setup),
         cmocka_unit_test_setup(a_held_slot_waits_for_its_copy, setup),
         cmocka_unit_test_setup(a_slot_out_at_the_close_is_unmapped_when_it_comes_back, setup),
     };
