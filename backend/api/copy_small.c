@@ -48,18 +48,17 @@ static CUresult wait_stream(CUresult (*query)(CUstream), CUresult (*sync)(CUstre
     return sync(st);
 }
 
-int be_small_dtoh(struct sl_be_call *c, void *dst, CUdeviceptr src, size_t n, CUstream st,
-                  CUresult *rc)
+int be_small_dtoh(struct sl_be_call *c, void *dst, size_t n, CUstream st, be_copy_queue queue,
+                  void *u, CUresult *rc)
 {
     sl_be_session *s = c->s;
     const struct sl_driver_api *api = c->api;
     int pt = c->call->per_thread_stream;
     if (n == 0 || n > BE_STAGE_BYTES || !dst)
         return 0;
-    CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) = PICK(api, cuMemcpyDtoHAsync_v2, pt);
     CUresult (*query)(CUstream) = PICK(api, cuStreamQuery, pt);
     CUresult (*sync)(CUstream) = PICK(api, cuStreamSynchronize, pt);
-    if (!copy || !query || !sync)
+    if (!query || !sync)
         return 0;
     struct be_ctx *cx = be_ctx_find(s, c->call->context);
     if (!cx || s->cur_ctx != cx->id || be_copy_capturing(c, st))
@@ -67,7 +66,7 @@ int be_small_dtoh(struct sl_be_call *c, void *dst, CUdeviceptr src, size_t n, CU
     void *stage = be_stage_get(s, cx);
     if (!stage)
         return 0;
-    *rc = copy(stage, src, n, st);
+    *rc = queue(c, u, stage, st);
     if (*rc != CUDA_SUCCESS)
         return 1; /* refused at the call: nothing was queued */
     CUstreamCaptureMode mode = be_capture_relax(s);

@@ -7,15 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/copy_wait.h"
 #include "sluice/backend_dispatch.h"
 
-/* For the handlers of cuMemcpyDtoH_v2 (st NULL: the legacy stream, or the per-thread one when
- * the call has per_thread_stream) and cuMemcpyDtoHAsync_v2 (st: the call's stream), after their
- * checks: copies n bytes from device address src into dst, in st's order, and returns once the
- * copy is done. 1 when it took the copy (*rc is its result: the driver's answer, exactly as a
- * synchronization of st gives it), 0 when the caller must copy the way it did before (over
- * BE_STAGE_BYTES, no staging buffer, a capture on st or a query refused, a driver without the
- * calls). */
-int be_small_dtoh(struct sl_be_call *c, void *dst, CUdeviceptr src, size_t n, CUstream st,
-                  CUresult *rc);
+/* For the handlers of synchronous device-to-host copies (st NULL: the legacy stream, or the
+ * per-thread one when the call has per_thread_stream; cuMemcpyDtoHAsync_v2's st: the call's
+ * stream), after their checks: queues the copy of n bytes (queue, into the staging buffer) in
+ * st's order, then copies them into dst once it is done. 1 when it took the copy (*rc is its
+ * result: the driver's answer, exactly as a synchronization of st gives it), 0 when the caller
+ * must copy the way it did before (over BE_STAGE_BYTES, no staging buffer, a capture on st or a
+ * query refused, a driver without the calls). */
+int be_small_dtoh(struct sl_be_call *c, void *dst, size_t n, CUstream st, be_copy_queue queue,
+                  void *u, CUresult *rc);
 #endif

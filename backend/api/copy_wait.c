@@ -7,6 +7,7 @@
  * calls for 300 ms. */
 #include "api/copy_wait.h"
 
+#include "api/copy_small.h"
 #include "session/bulk_pool.h"
 #include "session/reply.h"
 #include "session/state.h"
@@ -54,30 +55,26 @@ int be_copy_off_path(struct sl_be_call *c, CUstream st, void *buf, size_t n, int
     return be_waits_defer_copy(s->waits, c, at, buf, n, stage) ? 1 : -1;
 }
 
-int be_dtoh_slot(struct sl_be_call *c, void *slot, CUdeviceptr src, size_t n, CUstream st,
-                 CUresult *rc)
+int be_dtoh_slot(struct sl_be_call *c, void *slot, size_t n, CUstream st, be_copy_queue queue,
+                 void *u, CUresult *rc)
 {
     sl_be_session *s = c->s;
-    CUresult (*copy)(void *, CUdeviceptr, size_t, CUstream) =
-        PICK(c->api, cuMemcpyDtoHAsync_v2, c->call->per_thread_stream);
-    if (!s->waits || !copy || !be_bulk_is_slot(slot) || !be_pool_pin(s->pool, slot) ||
+    if (!s->waits || !be_bulk_is_slot(slot) || !be_pool_pin(s->pool, slot) ||
         be_copy_capturing(c, st))
         return 0; /* pageable: an async copy into it would wait inside the call all the same */
-    *rc = copy(slot, src, n, st);
+    *rc = queue(c, u, slot, st);
     if (*rc == CUDA_SUCCESS)
         wait_or_hand_off(c, st, slot, n, rc);
     return 1;
 }
 
-int be_htod_queued(struct sl_be_call *c, CUdeviceptr dst, size_t n, CUresult *rc)
+int be_htod_queued(struct sl_be_call *c, size_t n, be_copy_queue queue, void *u, CUresult *rc)
 {
     sl_be_session *s = c->s;
     int pt = c->call->per_thread_stream;
-    CUresult (*copy)(CUdeviceptr, const void *, size_t, CUstream) =
-        PICK(c->api, cuMemcpyHtoDAsync_v2, pt);
-    if (!s->waits || !copy || !n || be_copy_capturing(c, NULL))
+    if (!s->waits || !n || be_copy_capturing(c, NULL))
         return 0;
-    *rc = copy(dst, c->in, n, NULL);
+    *rc = queue(c, u, (void *)c->in, NULL);
     if (*rc != CUDA_SUCCESS)
         return 1;
     /* a page-locked slot stays out until the copy read it; pageable bytes the driver staged */
@@ -88,4 +85,36 @@ int be_htod_queued(struct sl_be_call *c, CUdeviceptr dst, size_t n, CUresult *rc
     }
     wait_or_hand_off(c, NULL, NULL, 0, rc);
     return 1;
+}
+
+int be_dtoh_queued(struct sl_be_call *c, be_copy_queue queue, void *u, size_t n, uint8_t **out,
+                   CUresult *rc)
+{
+    if (be_small_dtoh(c, *out, n, NULL, queue, u, rc))
+        return 1;
+    void *slot = be_pool_take(c->s->pool, n);
+    if (!slot)
+        return 0;
+    if (!be_dtoh_slot(c, slot, n, NULL, queue, u, rc)) {
+        be_bulk_free(slot);
+        return 0;
+    }
+    be_bulk_free(*out);
+    *out = slot;
+    return 1;
+}
+
+CUresult be_dtoh_answer(struct sl_be_call *c, uint8_t *buf, uint64_t n, CUresult rc)
+{
+    if (c->deferred && !be_bulk_is_slot(buf))
+        be_bulk_free(buf);
+    if (c->deferred || rc != CUDA_SUCCESS) {
+        if (!c->deferred)
+            be_bulk_free(buf);
+        c->out_len = 0;
+        return c->deferred ? CUDA_SUCCESS : rc;
+    }
+    c->out = buf;
+    c->out_len = buf ? n : 0;
+    return CUDA_SUCCESS;
 }

@@ -7,8 +7,9 @@
 // copy from a busy stream into pageable memory (8 bytes and 4 MiB: the worker's staging buffer
 // and its page-locked slot), a third makes a synchronous host-to-device copy behind a kernel on
 // the legacy stream and a fourth copies from the busy stream into page-locked memory, then
-// synchronizes it: the main thread's query of the busy stream and its sync of an idle one
-// return while they wait (natively too; the driver holds other threads' allocations and launches
+// synchronizes it, and three more make synchronous rectangle copies behind the legacy stream's
+// kernel (cuMemcpy2D: 1 KiB and 2 MiB to the host, 1 KiB to the device): the main thread's query
+// of the busy stream and its sync of an idle one return while they wait (natively too; the driver holds other threads' allocations and launches
 // behind such copies, run 33, so those are not asked here), and the copies bring back what the
 // kernel left. No timing thresholds: "while A still waits" is checked with a flag A sets when
 // its synchronize returns (the kernel runs 1.5 s; on the driver double that is simulated time).
@@ -45,10 +46,29 @@ __global__ void empty_kernel() {}
         }                                                                                          \
     } while (0)
 
+/* A synchronous rectangle copy of height rows of width bytes between pitched device memory and
+ * packed host memory (to_host: device to host), on the legacy stream. */
+static CUresult rect(CUdeviceptr dev, size_t dev_pitch, void *host, size_t width, size_t height,
+                     int to_host)
+{
+    CUDA_MEMCPY2D p = {};
+    p.WidthInBytes = width;
+    p.Height = height;
+    if (to_host) {
+        p.srcMemoryType = CU_MEMORYTYPE_DEVICE, p.srcDevice = dev, p.srcPitch = dev_pitch;
+        p.dstMemoryType = CU_MEMORYTYPE_HOST, p.dstHost = host, p.dstPitch = width;
+    } else {
+        p.srcMemoryType = CU_MEMORYTYPE_HOST, p.srcHost = host, p.srcPitch = width;
+        p.dstMemoryType = CU_MEMORYTYPE_DEVICE, p.dstDevice = dev, p.dstPitch = dev_pitch;
+    }
+    return cuMemcpy2D(&p);
+}
+
 /* Threads C and D copy from busy, behind a kernel of the given cycles, into pageable memory,
  * thread E to the device behind such a kernel on the legacy stream, thread F from busy into
- * page-locked memory and synchronizes busy; the main thread's query of busy and sync of idle
- * return while all four still wait. 1: failed. */
+ * page-locked memory and synchronizes busy, threads G, H and I make rectangle copies behind the
+ * legacy stream's kernel; the main thread's query of busy and sync of idle return while all of
+ * them still wait. 1: failed. */
 static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long long *ns,
                          long long cycles)
 {
@@ -71,6 +91,14 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
     unsigned long long *f_val;
     CHECK(cudaMallocHost(&f_val, sizeof *f_val));
     *f_val = 0;
+    /* the rectangles: 64 x 16 bytes of rows 256 apart (G from r_dev, I into i_dev), and
+     * 4096 x 512 bytes of big (H) */
+    unsigned char *r_dev, *i_dev;
+    CHECK(cudaMalloc(&r_dev, 256 * 16));
+    CHECK(cudaMalloc(&i_dev, 256 * 16));
+    CHECK(cudaMemset(r_dev, 0x3c, 256 * 16));
+    CHECK(cudaMemset(i_dev, 0, 256 * 16));
+    std::vector<unsigned char> g_host(64 * 16), h_host(4096 * 512), i_host(64 * 16, 0x77);
     CHECK(cudaDeviceSynchronize());
     spin<<<1, 1, 0, busy>>>(cycles, ns);
     spin<<<1, 1>>>(cycles, ns2); /* the legacy stream, behind which a synchronous copy waits */
@@ -101,7 +129,23 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
         e_rc = cuMemcpyHtoD((CUdeviceptr)e_dev, e_host.data(), e_host.size());
         done++;
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* C, D, E inside their copies */
+    CUresult g_rc = CUDA_ERROR_UNKNOWN, h_rc = CUDA_ERROR_UNKNOWN, i_rc = CUDA_ERROR_UNKNOWN;
+    std::thread g([&] {
+        cuCtxSetCurrent(ctx);
+        g_rc = rect((CUdeviceptr)r_dev, 256, g_host.data(), 64, 16, 1);
+        done++;
+    });
+    std::thread h([&] {
+        cuCtxSetCurrent(ctx);
+        h_rc = rect((CUdeviceptr)big, 8192, h_host.data(), 4096, 512, 1);
+        done++;
+    });
+    std::thread i([&] {
+        cuCtxSetCurrent(ctx);
+        i_rc = rect((CUdeviceptr)i_dev, 256, i_host.data(), 64, 16, 0);
+        done++;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* all inside their copies */
     CUresult q = cuStreamQuery((CUstream)busy);
     int query_during = done.load() == 0;
     CU(cuStreamSynchronize((CUstream)idle));
@@ -110,6 +154,13 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
     d.join();
     e.join();
     f.join();
+    g.join();
+    h.join();
+    i.join();
+    std::vector<unsigned char> i_back(256 * 16);
+    CHECK(cudaMemcpy(i_back.data(), i_dev, i_back.size(), cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(r_dev));
+    CHECK(cudaFree(i_dev));
     unsigned long long f_got = *f_val;
     CHECK(cudaFreeHost(f_val));
     std::vector<unsigned char> e_back(e_host.size());
@@ -140,6 +191,20 @@ static int copies_behind(cudaStream_t busy, cudaStream_t idle, unsigned long lon
         std::printf("FAIL the copy into page-locked memory behind the kernel answered %d with "
                     "%llu, not %llu\n",
                     (int)f_rc, f_got, after);
+        bad = 1;
+    }
+    size_t g_wrong = 0, h_wrong = 0, i_wrong = 0;
+    for (unsigned char b : g_host)
+        g_wrong += b != 0x3c;
+    for (unsigned char b : h_host)
+        h_wrong += b != 0x5a;
+    for (size_t k = 0; k < i_back.size(); k++) /* 64 bytes of each 256-byte row written */
+        i_wrong += i_back[k] != (k % 256 < 64 ? 0x77 : 0);
+    if (g_rc != CUDA_SUCCESS || h_rc != CUDA_SUCCESS || i_rc != CUDA_SUCCESS || g_wrong ||
+        h_wrong || i_wrong) {
+        std::printf("FAIL the rectangle copies behind the legacy stream's kernel answered %d, %d, "
+                    "%d; %zu, %zu, %zu bytes wrong\n",
+                    (int)g_rc, (int)h_rc, (int)i_rc, g_wrong, h_wrong, i_wrong);
         bad = 1;
     }
     size_t wrong = 0;
