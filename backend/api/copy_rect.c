@@ -338,7 +338,8 @@ CUresult be_h_cuMemcpyAtoH_v2(struct sl_be_call *c)
     if (!buf)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct qarray q = {a, (size_t)rq->src_offset, (size_t)rq->byte_count};
-    if (!(BE_QUEUE_FN(api, cuMemcpyAtoHAsync_v2, call) && be_dtoh_queued(c, q_atoh, &q, q.n, &buf, &rc)))
+    if (!(BE_QUEUE_FN(api, cuMemcpyAtoHAsync_v2, call) &&
+          be_dtoh_queued(c, q_atoh, &q, q.n, &buf, &rc)))
         rc = fn(buf, a, q.off, q.n);
     return be_dtoh_answer(c, buf, rq->byte_count, rc);
 }

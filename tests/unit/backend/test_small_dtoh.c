@@ -8,8 +8,8 @@
  * context, made at the first small copy, freed when the context is reset or destroyed and at
  * the session's end), the wait (the stream polled, then synchronized), an error of the work
  * before the copy coming back as the copy's answer, and the fallbacks (a capture the stream
- * cannot be queried under, a driver that refuses page-locked memory). TEST DOUBLE: nothing
- * here is a GPU result. */
+ * cannot be queried under, a driver that refuses page-locked memory), and copies behind busy work
+ * leaving the call path (1D and rectangles). TEST DOUBLE: nothing here is a GPU result. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -541,13 +541,85 @@ static void test_busy_copy_off_path(void **state)
     assert_int_equal(n.free_host, (int)BE_MAX_LENT_STAGES + 1);
 }
 
+/* A rectangle copy (cuMemcpy2D_v2, the pod as the frontend sends it: the host side packed) behind
+ * busy work leaves the call path as the 1D copies do, both ways: to the host through the staging
+ * buffer (its reply with the bytes comes from the waits), to the device from the call's bytes
+ * (the bytes on the device once the wait is done). */
+static CUresult rect(sl_be_session *s, uint64_t ctx, CUdeviceptr dev, int to_host, const void *in,
+                     uint64_t seq, int *deferred)
+{
+    CUDA_MEMCPY2D p;
+    memset(&p, 0, sizeof p);
+    p.WidthInBytes = 8;
+    p.Height = 1;
+    if (to_host) {
+        p.srcMemoryType = CU_MEMORYTYPE_DEVICE, p.srcDevice = dev, p.srcPitch = 8;
+        p.dstMemoryType = CU_MEMORYTYPE_HOST, p.dstPitch = 8;
+    } else {
+        p.srcMemoryType = CU_MEMORYTYPE_HOST, p.srcPitch = 8;
+        p.dstMemoryType = CU_MEMORYTYPE_DEVICE, p.dstDevice = dev, p.dstPitch = 8;
+    }
+    Sluice__Cuda__CuMemcpy2DV2Request rq = SLUICE__CUDA__CU_MEMCPY2_DV2_REQUEST__INIT;
+    rq.p_copy.data = (uint8_t *)&p;
+    rq.p_copy.len = sizeof p;
+    Sluice__Wire__Call call = SLUICE__WIRE__CALL__INIT;
+    call.call_id = SL_CALL_cuMemcpy2D_v2;
+    call.args_case = SLUICE__WIRE__CALL__ARGS_CU_MEMCPY2_D_V2;
+    call.cu_memcpy2_d_v2 = &rq;
+    call.context = ctx;
+    call.seq = seq;
+    Sluice__Wire__Reply reply = SLUICE__WIRE__REPLY__INIT;
+    struct sl_be_call c = {
+        .s = s, .api = s->api, .call = &call, .reply = &reply, .in = in, .in_len = in ? 8 : 0};
+    CUresult rc = be_run_call(&c);
+    *deferred = c.deferred;
+    be_bulk_free(c.out);
+    sl_be_reply_clear(&reply);
+    return rc;
+}
+
+static void test_busy_rect_off_path(void **state)
+{
+    (void)state;
+    sl_be_session *s = session();
+    s->spin_ns = 0;
+    uint64_t ctx = s->primary_ids[0];
+    CUdeviceptr d = alloc(s, ctx, 4096);
+    fill();
+    htod(s, ctx, d, pattern, 4096);
+    s->waits = be_waits_new(s, BE_MAX_WAITERS, 0);
+    assert_non_null(s->waits);
+    be_outbox_set_sink(sink);
+    sunk = sunk_right = 0;
+    CUdeviceptr big = alloc(s, ctx, (size_t)16 << 20);
+    for (int i = 0; i < 40; i++) /* the legacy stream kept busy */
+        assert_int_equal(real.cuMemsetD8_v2(big, 0, (size_t)16 << 20), CUDA_SUCCESS);
+    int deferred = 0;
+    assert_int_equal(rect(s, ctx, d + 16, 1, NULL, 2000, &deferred), CUDA_SUCCESS);
+    assert_true(deferred);
+    static const uint8_t mark[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    assert_int_equal(rect(s, ctx, d + 64, 0, mark, 2001, &deferred), CUDA_SUCCESS);
+    assert_true(deferred);
+    assert_int_equal(be_waits_outstanding(s->waits), 2);
+    be_waits_drain(s->waits);
+    assert_int_equal(sunk, 2);
+    assert_int_equal(sunk_right, 1); /* the first reply with the device's 8 bytes */
+    be_waits_free(s->waits);
+    s->waits = NULL; /* every wait inline again: the check's own copy answers at once */
+    uint8_t got[8];
+    assert_int_equal(dtoh(s, ctx, 0, got, d + 64, 8), CUDA_SUCCESS);
+    assert_memory_equal(got, mark, 8);
+    be_session_free(s);
+    be_outbox_set_sink(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cut_over),           cmocka_unit_test(test_async_call),
         cmocka_unit_test(test_staging_life),       cmocka_unit_test(test_error_of_earlier_work),
         cmocka_unit_test(test_wait_polls),         cmocka_unit_test(test_fallbacks),
-        cmocka_unit_test(test_busy_copy_off_path),
+        cmocka_unit_test(test_busy_copy_off_path), cmocka_unit_test(test_busy_rect_off_path),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
