@@ -12,16 +12,15 @@
  *
  * Before handing off, the session thread polls the stream or event while no other frame is
  * queued, up to spin_ns: a short wait (a small kernel) completes inline without a thread
- * switch. A waiter that is done queues the wait as completed and wakes the session thread,
- * which sends the reply between frames (deferred errors, sticky errors, printf output and the
- * accounting as for an inline call). Waiter threads start on demand, up to max per session;
- * they only call the driver, never the session's tables. */
-#include <errno.h>
+ * switch. A waiter (waiters.c) that is done queues the wait as completed and wakes the session
+ * thread, which sends the reply between frames (deferred errors, sticky errors, printf output
+ * and the accounting as for an inline call). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "session/waits.h"
+#include "session/waiters.h"
 #include "accounting/timing.h"
 #include "bounds.h"
 #include "daemon/outbox.h"
@@ -30,167 +29,12 @@
 #include "session/printf.h"
 #include "session/reply.h"
 #include "session/streams.h"
-#include "session/spin.h"
 #include "session/staging.h"
 #include "session/state.h"
 #include "sluice/call_facts.h"
 #include "sluice/log.h"
-#include "sluice/relax.h"
-
-struct be_wait {
-    struct be_wait *next;     /* todo or done list (under mu) */
-    struct be_wait *all_next; /* the session thread's list of outstanding waits */
-    uint64_t event_id;        /* blocks=event: the guest's event handle */
-    uint64_t seq, ctx_id;
-    uint32_t call_id;
-    uint8_t kind;  /* enum sl_call_blocks */
-    CUcontext ctx; /* made current on the waiter (NULL: none needed) */
-    CUevent ev;    /* blocks=stream|event, and a watch's */
-    int own_ev;    /* the private event of a stream wait: the waiter destroys it */
-    int pushed;    /* a watch: its StreamDone went already (be_waits_push_watched) */
-    int adopted;   /* the guest destroyed the event: the last wait on it destroys it */
-    void *out;     /* a copy's: its page-locked destination, the reply's bytes */
-    uint64_t out_len;
-    int stage;          /* out is the context's staging buffer, lent (session/staging.c) */
-    int copy;           /* a device-to-host copy's wait (be_waits_defer_copy) */
-    int reply_on_lanes; /* the copy's Call.reply_on_lanes */
-    CUresult rc;
-};
-
-#define WATCH 0xffu /* kind: a busy stream watched for its query (no reply, a StreamDone) */
-
-struct be_waits {
-    sl_be_session *s;
-    unsigned max;
-    uint64_t spin_ns;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;              /* idle waiter threads sleep on it */
-    struct be_wait *todo, **todo_t; /* handed off, not taken by a waiter yet (FIFO) */
-    atomic_uint n_todo;             /* their number: what a spinning waiter watches */
-    struct be_wait *done;           /* completed, for the session thread */
-    atomic_uint n_done;
-    unsigned outstanding; /* session thread: handed off and not finished */
-    unsigned watches;     /* session thread: the watches among them */
-    unsigned stages;      /* session thread: the copies among them with a lent staging buffer */
-    struct be_wait *all;  /* session thread: those waits */
-    unsigned n_threads, idle;
-    pthread_t *threads;
-    int stop;
-};
-
-/* ---------------------------------------------------------------- waiter threads */
-static CUresult poll_then_block(const struct sl_driver_api *api, CUevent ev, uint64_t spin_ns)
-{
-    uint64_t end = be_now_ns() + spin_ns;
-    for (;;) {
-        CUresult rc = api->cuEventQuery(ev);
-        if (rc != CUDA_ERROR_NOT_READY)
-            return rc;
-        if (be_now_ns() >= end)
-            return api->cuEventSynchronize(ev);
-        sl_cpu_relax();
-    }
-}
-
-static void complete(struct be_waits *w, struct be_wait *x)
-{
-    const struct sl_driver_api *api = w->s->api;
-    if (x->ctx && api->cuCtxSetCurrent)
-        api->cuCtxSetCurrent(x->ctx);
-    if (x->kind == SL_BLOCKS_CTX) { /* its context (or cuCtxSynchronize_v2's) is current here */
-        x->rc = api->cuCtxSynchronize();
-    } else {
-        /* a copy's wait is the worker's own, as its inline poll: no capture of another stream
-         * in global mode may see it (api/copy_wait.c) */
-        CUstreamCaptureMode mode = x->copy ? be_capture_relax(w->s) : CU_STREAM_CAPTURE_MODE_GLOBAL;
-        x->rc = poll_then_block(api, x->ev, w->spin_ns);
-        if (x->copy)
-            be_capture_restore(w->s, mode);
-    }
-    if (x->own_ev && x->kind != WATCH) /* a watch's the session thread queries too */
-        api->cuEventDestroy_v2(x->ev);
-}
-
-static void *waiter_main(void *arg)
-{
-    struct be_waits *w = arg;
-    pthread_setname_np(pthread_self(), "sl-wait");
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        if (!w->todo && !w->stop && w->spin_ns) { /* the next wait often follows soon */
-            pthread_mutex_unlock(&w->mu);
-            uint64_t end = be_now_ns() + w->spin_ns;
-            while (!atomic_load_explicit(&w->n_todo, memory_order_acquire) && be_now_ns() < end)
-                sl_cpu_relax();
-            pthread_mutex_lock(&w->mu);
-        }
-        while (!w->todo && !w->stop)
-            pthread_cond_wait(&w->cv, &w->mu);
-        struct be_wait *x = w->todo;
-        if (!x)
-            break; /* stopping, nothing left */
-        w->todo = x->next;
-        if (!w->todo)
-            w->todo_t = &w->todo;
-        atomic_fetch_sub_explicit(&w->n_todo, 1, memory_order_relaxed);
-        w->idle--;
-        pthread_mutex_unlock(&w->mu);
-        complete(w, x);
-        pthread_mutex_lock(&w->mu);
-        x->next = w->done;
-        w->done = x;
-        w->idle++;
-        atomic_fetch_add_explicit(&w->n_done, 1, memory_order_release);
-        pthread_mutex_unlock(&w->mu);
-        pthread_mutex_lock(&w->s->mu); /* the session thread may sleep on its queue */
-        pthread_cond_broadcast(&w->s->cv);
-        pthread_mutex_unlock(&w->s->mu);
-        pthread_mutex_lock(&w->mu);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
-}
-
-/* Queues x for a waiter thread, starting one when none is idle (w->mu held). 0 when no thread
- * could be had: the caller runs the call inline. */
-static int hand_off(struct be_waits *w, struct be_wait *x)
-{
-    if (w->idle == 0 && w->n_threads < w->max) {
-        if (pthread_create(&w->threads[w->n_threads], NULL, waiter_main, w) == 0) {
-            w->n_threads++;
-            w->idle++;
-        }
-    }
-    if (w->n_threads == 0)
-        return 0;
-    x->next = NULL;
-    *w->todo_t = x;
-    w->todo_t = &x->next;
-    atomic_fetch_add_explicit(&w->n_todo, 1, memory_order_release);
-    pthread_cond_signal(&w->cv);
-    return 1;
-}
 
 /* ---------------------------------------------------------------- the session thread */
-/* x to a waiter thread and into the session thread's list; 0 (x freed, its private event
- * destroyed) when no thread could be had. */
-static int handed(struct be_waits *w, struct be_wait *x)
-{
-    pthread_mutex_lock(&w->mu);
-    int ok = hand_off(w, x);
-    pthread_mutex_unlock(&w->mu);
-    if (!ok) {
-        if (x->own_ev)
-            w->s->api->cuEventDestroy_v2(x->ev);
-        free(x);
-        return 0;
-    }
-    w->outstanding++;
-    x->all_next = w->all;
-    w->all = x;
-    return 1;
-}
-
 struct be_waits *be_waits_new(sl_be_session *s, unsigned max, uint64_t spin_ns)
 {
     struct be_waits *w = calloc(1, sizeof *w);
@@ -308,7 +152,7 @@ int be_waits_defer(struct be_waits *w, struct sl_be_call *c, const struct sl_cal
     x->kind = ci->blocks;
     be_acct_call_begin(c->s, c->call); /* the runs before it close as for an inline call */
     /* not handed: the handler waits inline; the accounting's begin is harmless twice */
-    return handed(w, x);
+    return be_waits_hand(w, x);
 }
 
 int be_waits_defer_copy(struct be_waits *w, struct sl_be_call *c, CUstream st, void *buf,
@@ -337,7 +181,7 @@ int be_waits_defer_copy(struct be_waits *w, struct sl_be_call *c, CUstream st, v
     x->out_len = n;
     x->stage = stage;
     x->reply_on_lanes = c->call->reply_on_lanes;
-    if (!handed(w, x))
+    if (!be_waits_hand(w, x))
         return 0;
     w->stages += stage != 0;
     c->deferred = 1;
@@ -379,7 +223,7 @@ int be_waits_watch(struct be_waits *w, const struct sl_be_call *c, const struct 
     x->call_id = c->call->call_id;
     x->kind = WATCH;
     x->ctx = cur ? cur->ctx : NULL;
-    if (!handed(w, x))
+    if (!be_waits_hand(w, x))
         return 0;
     w->watches++;
     return 1;
@@ -554,12 +398,7 @@ void be_waits_free(struct be_waits *w)
     if (!w)
         return;
     be_waits_drain(w);
-    pthread_mutex_lock(&w->mu);
-    w->stop = 1;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    for (unsigned i = 0; i < w->n_threads; i++)
-        pthread_join(w->threads[i], NULL);
+    be_waiters_stop(w);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w->threads);
