@@ -483,6 +483,27 @@ static void sink(int close_it, sl_code code, const char *why, uint8_t *msg, size
     be_bulk_free(bulk);
 }
 
+/* A session whose legacy stream is kept busy (about 34 ms on its clock), with waiter threads
+ * as in a worker and the outbox's replies going to sink; *ctx its context, *d 4 KiB of the
+ * pattern on the device. */
+static sl_be_session *busy_session(uint64_t *ctx, CUdeviceptr *d)
+{
+    sl_be_session *s = session();
+    s->spin_ns = 0;
+    *ctx = s->primary_ids[0];
+    *d = alloc(s, *ctx, 4096);
+    fill();
+    htod(s, *ctx, *d, pattern, 4096);
+    s->waits = be_waits_new(s, BE_MAX_WAITERS, 0); /* from here on, as in a worker */
+    assert_non_null(s->waits);
+    be_outbox_set_sink(sink);
+    sunk = sunk_right = 0;
+    CUdeviceptr big = alloc(s, *ctx, (size_t)16 << 20);
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(real.cuMemsetD8_v2(big, 0, (size_t)16 << 20), CUDA_SUCCESS);
+    return s;
+}
+
 /* A copy behind work still running (the legacy stream kept busy, no polling) leaves the call
  * path: the call answers at once with its reply deferred, the staging buffer lent to the wait
  * (the context's next copy makes another), and the reply with the bytes comes from the waits;
@@ -492,19 +513,9 @@ static void sink(int close_it, sl_code code, const char *why, uint8_t *msg, size
 static void test_busy_copy_off_path(void **state)
 {
     (void)state;
-    sl_be_session *s = session();
-    s->spin_ns = 0;
-    uint64_t ctx = s->primary_ids[0];
-    CUdeviceptr d = alloc(s, ctx, 4096);
-    fill();
-    htod(s, ctx, d, pattern, 4096);
-    s->waits = be_waits_new(s, BE_MAX_WAITERS, 0); /* from here on, as in a worker */
-    assert_non_null(s->waits);
-    be_outbox_set_sink(sink);
-    sunk = sunk_right = 0;
-    CUdeviceptr big = alloc(s, ctx, (size_t)16 << 20);
-    for (int i = 0; i < 40; i++) /* about 34 ms on the legacy stream's clock */
-        assert_int_equal(real.cuMemsetD8_v2(big, 0, (size_t)16 << 20), CUDA_SUCCESS);
+    uint64_t ctx;
+    CUdeviceptr d;
+    sl_be_session *s = busy_session(&ctx, &d);
     n.host_alloc = n.sync = 0;
     const int copies = (int)BE_MAX_LENT_STAGES + 4;
     for (int i = 0; i < copies; i++) {
@@ -541,10 +552,8 @@ static void test_busy_copy_off_path(void **state)
     assert_int_equal(n.free_host, (int)BE_MAX_LENT_STAGES + 1);
 }
 
-/* A rectangle copy (cuMemcpy2D_v2, the pod as the frontend sends it: the host side packed) behind
- * busy work leaves the call path as the 1D copies do, both ways: to the host through the staging
- * buffer (its reply with the bytes comes from the waits), to the device from the call's bytes
- * (the bytes on the device once the wait is done). */
+/* One cuMemcpy2D_v2 of 8 bytes between dev and the host (to_host, else from in), the pod as
+ * the frontend sends it (the host side packed); *deferred: its wait left the call path. */
 static CUresult rect(sl_be_session *s, uint64_t ctx, CUdeviceptr dev, int to_host, const void *in,
                      uint64_t seq, int *deferred)
 {
@@ -578,22 +587,16 @@ static CUresult rect(sl_be_session *s, uint64_t ctx, CUdeviceptr dev, int to_hos
     return rc;
 }
 
+/* A rectangle copy (cuMemcpy2D_v2, the pod as the frontend sends it: the host side packed) behind
+ * busy work leaves the call path as the 1D copies do, both ways: to the host through the staging
+ * buffer (its reply with the bytes comes from the waits), to the device from the call's bytes
+ * (the bytes on the device once the wait is done). */
 static void test_busy_rect_off_path(void **state)
 {
     (void)state;
-    sl_be_session *s = session();
-    s->spin_ns = 0;
-    uint64_t ctx = s->primary_ids[0];
-    CUdeviceptr d = alloc(s, ctx, 4096);
-    fill();
-    htod(s, ctx, d, pattern, 4096);
-    s->waits = be_waits_new(s, BE_MAX_WAITERS, 0);
-    assert_non_null(s->waits);
-    be_outbox_set_sink(sink);
-    sunk = sunk_right = 0;
-    CUdeviceptr big = alloc(s, ctx, (size_t)16 << 20);
-    for (int i = 0; i < 40; i++) /* the legacy stream kept busy */
-        assert_int_equal(real.cuMemsetD8_v2(big, 0, (size_t)16 << 20), CUDA_SUCCESS);
+    uint64_t ctx;
+    CUdeviceptr d;
+    sl_be_session *s = busy_session(&ctx, &d);
     int deferred = 0;
     assert_int_equal(rect(s, ctx, d + 16, 1, NULL, 2000, &deferred), CUDA_SUCCESS);
     assert_true(deferred);
