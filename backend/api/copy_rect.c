@@ -10,6 +10,7 @@
 
 #include "api/copy_wait.h"
 #include "bounds.h"
+#include "session/ranges.h"
 #include "session/state.h"
 #include "session/streams.h"
 #include "sluice/backend_handlers.h"
@@ -101,17 +102,9 @@ static CUresult side_in(struct sl_be_call *c, struct side d, int is_src, size_t 
     case CU_MEMORYTYPE_UNIFIED: {
         /* UNIFIED: a device address here (guest memory was made HOST by the frontend) */
         uint64_t p = *d.pitch ? *d.pitch : w, hr = d.height ? *d.height : 0;
-        uint64_t rows = 0, z = d.z ? *d.z : 0;
         if (!w || !h || !depth)
             return CUDA_SUCCESS; /* nothing is touched; the driver decides */
-        /* first byte: ((z * hr + y) * p + x); extent: ((depth - 1) * hr + h - 1) * p + w */
-        if (__builtin_mul_overflow(z, hr, &rows) || __builtin_add_overflow(rows, *d.y, &rows) ||
-            __builtin_mul_overflow(rows, p, &start) ||
-            __builtin_add_overflow(start, *d.x, &start) ||
-            __builtin_add_overflow(start, (uint64_t)*d.dev, &start) ||
-            __builtin_mul_overflow((uint64_t)(depth - 1), hr, &span) ||
-            __builtin_add_overflow(span, (uint64_t)(h - 1), &span) ||
-            __builtin_mul_overflow(span, p, &span) || __builtin_add_overflow(span, w, &span))
+        if (!be_rect_extent(*d.dev, *d.x, *d.y, d.z ? *d.z : 0, p, hr, w, h, depth, &start, &span))
             return CUDA_ERROR_INVALID_VALUE;
         CUresult rc = sl_be_devptr_check(s, start, span);
         if (rc != CUDA_SUCCESS)

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "api/graph.h"
+#include "session/ranges.h"
 #include "session/state.h"
 #include "sluice/backend_dispatch.h"
 #include "sluice/backend_hooks.h"
@@ -45,17 +46,10 @@ static CUresult side_check(sl_be_session *s, Sluice__Wire__Reply *reply, struct 
         return CUDA_SUCCESS; /* the guest's memory: the staging block stands in for it */
     case CU_MEMORYTYPE_DEVICE:
     case CU_MEMORYTYPE_UNIFIED: {
-        uint64_t p = *d.pitch ? *d.pitch : w, hr = *d.height, rows, start, span;
+        uint64_t p = *d.pitch ? *d.pitch : w, hr = *d.height, start, span;
         if (!w || !h || !depth)
             return CUDA_SUCCESS; /* nothing is touched; the driver decides */
-        if (__builtin_mul_overflow((uint64_t)*d.z, hr, &rows) ||
-            __builtin_add_overflow(rows, (uint64_t)*d.y, &rows) ||
-            __builtin_mul_overflow(rows, p, &start) ||
-            __builtin_add_overflow(start, (uint64_t)*d.x, &start) ||
-            __builtin_add_overflow(start, (uint64_t)*d.dev, &start) ||
-            __builtin_mul_overflow((uint64_t)(depth - 1), hr, &span) ||
-            __builtin_add_overflow(span, (uint64_t)(h - 1), &span) ||
-            __builtin_mul_overflow(span, p, &span) || __builtin_add_overflow(span, w, &span))
+        if (!be_rect_extent(*d.dev, *d.x, *d.y, *d.z, p, hr, w, h, depth, &start, &span))
             return CUDA_ERROR_INVALID_VALUE;
         CUresult rc = sl_be_devptr_check(s, start, span);
         if (rc != CUDA_SUCCESS)

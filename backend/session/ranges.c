@@ -46,6 +46,22 @@ const struct be_range *be_mem_find(const struct be_mem *m, uint64_t ptr)
     return ptr - r->base < r->size ? r : NULL;
 }
 
+int be_rect_extent(uint64_t dev, uint64_t x, uint64_t y, uint64_t z, uint64_t pitch,
+                   uint64_t height, uint64_t w, uint64_t h, uint64_t depth, uint64_t *start,
+                   uint64_t *span)
+{
+    /* first byte: ((z * height + y) * pitch + x); extent: ((depth - 1) * height + h - 1) *
+     * pitch + w */
+    uint64_t rows;
+    return !(__builtin_mul_overflow(z, height, &rows) || __builtin_add_overflow(rows, y, &rows) ||
+             __builtin_mul_overflow(rows, pitch, start) ||
+             __builtin_add_overflow(*start, x, start) ||
+             __builtin_add_overflow(*start, dev, start) ||
+             __builtin_mul_overflow(depth - 1, height, span) ||
+             __builtin_add_overflow(*span, h - 1, span) ||
+             __builtin_mul_overflow(*span, pitch, span) || __builtin_add_overflow(*span, w, span));
+}
+
 int be_mem_contains(const struct be_mem *m, uint64_t ptr, uint64_t len)
 {
     const struct be_range *r = be_mem_find(m, ptr);

@@ -34,6 +34,12 @@ void be_mem_init(struct be_mem *m, size_t max);
 void be_mem_free(struct be_mem *m);
 /* [ptr, ptr + len) inside one range (len 0: ptr inside one range). Overflow-safe. */
 int be_mem_contains(const struct be_mem *m, uint64_t ptr, uint64_t len);
+/* The device bytes a rectangle copy touches on one side: w bytes of h rows (pitch apart) of
+ * depth slices (height rows apart) from byte x of row y of slice z of dev, as
+ * [*start, *start + *span). w, h and depth at least 1; 0 when a figure overflows. */
+int be_rect_extent(uint64_t dev, uint64_t x, uint64_t y, uint64_t z, uint64_t pitch,
+                   uint64_t height, uint64_t w, uint64_t h, uint64_t depth, uint64_t *start,
+                   uint64_t *span);
 /* Adds a range; an identical one is kept once; ranges it overlaps are replaced (the driver
  * says the memory is now this). CUDA_ERROR_INVALID_VALUE on size 0 or wrap. */
 CUresult be_mem_add(struct be_mem *m, uint64_t base, uint64_t size, enum be_range_kind kind,

@@ -290,6 +290,24 @@ static void test_every_sent_call_has_a_handler(void **state)
 
 /* ---------------------------------------------------------------- allocations */
 
+/* The device bytes one side of a rectangle copy touches, and overflow refused. */
+static void test_rect_extent(void **state)
+{
+    (void)state;
+    uint64_t start = 0, span = 0;
+    /* 2D: 64 bytes of 16 rows 256 apart, from byte 8 of row 2 */
+    assert_true(be_rect_extent(0x10000, 8, 2, 0, 256, 0, 64, 16, 1, &start, &span));
+    assert_int_equal(start, 0x10000 + 2 * 256 + 8);
+    assert_int_equal(span, 15 * 256 + 64);
+    /* 3D: 2 slices of 4 rows 128 apart, slices 8 rows apart, from slice 1 */
+    assert_true(be_rect_extent(0x20000, 0, 0, 1, 128, 8, 32, 4, 2, &start, &span));
+    assert_int_equal(start, 0x20000 + 8 * 128);
+    assert_int_equal(span, (1 * 8 + 3) * 128 + 32);
+    assert_false(be_rect_extent(0x1000, 0, 0, 0, UINT64_MAX / 2, 0, 1, 4, 1, &start, &span));
+    assert_false(be_rect_extent(UINT64_MAX - 4, 8, 0, 0, 16, 0, 1, 1, 1, &start, &span));
+    assert_false(be_rect_extent(0, 0, UINT64_MAX, 1, 1, UINT64_MAX, 1, 1, 1, &start, &span));
+}
+
 static void test_memory_ranges(void **state)
 {
     (void)state;
@@ -1041,6 +1059,7 @@ int main(void)
         cmocka_unit_test(test_security_calls_have_no_handler),
         cmocka_unit_test(test_every_sent_call_has_a_handler),
         cmocka_unit_test(test_memory_ranges),
+        cmocka_unit_test(test_rect_extent),
         cmocka_unit_test(test_devptr_hooks_isolated),
         cmocka_unit_test(test_param_rebuild),
         cmocka_unit_test(test_deferred),
