@@ -55,7 +55,7 @@ static CUresult out_bulk(struct sl_be_call *c, uint64_t n, uint8_t **buf)
         sl_be_detail(reply, "unexpected bulk with a device-to-host copy");
         return CUDA_ERROR_INVALID_VALUE;
     }
-    /* a piece of 1 MiB or more is copied into a page-locked slot (session/bulk_pool.c), at the
+    /* a copy over 64 KiB is made into a page-locked slot (session/bulk_pool.c), at the
      * bus's rate; the channel or the lanes encrypt it from there and give it back */
     *buf = be_pool_take(c->s->pool, (size_t)n);
     if (*buf)

@@ -29,7 +29,7 @@ int be_copy_off_path(struct sl_be_call *c, CUstream st, void *buf, size_t n, int
  * driver cannot say (the legacy stream beside a capture: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT):
  * the copy is then left to the driver's own call, which answers what it answers there. */
 int be_copy_capturing(const struct sl_be_call *c, CUstream st);
-/* For the handlers of device-to-host copies of 1 MiB or more whose reply buffer is slot
+/* For the handlers of device-to-host copies over 64 KiB whose reply buffer is slot
  * (session/bulk_pool.c): when slot is page-locked, queues the copy into it (queue) and waits
  * for it (*rc: a synchronization's answer), or hands the wait off (c->deferred: the slot is
  * the wait's). 0 when the caller must copy the way it did before (slot not page-locked, a
@@ -44,7 +44,7 @@ int be_htod_queued(struct sl_be_call *c, size_t n, be_copy_queue queue, void *u,
 
 /* A synchronous device-to-host copy of n bytes into *out (the reply's buffer, malloc'd or a
  * slot) queued as its async form and waited for as above: up to 64 KiB through the context's
- * staging buffer (api/copy_small.c), 1-16 MiB in a page-locked slot, which then becomes *out.
+ * staging buffer (api/copy_small.c), up to 16 MiB in a page-locked slot, which then becomes *out.
  * 0: the caller copies as before. */
 int be_dtoh_queued(struct sl_be_call *c, be_copy_queue queue, void *u, size_t n, uint8_t **out,
                    CUresult *rc);

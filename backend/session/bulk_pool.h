@@ -9,8 +9,10 @@
 #include "sluice/driver_api.h"
 
 #define BE_POOL_SLOT  ((size_t)16 << 20) /* one piece of a large copy, as the frontend cuts them */
-#define BE_POOL_MIN   ((size_t)1 << 20)  /* smaller bulk is malloc'd, as before */
 #define BE_POOL_SLOTS 8u                 /* 128 MiB of page-locked memory per session at most */
+/* The least bulk a slot takes; smaller stays in the frame's buffer, or for a device-to-host copy
+ * goes through the context's 64 KiB staging buffer (staging.c). */
+#define BE_POOL_MIN (((size_t)64 << 10) + 1)
 
 typedef struct be_pool be_pool;
 

@@ -7,6 +7,8 @@
 //   64 B cuMemcpyHtoD                                 a synchronous copy from pageable memory
 //   kernel + 4 B DtoH (.item())                       a launch, a 4-byte async DtoH, a sync
 //   kernel + 4 KiB / 64 KiB cuMemcpyDtoH              a launch, a synchronous DtoH
+//   kernel + 256 KiB / 1 MiB cuMemcpyDtoH             the same, mid-size (500 pairs)
+//   256 KiB / 1 MiB cuMemcpyHtoD                      a synchronous copy from pageable memory
 //   cuMemAlloc + cuMemFree 1 MiB                      per pair
 //   256 MiB pageable / page-locked HtoD and DtoH      GB/s
 //   async empty launch                                us per launch over 20,000 launches (and
@@ -135,18 +137,31 @@ static void latency(cudaStream_t s, int *dev)
     emit("kernel + 4 B DtoH (.item())", "us", median(t));
 
     /* a synchronous cudaMemcpy / cuMemcpyDtoH of a result after a kernel, at the size limit of
-     * the backend's page-locked staging (64 KiB: docs/remoting.md) and below it */
-    static char small[64 << 10];
-    const size_t sizes[] = {4 << 10, 64 << 10};
-    const char *names[] = {"kernel + 4 KiB cuMemcpyDtoH", "kernel + 64 KiB cuMemcpyDtoH"};
-    for (int k = 0; k < 2; k++) {
-        for (double &v : t) {
+     * the backend's page-locked staging (64 KiB: docs/remoting.md) and below it, then mid-size
+     * ones (and their way to the device) */
+    static char small[1 << 20];
+    const size_t sizes[] = {4 << 10, 64 << 10, 256 << 10, 1 << 20};
+    const char *names[] = {"kernel + 4 KiB cuMemcpyDtoH", "kernel + 64 KiB cuMemcpyDtoH",
+                           "kernel + 256 KiB cuMemcpyDtoH", "kernel + 1 MiB cuMemcpyDtoH"};
+    std::vector<double> mid(reps(500));
+    for (int k = 0; k < 4; k++) {
+        std::vector<double> &u = k < 2 ? t : mid;
+        for (double &v : u) {
             double a = now_us();
             tiny<<<1, 1, 0, s>>>(dev);
             CU(cuMemcpyDtoH(small, (CUdeviceptr)dev, sizes[k]));
             v = now_us() - a;
         }
-        emit(names[k], "us", median(t));
+        emit(names[k], "us", median(u));
+    }
+    const char *up[] = {"256 KiB cuMemcpyHtoD", "1 MiB cuMemcpyHtoD"};
+    for (int k = 0; k < 2; k++) {
+        for (double &v : mid) {
+            double a = now_us();
+            CU(cuMemcpyHtoD((CUdeviceptr)dev, small, sizes[2 + k]));
+            v = now_us() - a;
+        }
+        emit(up[k], "us", median(mid));
     }
 
     std::vector<double> al(reps(500));
@@ -417,7 +432,7 @@ int main(int argc, char **argv)
     cudaStream_t s;
     int *dev;
     RT(cudaStreamCreate(&s));
-    RT(cudaMalloc(&dev, 64 << 10)); /* latency(): DtoH of up to 64 KiB */
+    RT(cudaMalloc(&dev, 1 << 20)); /* latency(): copies of up to 1 MiB */
     tiny<<<1, 1, 0, s>>>(dev);      /* the context and the stream warm */
     RT(cudaStreamSynchronize(s));
     if (wanted(only, "first"))

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "session/bulk_pool.h"
 #include "api/launch.h"
 #include "api/module.h"
 #include "bounds.h"
@@ -155,7 +156,7 @@ static CUresult dispatch(sl_be_session *s, const struct sl_driver_api *api,
 {
     struct sl_be_call c = {.s = s, .api = api, .call = call, .reply = reply};
     CUresult rc = sl_be_dispatch(sl_be_table, &c);
-    free(c.out);
+    be_bulk_free(c.out); /* a slot (session/bulk_pool.c) or malloc'd */
     return rc;
 }
 

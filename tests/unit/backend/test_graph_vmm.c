@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "session/bulk_pool.h"
 #include "session/devices.h"
 #include "session/ranges.h"
 #include "session/session.h"
@@ -161,7 +162,7 @@ static CUresult run(sl_be_session *s, Sluice__Wire__Call *call, const void *bulk
     struct sl_be_call c = {
         .s = s, .api = &api, .call = call, .reply = &reply, .in = bulk, .in_len = blen};
     CUresult rc = sl_be_dispatch(sl_be_table, &c);
-    free(c.out);
+    be_bulk_free(c.out); /* a slot (session/bulk_pool.c) or malloc'd */
     if (keep)
         *keep = reply;
     else

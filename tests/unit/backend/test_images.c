@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "session/bulk_pool.h"
 #include "api/module.h"
 #include "bounds.h"
 #include "session/devices.h"
@@ -151,7 +152,7 @@ static CUresult run(sl_be_session *s, const struct sl_driver_api *api, Sluice__W
         *state_out = reply.cu_link_create_v2->state_out;
     if (rc != CUDA_SUCCESS)
         print_message("detail: %s\n", reply.detail ? reply.detail : "");
-    free(c.out);
+    be_bulk_free(c.out); /* a slot (session/bulk_pool.c) or malloc'd */
     sl_be_reply_clear(&reply);
     return rc;
 }

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "session/bulk_pool.h"
 #include "daemon/broker.h"
 #include "daemon/ipc_tokens.h"
 #include "session/devices.h"
@@ -119,7 +120,7 @@ static CUresult run(sl_be_session *s, Sluice__Wire__Call *call, Sluice__Wire__Re
     g_asking = s;
     struct sl_be_call c = {.s = s, .api = &api, .call = call, .reply = reply};
     CUresult rc = sl_be_dispatch(sl_be_table, &c);
-    free(c.out);
+    be_bulk_free(c.out); /* a slot (session/bulk_pool.c) or malloc'd */
     return rc;
 }
 

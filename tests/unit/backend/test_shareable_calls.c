@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "session/bulk_pool.h"
 #include "api/vmm.h"
 #include "daemon/broker.h"
 #include "daemon/ipc_tokens.h"
@@ -191,7 +192,7 @@ static CUresult run(sl_be_session *s, Sluice__Wire__Call *call, Sluice__Wire__Re
         assert_int_equal(c.out_len, 64);
         memcpy(out, c.out, 64);
     }
-    free(c.out);
+    be_bulk_free(c.out); /* a slot (session/bulk_pool.c) or malloc'd */
     return rc;
 }
 

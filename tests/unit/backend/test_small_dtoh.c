@@ -135,7 +135,7 @@ static CUresult run(sl_be_session *s, Sluice__Wire__Call *call, const void *in, 
         *out_len = c.out_len;
     if (c.out && out)
         memcpy(out, c.out, c.out_len);
-    free(c.out);
+    be_bulk_free(c.out); /* a slot (session/bulk_pool.c) or malloc'd */
     if (keep)
         *keep = reply;
     else
@@ -537,7 +537,7 @@ static void test_busy_copy_off_path(void **state)
             assert_int_equal(c.out_len, 8);
             assert_memory_equal(c.out, pattern + 16, 8);
         }
-        free(c.out);
+        be_bulk_free(c.out); /* a slot (session/bulk_pool.c) or malloc'd */
         sl_be_reply_clear(&reply);
     }
     assert_int_equal(n.host_alloc, (int)BE_MAX_LENT_STAGES + 1);
