@@ -23,6 +23,7 @@
 #include "daemon/direct.h"
 #include "bounds.h"
 #include "daemon/ipc.h"
+#include "daemon/ticket.h"
 #include "session/bulk_pool.h"
 #include "sluice/channel.h"
 #include "sluice/log.h"
@@ -316,34 +317,15 @@ static int d_flush(struct be_direct *d, const struct be_direct_hooks *h)
     return any;
 }
 
-/* Constant time: a ticket's bytes do not tell by timing how many of them were right. */
-static int ticket_ok(const struct be_direct *d, const ProtobufCBinaryData *t)
-{
-    if (t->len != BE_DIRECT_TICKET)
-        return 0;
-    volatile uint8_t diff = 0;
-    for (size_t i = 0; i < BE_DIRECT_TICKET; i++)
-        diff |= (uint8_t)(t->data[i] ^ d->ticket[i]);
-    return diff == 0;
-}
-
 /* The first message of a connection: SessionOpen{ticket}. */
 static void d_attach(struct be_direct *d, const sl_server_event *ev)
 {
-    Sluice__Wire__ClientMessage *m = NULL;
-    sl_error e;
-    const char *no = NULL;
     int seal = 0;
-    if (ev->bulk_len || sl_wire_decode_client(ev->msg, ev->len, NULL, &m, &e) != SL_OK ||
-        m->kind_case != SLUICE__WIRE__CLIENT_MESSAGE__KIND_OPEN)
-        no = "the direct channel opens with SessionOpen and the session's ticket";
-    else if (d->used || atomic_load(&d->shut) || !ticket_ok(d, &m->open->ticket))
-        no = "wrong or already used ticket";
-    else
-        seal = m->open->sealed_bulk;
-    if (m)
-        sl_wire_free_client(m);
+    const char *no = be_ticket_check(
+        ev, d->ticket, sizeof d->ticket, d->used || atomic_load(&d->shut),
+        "the direct channel opens with SessionOpen and the session's ticket", &seal);
     if (no) {
+        sl_error e;
         sl_log(SL_LOG_NOTICE, BE_COMPONENT,
                "session %llu: direct endpoint refused peer %llu (%s): %s",
                (unsigned long long)d->sid, (unsigned long long)ev->peer,
@@ -351,24 +333,8 @@ static void d_attach(struct be_direct *d, const sl_server_event *ev)
         sl_server_disconnect(d->srv, ev->peer, SL_ERR_REFUSED, no, &e);
         return;
     }
-    Sluice__Wire__SessionAccept acc = SLUICE__WIRE__SESSION_ACCEPT__INIT;
-    acc.protocol_version = 1;
-    acc.session_id = d->sid;
-    acc.sealed_bulk = seal;
-    Sluice__Wire__ServerMessage sm = SLUICE__WIRE__SERVER_MESSAGE__INIT;
-    sm.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT;
-    sm.accept = &acc;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    /* sealed from the answer on: the guest seals once it read it (docs/channel.md) */
-    if (sl_wire_encode_server(&sm, NULL, &buf, &len, &e) != SL_OK ||
-        sl_server_send(d->srv, ev->peer, buf, len, NULL, 0, &e) != SL_OK ||
-        (seal && sl_server_seal_bulk(d->srv, ev->peer, &e) != SL_OK)) {
-        free(buf);
-        sl_server_disconnect(d->srv, ev->peer, e.code, e.msg, &e);
+    if (be_ticket_accept(d->srv, ev->peer, d->sid, seal) != 0)
         return;
-    }
-    free(buf);
     d->used = 1;
     d->peer = ev->peer;
     atomic_store(&d->attached, 1);

@@ -29,6 +29,7 @@
 
 #include "daemon/lanes.h"
 #include "bounds.h"
+#include "daemon/ticket.h"
 #include "session/bulk_pool.h"
 #include "sluice/log.h"
 
@@ -127,58 +128,24 @@ static int lane_accept(void *user, const sl_peer_identity *id, sl_error *why)
     return 1;
 }
 
-static int ticket_ok(const struct lane *ln, const ProtobufCBinaryData *t)
-{
-    if (t->len != SL_LANE_TICKET)
-        return 0;
-    volatile uint8_t diff = 0;
-    for (size_t i = 0; i < SL_LANE_TICKET; i++)
-        diff |= (uint8_t)(t->data[i] ^ ln->ticket[i]);
-    return diff == 0;
-}
-
 /* The first message of a connection: SessionOpen{the lane's ticket}. */
 static void lane_attach(struct lane *ln, const sl_server_event *ev)
 {
-    Sluice__Wire__ClientMessage *m = NULL;
-    sl_error e;
-    const char *no = NULL;
     int seal = 0;
-    if (ln->peer)
-        no = "this bulk lane is open already";
-    else if (ev->bulk_len || sl_wire_decode_client(ev->msg, ev->len, NULL, &m, &e) != SL_OK ||
-             m->kind_case != SLUICE__WIRE__CLIENT_MESSAGE__KIND_OPEN)
-        no = "a bulk lane opens with SessionOpen and the lane's ticket";
-    else if (ln->used || !ticket_ok(ln, &m->open->ticket))
-        no = "wrong or already used ticket";
-    else
-        seal = m->open->sealed_bulk;
-    if (m)
-        sl_wire_free_client(m);
+    const char *no =
+        ln->peer
+            ? "this bulk lane is open already"
+            : be_ticket_check(ev, ln->ticket, sizeof ln->ticket, ln->used,
+                              "a bulk lane opens with SessionOpen and the lane's ticket", &seal);
     if (no) {
+        sl_error e;
         sl_log(SL_LOG_NOTICE, BE_COMPONENT, "session %llu: bulk lane %u refused peer %llu: %s",
                (unsigned long long)ln->l->sid, ln->idx, (unsigned long long)ev->peer, no);
         sl_server_disconnect(ln->srv, ev->peer, SL_ERR_REFUSED, no, &e);
         return;
     }
-    Sluice__Wire__SessionAccept acc = SLUICE__WIRE__SESSION_ACCEPT__INIT;
-    acc.protocol_version = 1;
-    acc.session_id = ln->l->sid;
-    acc.sealed_bulk = seal;
-    Sluice__Wire__ServerMessage sm = SLUICE__WIRE__SERVER_MESSAGE__INIT;
-    sm.kind_case = SLUICE__WIRE__SERVER_MESSAGE__KIND_ACCEPT;
-    sm.accept = &acc;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    /* sealed from the answer on: the guest seals once it read it (docs/channel.md) */
-    if (sl_wire_encode_server(&sm, NULL, &buf, &len, &e) != SL_OK ||
-        sl_server_send(ln->srv, ev->peer, buf, len, NULL, 0, &e) != SL_OK ||
-        (seal && sl_server_seal_bulk(ln->srv, ev->peer, &e) != SL_OK)) {
-        free(buf);
-        sl_server_disconnect(ln->srv, ev->peer, e.code, e.msg, &e);
+    if (be_ticket_accept(ln->srv, ev->peer, ln->l->sid, seal) != 0)
         return;
-    }
-    free(buf);
     ln->used = 1;
     ln->peer = ev->peer;
     atomic_store(&ln->up, 1);
