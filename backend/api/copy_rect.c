@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/copy_rect.h"
 #include "api/copy_wait.h"
 #include "bounds.h"
 #include "session/ranges.h"
@@ -58,21 +59,13 @@ static CUresult q_htoa(struct sl_be_call *c, void *u, void *host, CUstream st)
 
 /* ---------------------------------------------------------------- 2D / 3D copies */
 
-struct side {
-    CUmemorytype *type;
-    const void **host;
-    CUdeviceptr *dev;
-    CUarray *arr;
-    size_t *x, *y, *z, *pitch, *height; /* z, height NULL for 2D */
-};
-
 /* out: the host buffer (destination) the caller sends back as bulk. */
-static CUresult side_in(struct sl_be_call *c, struct side d, int is_src, size_t w, size_t h,
+static CUresult side_in(struct sl_be_call *c, struct be_rect_side d, int is_src, size_t w, size_t h,
                         size_t depth, uint8_t **out)
 {
     sl_be_session *s = c->s;
     Sluice__Wire__Reply *reply = c->reply;
-    uint64_t total, span, start;
+    uint64_t total;
     switch (*d.type) {
     case CU_MEMORYTYPE_HOST:
         if (*d.host || *d.pitch != w || *d.x || *d.y || (d.z && *d.z) ||
@@ -98,18 +91,26 @@ static CUresult side_in(struct sl_be_call *c, struct side d, int is_src, size_t 
             c->out_len = total;
         }
         return CUDA_SUCCESS;
+    default: /* UNIFIED: a device address here (guest memory was made HOST by the frontend) */
+        return be_rect_side_check(s, reply, d, w, h, depth, is_src, "a rectangle copy");
+    }
+}
+
+CUresult be_rect_side_check(sl_be_session *s, Sluice__Wire__Reply *reply, struct be_rect_side d,
+                            size_t w, size_t h, size_t depth, int is_src, const char *what)
+{
+    switch (*d.type) {
     case CU_MEMORYTYPE_DEVICE:
     case CU_MEMORYTYPE_UNIFIED: {
-        /* UNIFIED: a device address here (guest memory was made HOST by the frontend) */
-        uint64_t p = *d.pitch ? *d.pitch : w, hr = d.height ? *d.height : 0;
+        uint64_t p = *d.pitch ? *d.pitch : w, hr = d.height ? *d.height : 0, start, span;
         if (!w || !h || !depth)
             return CUDA_SUCCESS; /* nothing is touched; the driver decides */
         if (!be_rect_extent(*d.dev, *d.x, *d.y, d.z ? *d.z : 0, p, hr, w, h, depth, &start, &span))
             return CUDA_ERROR_INVALID_VALUE;
         CUresult rc = sl_be_devptr_check(s, start, span);
         if (rc != CUDA_SUCCESS)
-            sl_be_detail(reply, "%s of a rectangle copy outside the session's memory",
-                         is_src ? "source" : "destination");
+            sl_be_detail(reply, "%s of %s outside the session's memory",
+                         is_src ? "source" : "destination", what);
         return rc;
     }
     case CU_MEMORYTYPE_ARRAY: {
@@ -120,6 +121,7 @@ static CUresult side_in(struct sl_be_call *c, struct side d, int is_src, size_t 
         return rc;
     }
     default:
+        sl_be_detail(reply, "memory type %d in %s", (int)*d.type, what);
         return CUDA_ERROR_INVALID_VALUE;
     }
 }
@@ -127,8 +129,8 @@ static CUresult side_in(struct sl_be_call *c, struct side d, int is_src, size_t 
 /* The part of a 2D/3D copy both shapes share: both sides checked (a host source is the call's
  * bulk, a host destination a buffer *out for the reply), the stream of an async copy, and no
  * capture of a copy that touches guest memory. */
-static CUresult copy_prepare(struct sl_be_call *c, struct side src, struct side dst, size_t w,
-                             size_t h, size_t d, int async, uint64_t stream, CUstream *st,
+static CUresult copy_prepare(struct sl_be_call *c, struct be_rect_side src, struct be_rect_side dst,
+                             size_t w, size_t h, size_t d, int async, uint64_t stream, CUstream *st,
                              uint8_t **out)
 {
     sl_be_session *s = c->s;
@@ -175,17 +177,18 @@ static CUresult copy2d(struct sl_be_call *c, const ProtobufCBinaryData *pod, int
     }
     memcpy(&p, pod->data, sizeof p);
     uint8_t *out = NULL;
-    struct side src = {&p.srcMemoryType, &p.srcHost, &p.srcDevice, &p.srcArray, &p.srcXInBytes,
-                       &p.srcY,          NULL,       &p.srcPitch,  NULL};
-    struct side dst = {&p.dstMemoryType,
-                       (const void **)&p.dstHost,
-                       &p.dstDevice,
-                       &p.dstArray,
-                       &p.dstXInBytes,
-                       &p.dstY,
-                       NULL,
-                       &p.dstPitch,
-                       NULL};
+    struct be_rect_side src = {
+        &p.srcMemoryType, &p.srcHost, &p.srcDevice, &p.srcArray, &p.srcXInBytes,
+        &p.srcY,          NULL,       &p.srcPitch,  NULL};
+    struct be_rect_side dst = {&p.dstMemoryType,
+                               (const void **)&p.dstHost,
+                               &p.dstDevice,
+                               &p.dstArray,
+                               &p.dstXInBytes,
+                               &p.dstY,
+                               NULL,
+                               &p.dstPitch,
+                               NULL};
     CUstream st;
     CUresult rc = copy_prepare(c, src, dst, p.WidthInBytes, p.Height, 1, async, stream, &st, &out);
     if (rc == CUDA_SUCCESS) {
@@ -220,13 +223,14 @@ static CUresult copy3d(struct sl_be_call *c, const ProtobufCBinaryData *pod, int
     memcpy(&p, pod->data, sizeof p);
     p.reserved0 = p.reserved1 = NULL;
     uint8_t *out = NULL;
-    struct side src = {&p.srcMemoryType, &p.srcHost, &p.srcDevice, &p.srcArray, &p.srcXInBytes,
-                       &p.srcY,          &p.srcZ,    &p.srcPitch,  &p.srcHeight};
-    struct side dst = {&p.dstMemoryType, (const void **)&p.dstHost,
-                       &p.dstDevice,     &p.dstArray,
-                       &p.dstXInBytes,   &p.dstY,
-                       &p.dstZ,          &p.dstPitch,
-                       &p.dstHeight};
+    struct be_rect_side src = {&p.srcMemoryType, &p.srcHost,     &p.srcDevice,
+                               &p.srcArray,      &p.srcXInBytes, &p.srcY,
+                               &p.srcZ,          &p.srcPitch,    &p.srcHeight};
+    struct be_rect_side dst = {&p.dstMemoryType, (const void **)&p.dstHost,
+                               &p.dstDevice,     &p.dstArray,
+                               &p.dstXInBytes,   &p.dstY,
+                               &p.dstZ,          &p.dstPitch,
+                               &p.dstHeight};
     CUstream st;
     CUresult rc =
         copy_prepare(c, src, dst, p.WidthInBytes, p.Height, p.Depth, async, stream, &st, &out);

@@ -21,67 +21,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/copy_rect.h"
 #include "api/graph.h"
-#include "session/ranges.h"
 #include "session/state.h"
 #include "sluice/backend_dispatch.h"
 #include "sluice/backend_hooks.h"
 
 /* ---------------------------------------------------------------- parameters */
 
-struct cside {
-    CUmemorytype *type;
-    const void **host;
-    CUdeviceptr *dev;
-    CUarray *arr;
-    size_t *x, *y, *z, *pitch, *height;
-};
-
-static CUresult side_check(sl_be_session *s, Sluice__Wire__Reply *reply, struct cside d,
+/* A side of a memcpy node: the guest's memory when HOST (the staging block stands in for it). */
+static CUresult side_check(sl_be_session *s, Sluice__Wire__Reply *reply, struct be_rect_side d,
                            const CUDA_MEMCPY3D *c, int is_src)
 {
-    size_t w = c->WidthInBytes, h = c->Height, depth = c->Depth;
-    switch (*d.type) {
-    case CU_MEMORYTYPE_HOST:
-        return CUDA_SUCCESS; /* the guest's memory: the staging block stands in for it */
-    case CU_MEMORYTYPE_DEVICE:
-    case CU_MEMORYTYPE_UNIFIED: {
-        uint64_t p = *d.pitch ? *d.pitch : w, hr = *d.height, start, span;
-        if (!w || !h || !depth)
-            return CUDA_SUCCESS; /* nothing is touched; the driver decides */
-        if (!be_rect_extent(*d.dev, *d.x, *d.y, *d.z, p, hr, w, h, depth, &start, &span))
-            return CUDA_ERROR_INVALID_VALUE;
-        CUresult rc = sl_be_devptr_check(s, start, span);
-        if (rc != CUDA_SUCCESS)
-            sl_be_detail(reply, "%s of a memcpy node outside the session's memory",
-                         is_src ? "source" : "destination");
-        return rc;
-    }
-    case CU_MEMORYTYPE_ARRAY: {
-        void *n = NULL;
-        CUresult rc = *d.arr ? sl_be_handle_get(s, SL_H_ARRAY, (uint64_t)(uintptr_t)*d.arr, &n)
-                             : CUDA_ERROR_INVALID_HANDLE;
-        *d.arr = (CUarray)n;
-        return rc;
-    }
-    default:
-        sl_be_detail(reply, "memory type %d in a memcpy node", (int)*d.type);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    if (*d.type == CU_MEMORYTYPE_HOST)
+        return CUDA_SUCCESS;
+    return be_rect_side_check(s, reply, d, c->WidthInBytes, c->Height, c->Depth, is_src,
+                              "a memcpy node");
 }
 
 CUresult be_g_copy_check(sl_be_session *s, Sluice__Wire__Reply *reply, CUDA_MEMCPY3D *c, int *kind,
                          uint64_t *len)
 {
     c->reserved0 = c->reserved1 = NULL;
-    struct cside src = {&c->srcMemoryType, &c->srcHost,     &c->srcDevice,
-                        &c->srcArray,      &c->srcXInBytes, &c->srcY,
-                        &c->srcZ,          &c->srcPitch,    &c->srcHeight};
-    struct cside dst = {&c->dstMemoryType, (const void **)&c->dstHost,
-                        &c->dstDevice,     &c->dstArray,
-                        &c->dstXInBytes,   &c->dstY,
-                        &c->dstZ,          &c->dstPitch,
-                        &c->dstHeight};
+    struct be_rect_side src = {&c->srcMemoryType, &c->srcHost,     &c->srcDevice,
+                               &c->srcArray,      &c->srcXInBytes, &c->srcY,
+                               &c->srcZ,          &c->srcPitch,    &c->srcHeight};
+    struct be_rect_side dst = {&c->dstMemoryType, (const void **)&c->dstHost,
+                               &c->dstDevice,     &c->dstArray,
+                               &c->dstXInBytes,   &c->dstY,
+                               &c->dstZ,          &c->dstPitch,
+                               &c->dstHeight};
     int sh = c->srcMemoryType == CU_MEMORYTYPE_HOST, dh = c->dstMemoryType == CU_MEMORYTYPE_HOST;
     if (sh && dh) {
         sl_be_detail(reply, "memcpy nodes between two host buffers are not supported");
