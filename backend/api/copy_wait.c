@@ -9,7 +9,6 @@
 
 #include "api/copy_small.h"
 #include "session/bulk_pool.h"
-#include "session/reply.h"
 #include "session/state.h"
 #include "session/streams.h"
 #include "session/waits.h"
@@ -43,10 +42,9 @@ static void wait_or_hand_off(struct sl_be_call *c, CUstream st, void *buf, size_
 int be_copy_off_path(struct sl_be_call *c, CUstream st, void *buf, size_t n, int stage)
 {
     sl_be_session *s = c->s;
-    /* a copy no reply is awaited for finishes here; so does one whose reply leaves on the
-     * lanes, where the guest takes the pieces of replies in the order of their calls */
-    if (!s->waits || sl_call_is_async(sl_call_lookup(c->call->call_id), c->call) ||
-        be_reply_on_lanes(s, c->call, n))
+    /* a copy no reply is awaited for finishes here (a reply on the lanes may come after later
+     * ones: the guest's lane assembly takes replies in any order) */
+    if (!s->waits || sl_call_is_async(sl_call_lookup(c->call->call_id), c->call))
         return -1;
     /* the session thread's per-thread stream, where the _ptsz copy went */
     CUstream at = c->call->per_thread_stream && st == NULL ? CU_STREAM_PER_THREAD : st;

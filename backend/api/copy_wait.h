@@ -22,8 +22,7 @@ typedef CUresult (*be_copy_queue)(struct sl_be_call *c, void *u, void *host, CUs
  * bytes (buf NULL): 1 when st stays busy past the poll and the wait was handed to a waiter
  * thread (c->deferred set; stage: buf is the context's staging buffer, lent), 0 when the poll
  * saw st done (the caller's synchronization returns at once), -1 when the caller waits as
- * before (no waiter could take it, no reply is awaited, or the reply leaves on the lanes,
- * where the guest takes the pieces of replies in the order of their calls). */
+ * before (no waiter could take it, no reply is awaited). */
 int be_copy_off_path(struct sl_be_call *c, CUstream st, void *buf, size_t n, int stage);
 /* 1 when st (as the call names it: the _ptsz query with per_thread_stream) is capturing, or the
  * driver cannot say (the legacy stream beside a capture: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT):

@@ -68,7 +68,7 @@ struct sl_lane_asm {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     unsigned lanes;
-    uint64_t top; /* the highest seq expected so far */
+    uint64_t top; /* the highest seq expected so far (for a stray piece's reason) */
     struct pend p[SL_LANE_MAX_PENDING];
     unsigned np;
     sl_code failed;
@@ -139,15 +139,16 @@ sl_code sl_lane_asm_expect(sl_lane_asm *a, uint64_t seq, uint8_t *dst, uint64_t 
     sl_code rc = SL_OK;
     if (a->failed)
         rc = failed_locked(a, e);
-    else if (seq <= a->top)
-        rc = sl_fail(e, SL_ERR_PROTOCOL, "lane pieces of seq %llu announced after seq %llu's",
-                     (unsigned long long)seq, (unsigned long long)a->top);
+    else if (find(a, seq))
+        rc = sl_fail(e, SL_ERR_PROTOCOL, "lane pieces of seq %llu announced twice",
+                     (unsigned long long)seq);
     else if (a->np == SL_LANE_MAX_PENDING)
         rc = sl_fail(e, SL_ERR_TOO_LARGE, "more than %u calls with lane pieces outstanding",
                      SL_LANE_MAX_PENDING);
     if (rc == SL_OK) {
         a->p[a->np++] = (struct pend){.seq = seq, .n = n, .dst = dst, .k = k};
-        a->top = seq;
+        if (seq > a->top)
+            a->top = seq;
         pthread_cond_broadcast(&a->cv);
     }
     pthread_mutex_unlock(&a->mu);
@@ -173,7 +174,7 @@ sl_code sl_lane_asm_claim(sl_lane_asm *a, unsigned lane, uint64_t seq, uint32_t 
     pthread_mutex_lock(&a->mu);
     struct timespec until;
     deadline(&until, wait_ms > 0 ? wait_ms : 0);
-    while (!a->failed && seq > a->top && wait_ms > 0 &&
+    while (!a->failed && !find(a, seq) && wait_ms > 0 &&
            pthread_cond_timedwait(&a->cv, &a->mu, &until) != ETIMEDOUT)
         ;
     struct pend *p = a->failed ? NULL : find(a, seq);

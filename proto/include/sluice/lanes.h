@@ -47,14 +47,15 @@ sl_code sl_lane_asm_new(unsigned lanes, sl_lane_asm **out, sl_error *e);
 void sl_lane_asm_free(sl_lane_asm *a);
 
 /* Call (reply) seq's bulk of n bytes comes as k pieces into dst (n bytes, owned by the caller
- * until sl_lane_asm_wait returned and sl_lane_asm_forget was called). seq must be above every
- * seq expected before. */
+ * until sl_lane_asm_wait returned and sl_lane_asm_forget was called). seq must not be pending
+ * already; replies may come out of seq order (a copy's reply that waited off the worker's call
+ * path follows later ones), so seqs need not rise. */
 sl_code sl_lane_asm_expect(sl_lane_asm *a, uint64_t seq, uint8_t *dst, uint64_t n, uint32_t k,
                            sl_error *e);
 
 /* A LaneBulk{seq, piece, offset, length} read on lane `lane`: checked against the expected
  * layout (the piece's offset, length and lane; each piece once) and *dst set to where its bytes
- * go. A seq above every expected one may be announced a little later (its call travels on
+ * go. A seq not expected yet may be announced a little later (its call or reply travels on
  * another connection): the claim waits up to wait_ms for it. Any failure also fails the
  * assembly (sl_lane_asm_fail): the bytes of one piece cannot come again. */
 sl_code sl_lane_asm_claim(sl_lane_asm *a, unsigned lane, uint64_t seq, uint32_t piece,

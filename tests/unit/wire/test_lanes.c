@@ -192,8 +192,47 @@ static void wrong_pieces_fail_the_assembly(void **state)
     assert_ptr_equal(dst, buf + 262144);
     assert_int_equal(sl_lane_asm_claim(a, 3, 10, 1, 262144, 262144, 0, &dst, &e), SL_ERR_PROTOCOL);
     assert_non_null(strstr(e.msg, "came twice"));
-    /* seq order of announcements, and a failed assembly refuses what follows */
+    /* a failed assembly refuses what follows */
     assert_int_equal(sl_lane_asm_expect(a, 9, buf, n, k, &e), SL_ERR_PROTOCOL);
+    sl_lane_asm_free(a);
+}
+
+/* Replies out of seq order (a copy's reply that waited off the worker's call path comes after a
+ * later one): a seq below the highest expected may be announced, and its pieces, read before
+ * the announcement, wait for it; a seq pending already is refused. */
+struct late_arg {
+    sl_lane_asm *a;
+    uint8_t *buf;
+};
+
+static void *announce_later(void *p)
+{
+    struct late_arg *l = p;
+    struct timespec t = {0, 30 * 1000 * 1000};
+    nanosleep(&t, NULL);
+    sl_error e;
+    assert_int_equal(sl_lane_asm_expect(l->a, 7, l->buf, 1 << 20, 4, &e), SL_OK);
+    return NULL;
+}
+
+static void replies_out_of_seq_order(void **state)
+{
+    (void)state;
+    static uint8_t a9[1 << 20], a7[1 << 20];
+    sl_lane_asm *a;
+    sl_error e;
+    uint8_t *dst;
+    assert_int_equal(sl_lane_asm_new(4, &a, &e), SL_OK);
+    assert_int_equal(sl_lane_asm_expect(a, 9, a9, sizeof a9, 4, &e), SL_OK);
+    assert_int_equal(sl_lane_asm_expect(a, 9, a9, sizeof a9, 4, &e), SL_ERR_PROTOCOL);
+    assert_non_null(strstr(e.msg, "announced twice"));
+    struct late_arg l = {a, a7};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, announce_later, &l), 0);
+    /* seq 7, piece 1 (lane 0): read before seq 7 is announced, it waits for it */
+    assert_int_equal(sl_lane_asm_claim(a, 0, 7, 1, 262144, 262144, 5000, &dst, &e), SL_OK);
+    assert_ptr_equal(dst, a7 + 262144);
+    pthread_join(th, NULL);
     sl_lane_asm_free(a);
 }
 
@@ -319,6 +358,7 @@ int main(void)
         cmocka_unit_test(layout_covers_the_bulk),
         cmocka_unit_test(pieces_assemble_in_any_order),
         cmocka_unit_test(wrong_pieces_fail_the_assembly),
+        cmocka_unit_test(replies_out_of_seq_order),
         cmocka_unit_test(lost_lane_wakes_the_waiter),
         cmocka_unit_test(envelope_checks_lane_fields),
     };
