@@ -80,13 +80,13 @@ struct q1d { /* a 1D copy: its device side and length */
 static CUresult q_dtoh(struct sl_be_call *c, void *u, void *host, CUstream st)
 {
     const struct q1d *q = u;
-    return BE_QUEUE_FN(c->api, cuMemcpyDtoHAsync_v2, c->call)(host, q->dev, q->n, st);
+    return BE_PTSZ(c->api, cuMemcpyDtoHAsync_v2, c->call)(host, q->dev, q->n, st);
 }
 
 static CUresult q_htod(struct sl_be_call *c, void *u, void *host, CUstream st)
 {
     const struct q1d *q = u;
-    return BE_QUEUE_FN(c->api, cuMemcpyHtoDAsync_v2, c->call)(q->dev, host, q->n, st);
+    return BE_PTSZ(c->api, cuMemcpyHtoDAsync_v2, c->call)(q->dev, host, q->n, st);
 }
 
 CUresult be_h_cuMemcpyHtoD_v2(struct sl_be_call *c)
@@ -103,7 +103,7 @@ CUresult be_h_cuMemcpyHtoD_v2(struct sl_be_call *c)
         return rc;
     /* queued, then waited for off the call path while the stream is busy (copy_wait.c) */
     struct q1d q = {rq->dst_device, rq->byte_count};
-    if (BE_QUEUE_FN(api, cuMemcpyHtoDAsync_v2, call) && be_htod_queued(c, q.n, q_htod, &q, &rc))
+    if (BE_PTSZ(api, cuMemcpyHtoDAsync_v2, call) && be_htod_queued(c, q.n, q_htod, &q, &rc))
         return rc;
     CUresult (*fn)(CUdeviceptr, const void *, size_t) = PT(api, cuMemcpyHtoD_v2, call);
     return fn ? fn(rq->dst_device, c->in, rq->byte_count) : CUDA_ERROR_NOT_SUPPORTED;
@@ -154,7 +154,7 @@ CUresult be_h_cuMemcpyDtoH_v2(struct sl_be_call *c)
     /* up to 64 KiB through the context's page-locked staging buffer, larger pieces into their
      * page-locked slot; either waits off the call path while the stream is busy (copy_wait.c) */
     struct q1d q = {rq->src_device, rq->byte_count};
-    int queued = BE_QUEUE_FN(api, cuMemcpyDtoHAsync_v2, call) != NULL;
+    int queued = BE_PTSZ(api, cuMemcpyDtoHAsync_v2, call) != NULL;
     if (!(queued && be_small_dtoh(c, buf, q.n, NULL, q_dtoh, &q, &rc)) &&
         !(queued && be_dtoh_slot(c, buf, q.n, NULL, q_dtoh, &q, &rc))) {
         CUresult (*fn)(void *, CUdeviceptr, size_t) = PT(api, cuMemcpyDtoH_v2, call);
@@ -184,7 +184,7 @@ CUresult be_h_cuMemcpyDtoHAsync_v2(struct sl_be_call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     struct q1d q = {rq->src_device, rq->byte_count};
-    int queued = BE_QUEUE_FN(api, cuMemcpyDtoHAsync_v2, call) != NULL;
+    int queued = BE_PTSZ(api, cuMemcpyDtoHAsync_v2, call) != NULL;
     if (!(queued && be_small_dtoh(c, buf, q.n, st, q_dtoh, &q, &rc)) &&
         !(queued && be_dtoh_slot(c, buf, q.n, st, q_dtoh, &q, &rc))) {
         CUresult (*fn)(void *, CUdeviceptr, size_t, CUstream) = PZ(api, cuMemcpyDtoHAsync_v2, call);

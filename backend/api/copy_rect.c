@@ -27,7 +27,7 @@ static CUresult q_2d(struct sl_be_call *c, void *u, void *host, CUstream st)
         p->dstHost = host;
     else
         p->srcHost = host;
-    return BE_QUEUE_FN(c->api, cuMemcpy2DAsync_v2, c->call)(p, st);
+    return BE_PTSZ(c->api, cuMemcpy2DAsync_v2, c->call)(p, st);
 }
 
 static CUresult q_3d(struct sl_be_call *c, void *u, void *host, CUstream st)
@@ -37,7 +37,7 @@ static CUresult q_3d(struct sl_be_call *c, void *u, void *host, CUstream st)
         p->dstHost = host;
     else
         p->srcHost = host;
-    return BE_QUEUE_FN(c->api, cuMemcpy3DAsync_v2, c->call)(p, st);
+    return BE_PTSZ(c->api, cuMemcpy3DAsync_v2, c->call)(p, st);
 }
 
 struct qarray { /* an array copy: the array, the offset in it, the length */
@@ -48,13 +48,13 @@ struct qarray { /* an array copy: the array, the offset in it, the length */
 static CUresult q_atoh(struct sl_be_call *c, void *u, void *host, CUstream st)
 {
     const struct qarray *q = u;
-    return BE_QUEUE_FN(c->api, cuMemcpyAtoHAsync_v2, c->call)(host, q->a, q->off, q->n, st);
+    return BE_PTSZ(c->api, cuMemcpyAtoHAsync_v2, c->call)(host, q->a, q->off, q->n, st);
 }
 
 static CUresult q_htoa(struct sl_be_call *c, void *u, void *host, CUstream st)
 {
     const struct qarray *q = u;
-    return BE_QUEUE_FN(c->api, cuMemcpyHtoAAsync_v2, c->call)(q->a, q->off, host, q->n, st);
+    return BE_PTSZ(c->api, cuMemcpyHtoAAsync_v2, c->call)(q->a, q->off, host, q->n, st);
 }
 
 /* ---------------------------------------------------------------- 2D / 3D copies */
@@ -198,7 +198,7 @@ static CUresult copy2d(struct sl_be_call *c, const ProtobufCBinaryData *pod, int
                     ? api->cuMemcpy2DAsync_v2_ptsz
                     : api->cuMemcpy2DAsync_v2;
             rc = fn ? fn(&p, st) : CUDA_ERROR_NOT_SUPPORTED;
-        } else if (!rect_queued(c, q_2d, &p, BE_QUEUE_FN(api, cuMemcpy2DAsync_v2, call) != NULL,
+        } else if (!rect_queued(c, q_2d, &p, BE_PTSZ(api, cuMemcpy2DAsync_v2, call) != NULL,
                                 p.srcMemoryType, p.dstMemoryType, p.WidthInBytes * p.Height, &out,
                                 &rc)) {
             CUresult (*fn)(const CUDA_MEMCPY2D *) =
@@ -241,7 +241,7 @@ static CUresult copy3d(struct sl_be_call *c, const ProtobufCBinaryData *pod, int
                     ? api->cuMemcpy3DAsync_v2_ptsz
                     : api->cuMemcpy3DAsync_v2;
             rc = fn ? fn(&p, st) : CUDA_ERROR_NOT_SUPPORTED;
-        } else if (!rect_queued(c, q_3d, &p, BE_QUEUE_FN(api, cuMemcpy3DAsync_v2, call) != NULL,
+        } else if (!rect_queued(c, q_3d, &p, BE_PTSZ(api, cuMemcpy3DAsync_v2, call) != NULL,
                                 p.srcMemoryType, p.dstMemoryType,
                                 p.WidthInBytes * p.Height * p.Depth, &out, &rc)) {
             CUresult (*fn)(const CUDA_MEMCPY3D *) =
@@ -302,7 +302,7 @@ CUresult be_h_cuMemcpyHtoA_v2(struct sl_be_call *c)
     if (rc != CUDA_SUCCESS)
         return rc;
     struct qarray q = {a, (size_t)rq->dst_offset, (size_t)rq->byte_count};
-    if (BE_QUEUE_FN(api, cuMemcpyHtoAAsync_v2, call) && be_htod_queued(c, q.n, q_htoa, &q, &rc))
+    if (BE_PTSZ(api, cuMemcpyHtoAAsync_v2, call) && be_htod_queued(c, q.n, q_htoa, &q, &rc))
         return rc;
     CUresult (*fn)(CUarray, size_t, const void *, size_t) =
         call->per_thread_stream && api->cuMemcpyHtoA_v2_ptds ? api->cuMemcpyHtoA_v2_ptds
@@ -335,7 +335,7 @@ CUresult be_h_cuMemcpyAtoH_v2(struct sl_be_call *c)
     if (!buf)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct qarray q = {a, (size_t)rq->src_offset, (size_t)rq->byte_count};
-    if (!(BE_QUEUE_FN(api, cuMemcpyAtoHAsync_v2, call) &&
+    if (!(BE_PTSZ(api, cuMemcpyAtoHAsync_v2, call) &&
           be_dtoh_queued(c, q_atoh, &q, q.n, &buf, &rc)))
         rc = fn(buf, a, q.off, q.n);
     return be_dtoh_answer(c, buf, rq->byte_count, rc);

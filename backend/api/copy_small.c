@@ -33,10 +33,6 @@
 #include "sluice/driver_api.h"
 #include "sluice/relax.h"
 
-/* The driver's function for the call's stream semantics: the _ptsz one with per_thread_stream
- * (NULL then when the driver has none: the copy goes the old way). */
-#define PICK(api, name, pt) ((pt) ? (api)->name##_ptsz : (api)->name)
-
 /* Polls st until its work is done or spin_ns passed, then synchronizes it (at once when done):
  * the result is the synchronization's. */
 static CUresult wait_stream(CUresult (*query)(CUstream), CUresult (*sync)(CUstream), CUstream st,
@@ -53,11 +49,10 @@ int be_small_dtoh(struct sl_be_call *c, void *dst, size_t n, CUstream st, be_cop
 {
     sl_be_session *s = c->s;
     const struct sl_driver_api *api = c->api;
-    int pt = c->call->per_thread_stream;
     if (n == 0 || n > BE_STAGE_BYTES || !dst)
         return 0;
-    CUresult (*query)(CUstream) = PICK(api, cuStreamQuery, pt);
-    CUresult (*sync)(CUstream) = PICK(api, cuStreamSynchronize, pt);
+    CUresult (*query)(CUstream) = BE_PTSZ(api, cuStreamQuery, c->call);
+    CUresult (*sync)(CUstream) = BE_PTSZ(api, cuStreamSynchronize, c->call);
     if (!query || !sync)
         return 0;
     struct be_ctx *cx = be_ctx_find(s, c->call->context);

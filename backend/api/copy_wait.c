@@ -15,14 +15,10 @@
 #include "sluice/driver_api.h"
 #include "sluice/wire.h"
 
-/* The driver's function for the call's stream semantics: the _ptsz one with per_thread_stream
- * (NULL then when the driver has none: the copy goes the old way). */
-#define PICK(api, name, pt) ((pt) ? (api)->name##_ptsz : (api)->name)
-
 int be_copy_capturing(const struct sl_be_call *c, CUstream st)
 {
     CUresult (*is)(CUstream, CUstreamCaptureStatus *) =
-        PICK(c->api, cuStreamIsCapturing, c->call->per_thread_stream);
+        BE_PTSZ(c->api, cuStreamIsCapturing, c->call);
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     return !is || is(st, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE;
 }
@@ -33,7 +29,7 @@ static void wait_or_hand_off(struct sl_be_call *c, CUstream st, void *buf, size_
     sl_be_session *s = c->s;
     CUstreamCaptureMode mode = be_capture_relax(s);
     if (be_copy_off_path(c, st, buf, n, 0) <= 0) {
-        CUresult (*sync)(CUstream) = PICK(c->api, cuStreamSynchronize, c->call->per_thread_stream);
+        CUresult (*sync)(CUstream) = BE_PTSZ(c->api, cuStreamSynchronize, c->call);
         *rc = sync ? sync(st) : CUDA_ERROR_NOT_SUPPORTED;
     }
     be_capture_restore(s, mode);
@@ -77,7 +73,7 @@ int be_htod_queued(struct sl_be_call *c, size_t n, be_copy_queue queue, void *u,
         return 1;
     /* a page-locked slot stays out until the copy read it; pageable bytes the driver staged */
     if (be_pool_hold(s->pool, c->in, pt ? CU_STREAM_PER_THREAD : NULL) != 0) {
-        CUresult (*sync)(CUstream) = PICK(c->api, cuStreamSynchronize, pt);
+        CUresult (*sync)(CUstream) = BE_PTSZ(c->api, cuStreamSynchronize, c->call);
         *rc = sync ? sync(NULL) : CUDA_ERROR_NOT_SUPPORTED;
         return 1;
     }
@@ -104,10 +100,8 @@ int be_dtoh_queued(struct sl_be_call *c, be_copy_queue queue, void *u, size_t n,
 
 CUresult be_dtoh_answer(struct sl_be_call *c, uint8_t *buf, uint64_t n, CUresult rc)
 {
-    if (c->deferred && !be_bulk_is_slot(buf))
-        be_bulk_free(buf);
     if (c->deferred || rc != CUDA_SUCCESS) {
-        if (!c->deferred)
+        if (!c->deferred || !be_bulk_is_slot(buf)) /* a waiting copy's slot is the wait's */
             be_bulk_free(buf);
         c->out_len = 0;
         return c->deferred ? CUDA_SUCCESS : rc;

@@ -13,9 +13,10 @@
  * handler's) describes it, in the call's stream semantics (the _ptsz call with
  * per_thread_stream): cuMemcpyDtoHAsync, cuMemcpy2DAsync, cuMemcpyAtoHAsync... */
 typedef CUresult (*be_copy_queue)(struct sl_be_call *c, void *u, void *host, CUstream st);
-/* The driver's async call a queue uses, in the call's stream semantics: NULL when the driver
- * has no _ptsz one for a per-thread call (the copy then goes the old way). */
-#define BE_QUEUE_FN(api, name, call) ((call)->per_thread_stream ? (api)->name##_ptsz : (api)->name)
+/* The driver's function for the call's stream semantics (a queue's async call, the query and
+ * synchronization after it): the _ptsz one with per_thread_stream, NULL when the driver has none
+ * (the copy then goes the old way). */
+#define BE_PTSZ(api, name, call) ((call)->per_thread_stream ? (api)->name##_ptsz : (api)->name)
 
 /* A synchronous copy just queued on st (NULL with the call's per_thread_stream: the session
  * thread's per-thread stream), into page-locked buf (n bytes: the reply's) or with no reply

@@ -73,6 +73,22 @@ static void test_sealed_round_trips(void **state)
     }
 }
 
+/* Asks the echo server for its lent reply and reads the message: returns a buffer for its
+ * ECHO_LENT_BYTES of bulk, still to be read. */
+static uint8_t *ask_lent(sl_client *c)
+{
+    sl_error err;
+    const void *m;
+    size_t l;
+    uint64_t bl;
+    assert_int_equal(sl_client_send(c, "lend", 4, NULL, 0, &err), SL_OK);
+    assert_int_equal(sl_client_recv(c, &m, &l, &bl, 5000, &err), SL_OK);
+    assert_int_equal(bl, ECHO_LENT_BYTES);
+    uint8_t *got = malloc(ECHO_LENT_BYTES);
+    assert_non_null(got);
+    return got;
+}
+
 /* A lent reply (sl_server_send_lend, written a frame at a time) goes sealed too. */
 static void test_sealed_lent(void **state)
 {
@@ -82,13 +98,7 @@ static void test_sealed_lent(void **state)
     sl_client *c = connect_to(sl_server_endpoint(e.srv));
     agree(c);
     sl_error err;
-    assert_int_equal(sl_client_send(c, "lend", 4, NULL, 0, &err), SL_OK);
-    const void *m;
-    size_t l;
-    uint64_t bl;
-    assert_int_equal(sl_client_recv(c, &m, &l, &bl, 5000, &err), SL_OK);
-    assert_int_equal(bl, ECHO_LENT_BYTES);
-    uint8_t *got = malloc(ECHO_LENT_BYTES);
+    uint8_t *got = ask_lent(c);
     assert_int_equal(sl_client_recv_bulk(c, got, 1000, &err), SL_OK);
     assert_int_equal(sl_client_recv_bulk(c, got + 1000, ECHO_LENT_BYTES - 1000, &err), SL_OK);
     assert_memory_equal(got, echo_lent_bytes(), ECHO_LENT_BYTES);
@@ -170,14 +180,7 @@ static void test_sealed_reply_wiped(void **state)
     r.skip = 3; /* [MESSAGE, SEALED], chunk 1, [SEALED], chunk 2: the second chunk */
     r.armed = 1;
     sl_error err;
-    assert_int_equal(sl_client_send(c, "lend", 4, NULL, 0, &err), SL_OK);
-    const void *m;
-    size_t l;
-    uint64_t bl;
-    assert_int_equal(sl_client_recv(c, &m, &l, &bl, 5000, &err), SL_OK);
-    assert_int_equal(bl, ECHO_LENT_BYTES);
-    uint8_t *got = malloc(ECHO_LENT_BYTES);
-    assert_non_null(got);
+    uint8_t *got = ask_lent(c);
     memset(got, 0xaa, ECHO_LENT_BYTES);
     sl_code rc = sl_client_recv_bulk(c, got, 1000, &err); /* the first chunk, in two reads */
     if (rc == SL_OK)
